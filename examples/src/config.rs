@@ -1,0 +1,152 @@
+//! Server-wide defaults of the mock, as command-line flags. Every timing and shape knob here can be
+//! overridden per request by an `x-mock-*` header (see [`REQUEST_HEADERS_HELP`]).
+
+use std::path::PathBuf;
+
+use crate::scenario::Scenario;
+
+/// Defaults for every response the mock produces. `Default` gives the same values as the flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MockConfig {
+    /// Time to first content event, after the response headers (ms).
+    #[arg(long, default_value_t = 200)]
+    pub ttft_ms: u64,
+    /// Inter-event latency: content event k is sent at ttft + k * itl (ms).
+    #[arg(long, default_value_t = 20)]
+    pub itl_ms: u64,
+    /// Maximum extra delay added to each event from a seeded PRNG; never accumulates (ms).
+    #[arg(long, default_value_t = 0)]
+    pub jitter_ms: u64,
+    /// Answer tokens (one vocabulary word with a leading space each, about one o200k token).
+    #[arg(long, default_value_t = 40)]
+    pub tokens: u32,
+    /// Tokens carried by each content event.
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Reasoning tokens streamed before the answer on the same schedule (0 = no reasoning phase).
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u32,
+    /// Delay before the response headers are sent (ms); the content schedule starts after it.
+    #[arg(long, default_value_t = 0)]
+    pub headers_delay_ms: u64,
+    /// Seed for the jitter PRNG, the generated words and the response ids.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Field of the chat-completions delta that carries reasoning text.
+    #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent)]
+    pub reasoning_field: ReasoningField,
+    /// Named preset applied to every request unless `x-mock-scenario` says otherwise.
+    #[arg(long, value_enum, default_value_t = Scenario::Text)]
+    pub scenario: Scenario,
+    /// Content event index before which the stream stalls.
+    #[arg(long)]
+    pub stall_at: Option<u32>,
+    /// Length of the stall (ms).
+    #[arg(long)]
+    pub stall_ms: Option<u64>,
+    /// Heartbeat period during a stall (ms); none when absent.
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
+    /// Send a provider-shaped error event after this content event, then end the stream.
+    #[arg(long)]
+    pub error_at: Option<u32>,
+    /// Abort the connection (no clean end of body) after this content event.
+    #[arg(long)]
+    pub reset_at: Option<u32>,
+    /// Pad each content event to about this many bytes.
+    #[arg(long)]
+    pub event_bytes: Option<usize>,
+    /// PEM certificate chain: serve HTTPS (ALPN h2 + http/1.1) instead of HTTP/1.1 + h2c.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            ttft_ms: 200,
+            itl_ms: 20,
+            jitter_ms: 0,
+            tokens: 40,
+            tokens_per_chunk: 1,
+            reasoning_tokens: 0,
+            headers_delay_ms: 0,
+            seed: 0,
+            reasoning_field: ReasoningField::ReasoningContent,
+            scenario: Scenario::Text,
+            stall_at: None,
+            stall_ms: None,
+            heartbeat_ms: None,
+            error_at: None,
+            reset_at: None,
+            event_bytes: None,
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
+}
+
+/// Where OpenAI-compatible servers put reasoning text in a chat-completions delta.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasoningField {
+    /// `delta.reasoning_content` (DeepSeek, older vLLM).
+    #[value(name = "reasoning_content")]
+    ReasoningContent,
+    /// `delta.reasoning` (newer vLLM, Groq, OpenRouter).
+    #[value(name = "reasoning")]
+    Reasoning,
+}
+
+impl ReasoningField {
+    /// The JSON key used in the delta.
+    pub fn key(self) -> &'static str {
+        match self {
+            ReasoningField::ReasoningContent => "reasoning_content",
+            ReasoningField::Reasoning => "reasoning",
+        }
+    }
+}
+
+/// Endpoints, per-request headers and control endpoints; shown by `--help` and mirrored in README.md.
+pub const REQUEST_HEADERS_HELP: &str = "\
+PROVIDER ENDPOINTS (streaming when the JSON body has \"stream\": true):
+  POST /v1/chat/completions                      OpenAI Chat Completions (SSE data: lines, [DONE])
+  POST /v1/responses                             OpenAI Responses (event: + data:, sequence_number)
+  POST /v1/messages                              Anthropic Messages (thinking, text, tool_use, ping)
+  POST /v1beta/models/{model}:streamGenerateContent?alt=sse   Gemini SSE (always streams)
+  POST /v1beta/models/{model}:generateContent    Gemini non-streaming
+  POST /api/chat                                 Ollama NDJSON (streams unless \"stream\": false)
+  POST /v1/audio/speech                          binary audio (audio/mpeg, or audio/wav for response_format wav)
+
+PER-REQUEST HEADERS (override the flags for one request):
+  x-mock-scenario: NAME         text | reasoning | tool_call | reasoning_tool | stall | stall_heartbeat |
+                                error_midstream | reset | slow_headers | huge_event
+  x-mock-ttft-ms: MS            time to first content event, counted after the headers
+  x-mock-itl-ms: MS             gap between content events (absolute schedule, never drifts)
+  x-mock-jitter-ms: MS          seeded random extra delay per event (0..=MS, not cumulative)
+  x-mock-tokens: N              answer tokens (words)
+  x-mock-tokens-per-chunk: N    tokens per content event
+  x-mock-reasoning-tokens: N    reasoning tokens before the answer (0 = none)
+  x-mock-reasoning-field: F     reasoning_content | reasoning (chat completions delta field)
+  x-mock-headers-delay-ms: MS   delay before the response headers
+  x-mock-stall-at: K            stall before content event K ...
+  x-mock-stall-ms: MS           ... for MS
+  x-mock-heartbeat-ms: MS       heartbeats during the stall (SSE ': keep-alive' comment; Anthropic ping)
+  x-mock-error-at: K            provider-shaped error event after content event K, then a clean end
+  x-mock-reset-at: K            abort the connection after content event K (no terminating chunk / RST_STREAM)
+  x-mock-event-bytes: N         pad each content event to about N bytes (padding field, text unchanged)
+  x-mock-status: CODE           answer with this HTTP status and a provider-shaped error body
+                                (429 adds retry-after: 1)
+  x-mock-seed: N                seed for jitter, words and ids
+  x-mock-tool-call: 1           same as the tool_call part of the scenarios: call the request's first tool
+
+CONTROL ENDPOINTS (for tests):
+  GET /_mock/stats              {\"requests\",\"completed\",\"cancelled\",\"reset\",\"in_flight\"}
+  GET /_mock/wait?cancelled=N&requests=N&completed=N&reset=N&timeout_ms=MS
+                                long-poll until every given counter reaches N (200) or timeout (408)
+  GET /_mock/last_request       {method, path_and_query, version, headers: [[name, value]...],
+                                 body_sha256, body_len} of the last provider request
+";

@@ -1,0 +1,34 @@
+//! `tokentap-mock`: a mock LLM provider that streams the real wire formats (OpenAI Chat Completions
+//! and Responses, Anthropic Messages, Gemini, Ollama NDJSON, audio speech) on a deterministic,
+//! absolute schedule, with per-request `x-mock-*` headers for stalls, errors, resets and huge events.
+//!
+//! It is the only simulated part of tokentap's tests: the official SDKs must parse what it sends.
+//!
+//! Code map: [`config`] (flags) → `scenario` (per-request plan) → `completion` (provider-neutral
+//! answer) → `formats/*` (wire shapes) → `timeline` + [`schedule`] (when each event goes out) →
+//! `body` (one hyper frame per event) → `server` / `control` / `stats` / `tls` (HTTP side).
+//!
+//! **Architecture invariant:** every send time is `arrival + offset`, with offsets computed up front
+//! by pure functions; nothing is timed relative to the previous send, and nothing reads the clock to
+//! decide *what* to send, so identical requests give identical bytes.
+
+mod body;
+mod completion;
+pub mod config;
+mod control;
+mod formats;
+mod random;
+mod request;
+pub mod scenario;
+pub mod schedule;
+mod server;
+pub mod stats;
+mod timeline;
+mod tls;
+pub mod vocabulary;
+mod wire;
+
+pub use config::{MockConfig, ReasoningField, REQUEST_HEADERS_HELP};
+pub use scenario::Scenario;
+pub use server::{spawn_background, MockServer};
+pub use stats::MockStats;

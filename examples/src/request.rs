@@ -1,0 +1,159 @@
+//! What the mock reads from a provider request: which endpoint, model, streaming, tools, and the
+//! request's own wishes (e.g. Anthropic `thinking`). Also the body hash that makes ids deterministic.
+
+use http::Method;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::scenario::RequestWishes;
+
+/// The provider endpoints the mock serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    OpenAiChat,
+    OpenAiResponses,
+    AnthropicMessages,
+    Gemini { model: String, streaming: bool },
+    OllamaChat,
+    AudioSpeech,
+}
+
+impl Endpoint {
+    pub(crate) fn route(method: &Method, path: &str) -> Option<Endpoint> {
+        if method != Method::POST {
+            return None;
+        }
+        match path {
+            "/v1/chat/completions" => return Some(Endpoint::OpenAiChat),
+            "/v1/responses" => return Some(Endpoint::OpenAiResponses),
+            "/v1/messages" => return Some(Endpoint::AnthropicMessages),
+            "/api/chat" => return Some(Endpoint::OllamaChat),
+            "/v1/audio/speech" => return Some(Endpoint::AudioSpeech),
+            _ => {}
+        }
+        let rest = path.strip_prefix("/v1beta/models/").or_else(|| path.strip_prefix("/v1/models/"))?;
+        let (model, method) = rest.rsplit_once(':')?;
+        let streaming = match method {
+            "streamGenerateContent" => true,
+            "generateContent" => false,
+            _ => return None,
+        };
+        Some(Endpoint::Gemini { model: model.to_owned(), streaming })
+    }
+}
+
+/// The first tool a request declares, in any provider's shape.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DeclaredTool {
+    pub(crate) name: String,
+    /// JSON schema of the parameters, if given.
+    pub(crate) parameters: Option<Value>,
+}
+
+/// The parts of a provider request the mock's answer depends on.
+#[derive(Clone, Debug)]
+pub(crate) struct ProviderRequest {
+    pub(crate) model: String,
+    pub(crate) stream: bool,
+    pub(crate) include_usage: bool,
+    pub(crate) first_tool: Option<DeclaredTool>,
+    /// `response_format` of an audio speech request.
+    pub(crate) audio_format: Option<String>,
+    pub(crate) wishes: RequestWishes,
+    /// A rough prompt size: one token per four body bytes. Deterministic, which is all that matters.
+    pub(crate) input_tokens: u32,
+    /// SHA-256 of path + body: identical requests get identical ids.
+    pub(crate) body_hash: [u8; 32],
+}
+
+impl ProviderRequest {
+    pub(crate) fn parse(endpoint: &Endpoint, path: &str, body: &[u8]) -> Result<ProviderRequest, serde_json::Error> {
+        let json: Value = serde_json::from_slice(body)?;
+        let model = match endpoint {
+            Endpoint::Gemini { model, .. } => model.clone(),
+            _ => json.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_owned(),
+        };
+        let stream = match endpoint {
+            Endpoint::Gemini { streaming, .. } => *streaming,
+            // Ollama streams unless told not to; speech audio always streams.
+            Endpoint::OllamaChat => json.get("stream").and_then(Value::as_bool).unwrap_or(true),
+            Endpoint::AudioSpeech => true,
+            _ => json.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        };
+        let include_usage = json.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+        let reasoning = match endpoint {
+            Endpoint::AnthropicMessages => {
+                matches!(json.pointer("/thinking/type").and_then(Value::as_str), Some("enabled" | "adaptive"))
+            }
+            Endpoint::OpenAiResponses => json.pointer("/reasoning/summary").is_some_and(|s| !s.is_null()),
+            Endpoint::Gemini { .. } => json
+                .pointer("/generationConfig/thinkingConfig/includeThoughts")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            Endpoint::OllamaChat => json.get("think").is_some_and(|t| t.as_bool() == Some(true) || t.is_string()),
+            Endpoint::OpenAiChat | Endpoint::AudioSpeech => false,
+        };
+        let mut hasher = Sha256::new();
+        hasher.update(path.as_bytes());
+        hasher.update([0]);
+        hasher.update(body);
+        Ok(ProviderRequest {
+            first_tool: first_tool(&json),
+            audio_format: json.get("response_format").and_then(Value::as_str).map(str::to_owned),
+            model,
+            stream,
+            include_usage,
+            wishes: RequestWishes { reasoning },
+            input_tokens: u32::try_from(body.len() / 4).unwrap_or(u32::MAX).max(1),
+            body_hash: hasher.finalize().into(),
+        })
+    }
+}
+
+/// Finds the first tool in OpenAI chat (`function.name`), Responses / Anthropic (`name`) or Gemini
+/// (`functionDeclarations[0].name`) form.
+fn first_tool(json: &Value) -> Option<DeclaredTool> {
+    let tool = json.get("tools")?.as_array()?.first()?;
+    let (holder, schema_keys): (&Value, &[&str]) = if let Some(function) = tool.get("function") {
+        (function, &["parameters"])
+    } else if let Some(decl) = tool
+        .get("functionDeclarations")
+        .or_else(|| tool.get("function_declarations"))
+        .and_then(|d| d.as_array()?.first())
+    {
+        (decl, &["parameters", "parametersJsonSchema"])
+    } else {
+        (tool, &["parameters", "input_schema"])
+    };
+    let name = holder.get("name")?.as_str()?.to_owned();
+    let parameters = schema_keys.iter().find_map(|k| holder.get(*k)).cloned();
+    Some(DeclaredTool { name, parameters })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn routes() {
+        assert_eq!(Endpoint::route(&Method::POST, "/v1/chat/completions"), Some(Endpoint::OpenAiChat));
+        assert_eq!(
+            Endpoint::route(&Method::POST, "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+            Some(Endpoint::Gemini { model: "gemini-2.5-flash".into(), streaming: true })
+        );
+        assert_eq!(Endpoint::route(&Method::GET, "/v1/messages"), None);
+        assert_eq!(Endpoint::route(&Method::POST, "/v1/nope"), None);
+    }
+
+    #[test]
+    fn finds_first_tool_in_every_shape() {
+        let openai = json!({"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}}]});
+        let anthropic = json!({"tools":[{"name":"b","input_schema":{"type":"object"}}]});
+        let gemini = json!({"tools":[{"functionDeclarations":[{"name":"c"}]}]});
+        assert_eq!(first_tool(&openai).unwrap().name, "a");
+        assert!(first_tool(&openai).unwrap().parameters.is_some());
+        assert_eq!(first_tool(&anthropic).unwrap().name, "b");
+        assert_eq!(first_tool(&gemini).unwrap().name, "c");
+    }
+}

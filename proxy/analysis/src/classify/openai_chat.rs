@@ -1,0 +1,194 @@
+//! OpenAI Chat Completions (and OpenAI-compatible servers: vLLM, DeepSeek, Groq, OpenRouter, ...),
+//! streaming chunks and non-streaming bodies, plus the legacy Completions `choices[].text`.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{parse_failure, text, Out, Parsed, Text};
+use crate::event::EventClass;
+
+const MAX_TOOL_SLOTS: usize = 1024;
+
+#[derive(Debug, Default)]
+pub(crate) struct OpenaiChat {
+    /// (choice index, tool call index) → entry in the findings' tool call list.
+    tool_slots: HashMap<(u64, u64), Option<usize>>,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    model: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    /// Streaming chunks carry `delta`, whole responses `message`; both have the same fields.
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    message: Option<Delta<'a>>,
+    /// Legacy Completions API.
+    #[serde(borrow, default)]
+    text: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Text<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    role: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    content: Option<Text<'a>>,
+    /// DeepSeek, older vLLM.
+    #[serde(borrow, default)]
+    reasoning_content: Option<Text<'a>>,
+    /// Newer vLLM, Groq, OpenRouter. Kept loose: some servers send an object here.
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(borrow, default)]
+    refusal: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+    /// Deprecated single function call.
+    #[serde(borrow, default)]
+    function_call: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    id: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    arguments: Option<Text<'a>>,
+}
+
+impl OpenaiChat {
+    pub(crate) fn classify(&mut self, data: &str, out: &mut Out<'_>) -> Parsed {
+        if data == "[DONE]" {
+            out.piece(EventClass::Done, "");
+            return Parsed::Yes;
+        }
+        let chunk: Chunk<'_> = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(_) => return parse_failure(data),
+        };
+        out.findings.note_id(text(&chunk.id));
+        out.findings.note_model(text(&chunk.model));
+        if let Some(error) = &chunk.error {
+            out.error(error);
+        }
+        // A frame with nothing but role or finish markers is `control`; one whose deltas are all
+        // empty is a keep-alive.
+        let mut saw_marker = false;
+        let mut saw_empty_delta = false;
+        for (position, choice) in chunk.choices.iter().flatten().enumerate() {
+            let choice_index = choice.index.unwrap_or(position as u64);
+            for delta in [&choice.delta, &choice.message].into_iter().flatten() {
+                let before = out.timeline.pieces_in_frame();
+                self.delta(choice_index, delta, out);
+                if out.timeline.pieces_in_frame() == before {
+                    if delta.role.is_some() {
+                        saw_marker = true;
+                    } else {
+                        saw_empty_delta = true;
+                    }
+                }
+            }
+            if let Some(t) = text(&choice.text).filter(|t| !t.is_empty()) {
+                out.piece(EventClass::Answer, t);
+            }
+            if let Some(reason) = text(&choice.finish_reason) {
+                out.findings.finish_reason(reason);
+                saw_marker = true;
+            }
+        }
+        if let Some(usage) = chunk.usage.as_ref().filter(|u| u.is_object()) {
+            out.findings.absorb_usage(usage);
+            out.piece(EventClass::Usage, "");
+        }
+        if out.timeline.pieces_in_frame() == 0 && saw_empty_delta && !saw_marker {
+            out.piece(EventClass::Heartbeat, "");
+        }
+        Parsed::Yes
+    }
+
+    fn delta(&mut self, choice_index: u64, delta: &Delta<'_>, out: &mut Out<'_>) {
+        if let Some(r) = text(&delta.reasoning_content).filter(|t| !t.is_empty()) {
+            out.piece(EventClass::Reasoning, r);
+        }
+        if let Some(Value::String(r)) = &delta.reasoning {
+            if !r.is_empty() {
+                out.piece(EventClass::Reasoning, r);
+            }
+        }
+        if let Some(c) = text(&delta.content).filter(|t| !t.is_empty()) {
+            out.piece(EventClass::Answer, c);
+        }
+        if let Some(r) = text(&delta.refusal).filter(|t| !t.is_empty()) {
+            out.findings.refusal = true;
+            out.piece(EventClass::Answer, r);
+        }
+        for (position, call) in delta.tool_calls.iter().flatten().enumerate() {
+            let key = (choice_index, call.index.unwrap_or(position as u64));
+            self.tool_fragment(key, text(&call.id), call.function.as_ref(), out);
+        }
+        if let Some(function) = &delta.function_call {
+            self.tool_fragment((choice_index, u64::MAX), None, Some(function), out);
+        }
+    }
+
+    /// A tool call fragment: the name (usually in the first fragment) and a piece of the arguments.
+    fn tool_fragment(
+        &mut self,
+        key: (u64, u64),
+        id: Option<&str>,
+        function: Option<&FunctionDelta<'_>>,
+        out: &mut Out<'_>,
+    ) {
+        let slot = match self.tool_slots.get(&key) {
+            Some(slot) => *slot,
+            // Bounded: a hostile stream inventing indices cannot grow the map without limit.
+            None if self.tool_slots.len() >= MAX_TOOL_SLOTS => None,
+            None => {
+                let slot = out.findings.new_tool_call();
+                self.tool_slots.insert(key, slot);
+                slot
+            }
+        };
+        let name = function.and_then(|f| text(&f.name)).unwrap_or("");
+        let arguments = function.and_then(|f| text(&f.arguments)).unwrap_or("");
+        out.findings.update_tool_call(slot, id, Some(name), arguments.len());
+        if name.is_empty() {
+            out.content_or_heartbeat(EventClass::ToolCall, arguments);
+        } else {
+            let mut fragment = String::with_capacity(name.len() + arguments.len());
+            fragment.push_str(name);
+            fragment.push_str(arguments);
+            out.piece(EventClass::ToolCall, &fragment);
+        }
+    }
+}

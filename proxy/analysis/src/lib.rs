@@ -1,0 +1,44 @@
+//! tokentap's analysis core: it turns the bytes of one upstream response (as they arrived, chunk by
+//! chunk, with their arrival times) into the numbers that explain where a user's wait went: time to
+//! first token per class, inter-token gaps, tokens per second, stalls, provider usage.
+//!
+//! Code map:
+//! - [`sse`] and [`ndjson`]: incremental framers. They never hold more than one bounded event.
+//! - `format`: decides framing (SSE, NDJSON, whole JSON, audio, binary) and the provider dialect.
+//! - `classify/*`: one module per provider dialect that maps a frame to event classes.
+//! - `timeline`: per-event bookkeeping (first stamps, gaps, stalls, the capped event list).
+//! - `metrics`, [`distribution`], `tokens`: the arithmetic of docs/metrics.md.
+//! - `analyzer`: the public [`StreamAnalyzer`] gluing the above together.
+//! - `request`: [`analyze_request`], the request-side facts (model, stream flag, prompt size).
+//!
+//! **Architecture invariant:** this crate does no IO, no networking and no telemetry export; it is
+//! plain functions over bytes and nanosecond stamps so that it builds and tests in seconds and can be
+//! fuzzed. The proxy owns clocks and sockets and hands stamps in.
+//!
+//! **Architecture invariant:** the output never contains request or response text, only counts,
+//! timings, identifiers, tool names and error messages.
+
+mod analysis;
+mod analyzer;
+mod classify;
+pub mod distribution;
+mod event;
+mod findings;
+mod format;
+mod metrics;
+pub mod ndjson;
+mod request;
+pub mod sse;
+mod timeline;
+mod tokens;
+
+pub use analysis::{
+    AnalysisFlags, EventStamp, OutputTokens, ProviderUsage, Stall, StallSummary, StreamAnalysis,
+    StreamError, StreamMetrics, ToolCallSummary,
+};
+pub use analyzer::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
+pub use distribution::{percentile, Distribution};
+pub use event::{EventClass, EventCounts};
+pub use format::{Dialect, StreamFormat};
+pub use request::{analyze_request, RequestInfo};
+pub use tokens::count_tokens;

@@ -1,0 +1,239 @@
+//! Request-side facts: what was asked (operation, model, stream flag, limits) and how big the prompt
+//! was. Reports state their conditions with these (docs/metrics.md, "Aggregates"). No prompt text
+//! leaves this module, only sizes and counts.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tokens::count_tokens;
+
+/// What one request body asked for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestInfo {
+    /// OpenTelemetry gen_ai operation name: chat, text_completion, embeddings, generate_content.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub operation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stream: Option<bool>,
+    /// max_tokens / max_completion_tokens / max_output_tokens / generationConfig.maxOutputTokens /
+    /// options.num_predict.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_tokens: Option<u64>,
+    /// Entries of messages / input / contents.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message_count: Option<u64>,
+    /// Request body size; absent when the body was truncated by the capture limit.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_bytes: Option<u64>,
+    /// o200k_base tokens of all text in messages, system prompts, instructions, input and contents.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_tokens: Option<u64>,
+    /// Number of tools offered to the model.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tool_definitions: Option<u64>,
+    /// Ids of tool results sent back, to tie this request to the previous response's tool calls.
+    #[serde(default)]
+    pub tool_result_ids: Vec<String>,
+    /// OpenAI `stream_options.include_usage`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub include_usage: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parse_error: Option<String>,
+}
+
+const MAX_TOOL_RESULT_IDS: usize = 256;
+
+/// Reads a request body. `body_truncated` says the proxy captured only a prefix; facts that need
+/// the whole body are then absent and `parse_error` says why. Path-derived facts (operation, the
+/// Gemini model and stream flag) are always filled in.
+pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body_truncated: bool) -> RequestInfo {
+    let path_only = path.split('?').next().unwrap_or(path);
+    let route = Route::from_path(path_only);
+    let mut info = RequestInfo {
+        operation: route.operation.map(str::to_owned),
+        model: route.path_model.clone(),
+        stream: route.path_stream,
+        ..RequestInfo::default()
+    };
+    if body_truncated {
+        info.parse_error = Some("request body truncated by capture limit".to_owned());
+        return info;
+    }
+    info.prompt_bytes = Some(body.len() as u64);
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return info;
+    }
+    if let Some(ct) = content_type {
+        let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        if !(mime == "application/json" || mime.ends_with("+json") || mime.is_empty()) {
+            info.parse_error = Some(format!("not JSON (content type {mime})"));
+            return info;
+        }
+    }
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            info.parse_error = Some(format!("invalid JSON: {e}"));
+            return info;
+        }
+    };
+    let Value::Object(map) = &value else {
+        info.parse_error = Some("JSON body is not an object".to_owned());
+        return info;
+    };
+    if let Some(model) = map.get("model").and_then(Value::as_str) {
+        info.model = Some(model.to_owned());
+    }
+    info.stream = match map.get("stream").and_then(Value::as_bool) {
+        Some(s) => Some(s),
+        None => info.stream.or(Some(route.default_stream)),
+    };
+    info.max_tokens = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
+        .iter()
+        .find_map(|k| map.get(*k).and_then(Value::as_u64))
+        .or_else(|| pointer_u64(&value, "/generationConfig/maxOutputTokens"))
+        .or_else(|| pointer_u64(&value, "/options/num_predict"));
+    info.include_usage = value.pointer("/stream_options/include_usage").and_then(Value::as_bool);
+
+    let mut texts = Vec::new();
+    let mut message_count = None;
+    for key in ["messages", "contents", "input"] {
+        match map.get(key) {
+            Some(Value::Array(items)) => {
+                message_count = Some(message_count.unwrap_or(0) + items.len() as u64);
+                for item in items {
+                    collect_text(item, &mut texts, 0);
+                    collect_tool_result_ids(item, &mut info.tool_result_ids);
+                }
+            }
+            Some(Value::String(s)) => {
+                message_count = Some(message_count.unwrap_or(0) + 1);
+                texts.push(s.as_str());
+            }
+            _ => {}
+        }
+    }
+    info.message_count = message_count;
+    for key in ["system", "instructions", "systemInstruction", "system_instruction", "prompt"] {
+        if let Some(v) = map.get(key) {
+            collect_text(v, &mut texts, 0);
+        }
+    }
+    info.prompt_tokens = Some(texts.iter().filter_map(|t| count_tokens(t)).sum());
+    info.tool_definitions = Some(match map.get("tools") {
+        Some(Value::Array(tools)) => tools
+            .iter()
+            .map(|tool| match tool.get("functionDeclarations").or_else(|| tool.get("function_declarations")) {
+                Some(Value::Array(decls)) => decls.len() as u64,
+                _ => 1,
+            })
+            .sum(),
+        _ => 0,
+    });
+    info
+}
+
+fn pointer_u64(value: &Value, pointer: &str) -> Option<u64> {
+    value.pointer(pointer).and_then(Value::as_u64)
+}
+
+/// What the path alone says.
+struct Route {
+    operation: Option<&'static str>,
+    path_model: Option<String>,
+    path_stream: Option<bool>,
+    /// The API's default for a missing `stream` field (Ollama streams unless told otherwise).
+    default_stream: bool,
+}
+
+impl Route {
+    fn from_path(path: &str) -> Route {
+        let mut route = Route { operation: None, path_model: None, path_stream: None, default_stream: false };
+        if let Some(idx) = path.find("/models/") {
+            // Gemini: /v1beta/models/{model}:{method}
+            let rest = &path[idx + "/models/".len()..];
+            if let Some((model, method)) = rest.split_once(':') {
+                route.path_model = Some(model.to_owned());
+                route.operation = match method {
+                    "streamGenerateContent" | "generateContent" => Some("generate_content"),
+                    "embedContent" | "batchEmbedContents" => Some("embeddings"),
+                    _ => None,
+                };
+                route.path_stream = match method {
+                    "streamGenerateContent" => Some(true),
+                    "generateContent" => Some(false),
+                    _ => None,
+                };
+                return route;
+            }
+        }
+        route.operation = if path.ends_with("/chat/completions") || path.ends_with("/messages") || path.ends_with("/responses") {
+            Some("chat")
+        } else if path.ends_with("/completions") {
+            Some("text_completion")
+        } else if path.ends_with("/embeddings") || path.ends_with("/api/embed") || path.ends_with("/api/embeddings") {
+            Some("embeddings")
+        } else if path.ends_with("/api/chat") {
+            route.default_stream = true;
+            Some("chat")
+        } else if path.ends_with("/api/generate") {
+            route.default_stream = true;
+            Some("text_completion")
+        } else {
+            None
+        };
+        route
+    }
+}
+
+/// Collects every prompt text string reachable from a message, content part list or system value.
+/// Recursion is bounded so that deeply nested JSON cannot exhaust the stack.
+fn collect_text<'a>(value: &'a Value, out: &mut Vec<&'a str>, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| collect_text(v, out, depth + 1)),
+        Value::Object(map) => {
+            for key in ["text", "content", "parts", "output", "thinking"] {
+                if let Some(v) = map.get(key) {
+                    collect_text(v, out, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// OpenAI `role: tool` messages (`tool_call_id`), Anthropic `tool_result` blocks (`tool_use_id`),
+/// Responses `function_call_output` items (`call_id`), Gemini `functionResponse` parts (`id`).
+fn collect_tool_result_ids(item: &Value, ids: &mut Vec<String>) {
+    let mut push = |id: Option<&Value>| {
+        if let Some(id) = id.and_then(Value::as_str) {
+            if ids.len() < MAX_TOOL_RESULT_IDS {
+                ids.push(id.to_owned());
+            }
+        }
+    };
+    if item.get("role").and_then(Value::as_str) == Some("tool") {
+        push(item.get("tool_call_id"));
+    }
+    if item.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call_output")) {
+        push(item.get("call_id"));
+    }
+    for parts_key in ["content", "parts"] {
+        if let Some(Value::Array(parts)) = item.get(parts_key) {
+            for part in parts {
+                if part.get("type").and_then(Value::as_str) == Some("tool_result") {
+                    push(part.get("tool_use_id"));
+                }
+                if let Some(response) = part.get("functionResponse") {
+                    push(response.get("id"));
+                }
+            }
+        }
+    }
+}

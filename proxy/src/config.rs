@@ -1,0 +1,424 @@
+//! Configuration: the TOML file, `TOKENTAP_*` environment variables and command-line flags, merged
+//! and validated once into a [`ValidConfig`] that the rest of the program trusts.
+//!
+//! Precedence, highest first: command-line flag, environment variable, config file, default.
+//! Unknown keys are rejected with the key's name, so a typo never silently does nothing.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::route::{Route, RouteTable, UpstreamTarget};
+
+/// Everything that can go wrong while reading or validating configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), reason: reason.into() }
+}
+
+/// The config file as written by the user. Every field has a default; unknown fields are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address the proxy listens on, e.g. "127.0.0.1:8787".
+    pub listen: Option<String>,
+    /// Address of the admin API (records, live feed). Loopback by default.
+    pub admin_listen: Option<String>,
+    /// Directory of the local record store.
+    pub data_dir: Option<PathBuf>,
+    /// Worker threads of the proxy service.
+    pub threads: Option<usize>,
+    /// Add `x-tokentap-request-id` to responses so clients can look their request up.
+    pub response_request_id_header: Option<bool>,
+    /// Forward a `traceparent` header upstream (continuing the client's trace or starting one).
+    pub inject_traceparent: Option<bool>,
+    /// Routes: path prefix → upstream base URL. The longest matching prefix wins.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteConfig>,
+    #[serde(default)]
+    pub timeouts: TimeoutConfig,
+    #[serde(default)]
+    pub timeline: TimelineConfig,
+    #[serde(default)]
+    pub analysis: AnalysisConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub privacy: PrivacyConfig,
+}
+
+/// One `[[route]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Path prefix this route serves, e.g. "/" or "/anthropic". Stripped before forwarding unless "/".
+    pub prefix: String,
+    /// Upstream base URL, http or https, optionally with a base path ("https://example.com/openai").
+    pub upstream: String,
+    /// Provider hint for stream analysis: openai, anthropic, gemini, ollama, generic.
+    pub provider: Option<String>,
+    /// Name shown in records and metrics; defaults to the prefix.
+    pub name: Option<String>,
+    /// PEM file with CA certificates trusted for this upstream (in place of the system roots).
+    pub ca_file: Option<PathBuf>,
+    /// Offer HTTP/2 to HTTPS upstreams (ALPN h2, falling back to HTTP/1.1). Default true.
+    pub http2: Option<bool>,
+}
+
+/// `[timeouts]`: how long tokentap waits on the upstream. Streams that think for minutes need long reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeoutConfig {
+    /// TCP connect timeout.
+    pub connect_ms: u64,
+    /// TCP + TLS connect timeout.
+    pub total_connect_ms: u64,
+    /// Longest silence tolerated between two reads from the upstream (covers long reasoning phases).
+    pub read_s: u64,
+    /// Longest time a write to the upstream may take.
+    pub write_s: u64,
+    /// How long an idle pooled upstream connection is kept.
+    pub idle_pool_s: u64,
+}
+
+impl Default for TimeoutConfig {
+    fn default() -> Self {
+        Self { connect_ms: 10_000, total_connect_ms: 20_000, read_s: 900, write_s: 60, idle_pool_s: 60 }
+    }
+}
+
+/// `[timeline]`: per-request memory bounds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimelineConfig {
+    /// Chunk entries kept per request; beyond it counts continue and the record says `chunks_truncated`.
+    pub max_chunks: usize,
+    /// Response bytes kept per request for analysis; beyond it analysis sees a prefix and says so.
+    pub max_analysis_bytes: usize,
+    /// Request body bytes kept per request for analysis (model, prompt size…).
+    pub max_request_bytes: usize,
+}
+
+impl Default for TimelineConfig {
+    fn default() -> Self {
+        Self { max_chunks: 50_000, max_analysis_bytes: 16 << 20, max_request_bytes: 4 << 20 }
+    }
+}
+
+/// `[analysis]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnalysisConfig {
+    /// A gap between content-bearing events at least this long is a stall.
+    pub stall_threshold_ms: u64,
+    /// The first N requests of each route after start are marked `warm_up`.
+    pub warmup_requests: u64,
+    /// Completed requests waiting for analysis; when full, new ones are dropped and counted.
+    pub queue_capacity: usize,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        Self { stall_threshold_ms: 1000, warmup_requests: 3, queue_capacity: 1024 }
+    }
+}
+
+/// `[store]`: the local record store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Rotate `records.jsonl` when it grows past this many bytes.
+    pub max_file_bytes: u64,
+    /// Rotated files kept (records.1.jsonl … records.N.jsonl).
+    pub max_files: u32,
+    /// Recent records kept in memory for the admin API.
+    pub ring_size: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { max_file_bytes: 64 << 20, max_files: 4, ring_size: 5_000 }
+    }
+}
+
+/// `[privacy]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrivacyConfig {
+    /// Store request and response bodies in records. Off by default.
+    pub capture_content: bool,
+    /// Bytes of each body stored when capture is on.
+    pub capture_max_bytes: usize,
+    /// Extra header names whose values are never recorded (added to the built-in list).
+    pub redact_headers: Vec<String>,
+}
+
+impl Default for PrivacyConfig {
+    fn default() -> Self {
+        Self { capture_content: false, capture_max_bytes: 64 << 10, redact_headers: Vec::new() }
+    }
+}
+
+/// Values given on the command line or in `TOKENTAP_*` variables; they override the file.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub admin_listen: Option<String>,
+    pub upstream: Option<String>,
+    pub provider: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub threads: Option<usize>,
+}
+
+/// Configuration after validation: addresses parsed, routes built, limits checked.
+#[derive(Debug, Clone)]
+pub struct ValidConfig {
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    pub data_dir: PathBuf,
+    pub threads: usize,
+    pub response_request_id_header: bool,
+    pub inject_traceparent: bool,
+    pub routes: Arc<RouteTable>,
+    pub timeouts: TimeoutConfig,
+    pub timeline: TimelineConfig,
+    pub analysis: AnalysisConfig,
+    pub store: StoreConfig,
+    pub privacy: PrivacyConfig,
+}
+
+impl ValidConfig {
+    pub fn read_timeout(&self) -> Duration {
+        Duration::from_secs(self.timeouts.read_s)
+    }
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:8788";
+
+/// Reads a config file (if any), applies overrides, and validates the result.
+pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidConfig, ConfigError> {
+    let file = match config_path {
+        Some(path) => parse_file(path)?,
+        None => FileConfig::default(),
+    };
+    validate(file, overrides)
+}
+
+fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    parse_str(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
+}
+
+/// Parses TOML text; the error message names the offending key and line.
+pub fn parse_str(text: &str) -> Result<FileConfig, String> {
+    toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+}
+
+/// Checks every value once and builds the [`ValidConfig`].
+pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, ConfigError> {
+    let listen_text = overrides.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
+    let listen = parse_addr("listen", &listen_text)?;
+    let admin_text = overrides
+        .admin_listen
+        .clone()
+        .or(file.admin_listen)
+        .unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.into());
+    let admin_listen = if admin_text == "off" { None } else { Some(parse_addr("admin_listen", &admin_text)?) };
+    if admin_listen == Some(listen) && listen.port() != 0 {
+        return Err(invalid("admin_listen", "must differ from `listen`"));
+    }
+    let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
+    let threads = overrides.threads.or(file.threads).unwrap_or_else(|| {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8)
+    });
+    if threads == 0 || threads > 256 {
+        return Err(invalid("threads", format!("{threads} is outside 1..=256")));
+    }
+
+    let mut route_configs = file.routes;
+    if let Some(upstream) = &overrides.upstream {
+        // `--upstream` is the zero-config form: one route for every path.
+        route_configs.retain(|r| r.prefix != "/");
+        route_configs.push(RouteConfig {
+            prefix: "/".into(),
+            upstream: upstream.clone(),
+            provider: overrides.provider.clone(),
+            name: None,
+            ca_file: None,
+            http2: None,
+        });
+    }
+    if route_configs.is_empty() {
+        return Err(invalid("upstream", "no upstream configured: pass --upstream URL or add a [[route]] to the config file"));
+    }
+    let mut routes = Vec::with_capacity(route_configs.len());
+    for (index, rc) in route_configs.into_iter().enumerate() {
+        routes.push(validate_route(index, rc)?);
+    }
+    let routes = RouteTable::new(routes).map_err(|reason| invalid("route.prefix", reason))?;
+
+    let t = &file.timeouts;
+    for (key, value) in [
+        ("timeouts.connect_ms", t.connect_ms),
+        ("timeouts.total_connect_ms", t.total_connect_ms),
+        ("timeouts.read_s", t.read_s),
+        ("timeouts.write_s", t.write_s),
+    ] {
+        if value == 0 {
+            return Err(invalid(key, "must be greater than 0"));
+        }
+    }
+    if file.timeline.max_chunks == 0 {
+        return Err(invalid("timeline.max_chunks", "must be greater than 0"));
+    }
+    if file.analysis.queue_capacity == 0 {
+        return Err(invalid("analysis.queue_capacity", "must be greater than 0"));
+    }
+    if file.analysis.stall_threshold_ms == 0 {
+        return Err(invalid("analysis.stall_threshold_ms", "must be greater than 0"));
+    }
+    if file.store.ring_size == 0 {
+        return Err(invalid("store.ring_size", "must be greater than 0"));
+    }
+    if file.store.max_file_bytes < 4096 {
+        return Err(invalid("store.max_file_bytes", "must be at least 4096"));
+    }
+    for name in &file.privacy.redact_headers {
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(invalid("privacy.redact_headers", format!("{name:?} is not a header name")));
+        }
+    }
+
+    Ok(ValidConfig {
+        listen,
+        admin_listen,
+        data_dir,
+        threads,
+        response_request_id_header: file.response_request_id_header.unwrap_or(true),
+        inject_traceparent: file.inject_traceparent.unwrap_or(true),
+        routes: Arc::new(routes),
+        timeouts: file.timeouts,
+        timeline: file.timeline,
+        analysis: file.analysis,
+        store: file.store,
+        privacy: file.privacy,
+    })
+}
+
+fn parse_addr(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    // Allow "localhost:8787" and similar names, resolved once at start.
+    match text.to_socket_addrs() {
+        Ok(mut addrs) => addrs.next().ok_or_else(|| invalid(key, format!("{text:?} resolves to no address"))),
+        Err(e) => Err(invalid(key, format!("{text:?} is not HOST:PORT ({e})"))),
+    }
+}
+
+const PROVIDERS: &[&str] = &["openai", "anthropic", "gemini", "ollama", "generic"];
+
+fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
+    let key = |field: &str| format!("route[{index}].{field}");
+    if !rc.prefix.starts_with('/') {
+        return Err(invalid(key("prefix"), format!("{:?} must start with '/'", rc.prefix)));
+    }
+    let upstream = UpstreamTarget::parse(&rc.upstream).map_err(|reason| invalid(key("upstream"), reason))?;
+    if let Some(provider) = &rc.provider {
+        if !PROVIDERS.contains(&provider.as_str()) {
+            return Err(invalid(key("provider"), format!("{provider:?} is not one of {}", PROVIDERS.join(", "))));
+        }
+    }
+    let ca = match &rc.ca_file {
+        Some(path) => {
+            if !upstream.tls {
+                return Err(invalid(key("ca_file"), "only applies to https upstreams"));
+            }
+            Some(crate::route::load_ca_file(path).map_err(|reason| invalid(key("ca_file"), reason))?)
+        }
+        None => None,
+    };
+    let prefix = if rc.prefix.len() > 1 { rc.prefix.trim_end_matches('/').to_string() } else { rc.prefix };
+    Ok(Route::new(rc.name.unwrap_or_else(|| prefix.clone()), prefix, upstream, rc.provider, ca, rc.http2.unwrap_or(true)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overrides_with_upstream() -> Overrides {
+        Overrides { upstream: Some("http://127.0.0.1:9".into()), ..Overrides::default() }
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = parse_str("listen = \"127.0.0.1:1\"\nlisten_adress = 3\n").unwrap_err();
+        assert!(err.contains("listen_adress"), "{err}");
+        let err = parse_str("[timeouts]\nread_seconds = 3\n").unwrap_err();
+        assert!(err.contains("read_seconds"), "{err}");
+        let err = parse_str("[[route]]\nprefix = \"/\"\nupstream = \"http://x\"\nweight = 2\n").unwrap_err();
+        assert!(err.contains("weight"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases: &[(&str, &str)] = &[
+            ("listen = \"nonsense\"\n", "listen"),
+            ("[timeouts]\nread_s = 0\n", "timeouts.read_s"),
+            ("[analysis]\nqueue_capacity = 0\n", "analysis.queue_capacity"),
+            ("[privacy]\nredact_headers = [\"bad header\"]\n", "privacy.redact_headers"),
+        ];
+        for (text, key) in cases {
+            let file = parse_str(text).unwrap();
+            let err = validate(file, &overrides_with_upstream()).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn routes_are_validated() {
+        let cases: &[(&str, &str)] = &[
+            ("[[route]]\nprefix = \"v1\"\nupstream = \"http://a\"\n", "route[0].prefix"),
+            ("[[route]]\nprefix = \"/\"\nupstream = \"ftp://a\"\n", "route[0].upstream"),
+            ("[[route]]\nprefix = \"/\"\nupstream = \"http://\"\n", "route[0].upstream"),
+            ("[[route]]\nprefix = \"/\"\nupstream = \"http://a\"\nprovider = \"acme\"\n", "route[0].provider"),
+            ("[[route]]\nprefix = \"/\"\nupstream = \"http://a\"\nca_file = \"/x.pem\"\n", "route[0].ca_file"),
+            ("[[route]]\nprefix = \"/a\"\nupstream = \"http://a\"\n[[route]]\nprefix = \"/a/\"\nupstream = \"http://b\"\n", "route.prefix"),
+        ];
+        for (text, key) in cases {
+            let file = parse_str(text).unwrap();
+            let err = validate(file, &Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn missing_upstream_is_an_error() {
+        let err = validate(FileConfig::default(), &Overrides::default()).unwrap_err().to_string();
+        assert!(err.contains("upstream"), "{err}");
+    }
+
+    #[test]
+    fn overrides_win_over_the_file() {
+        let file = parse_str("listen = \"127.0.0.1:1000\"\n[[route]]\nprefix = \"/\"\nupstream = \"http://file\"\n").unwrap();
+        let o = Overrides { listen: Some("127.0.0.1:2000".into()), upstream: Some("https://flag.example".into()), ..Overrides::default() };
+        let c = validate(file, &o).unwrap();
+        assert_eq!(c.listen.port(), 2000);
+        assert_eq!(c.routes.routes().len(), 1);
+        assert_eq!(c.routes.routes()[0].upstream.host, "flag.example");
+    }
+}

@@ -1,0 +1,18 @@
+//! tokentap: a streaming reverse proxy for LLM APIs that shows where a user's wait goes.
+//!
+//! See ARCHITECTURE.md at the repository root for the code map and the invariants.
+
+pub mod admin;
+pub mod config;
+pub mod demo;
+pub mod finalize;
+pub mod pages;
+pub mod privacy;
+pub mod proxy;
+pub mod record;
+pub mod route;
+pub mod server;
+pub mod store;
+pub mod summary;
+pub mod timeline;
+pub mod trace;

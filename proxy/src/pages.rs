@@ -1,0 +1,53 @@
+//! Pages tokentap serves itself on the proxy listener, under `/_tokentap/`.
+//!
+//! They live on the proxy's origin so that a page can call the proxied API and, later, report
+//! browser timings without cross-origin requests.
+
+use bytes::Bytes;
+
+/// One response served by tokentap itself.
+pub struct Page {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Bytes,
+}
+
+const DEMO_HTML: &[u8] = include_bytes!("../assets/demo.html");
+
+/// The pages enabled for this run.
+#[derive(Debug, Default, Clone)]
+pub struct Pages {
+    /// Serve the demo chat page at `/_tokentap/demo/`, with the admin API at this base URL.
+    pub demo_admin_url: Option<String>,
+    pub demo_enabled: bool,
+}
+
+impl Pages {
+    pub fn serve(&self, method: &str, path_and_query: &str) -> Page {
+        let path = path_and_query.split('?').next().unwrap_or("");
+        if method != "GET" && method != "HEAD" {
+            return not_found();
+        }
+        match path {
+            "/_tokentap/demo/" | "/_tokentap/demo" | "/_tokentap/demo/index.html" if self.demo_enabled => Page {
+                status: 200,
+                content_type: "text/html; charset=utf-8",
+                body: Bytes::from_static(DEMO_HTML),
+            },
+            "/_tokentap/demo/config.json" if self.demo_enabled => Page {
+                status: 200,
+                content_type: "application/json",
+                body: Bytes::from(serde_json::json!({ "admin_url": self.demo_admin_url }).to_string()),
+            },
+            _ => not_found(),
+        }
+    }
+}
+
+fn not_found() -> Page {
+    Page {
+        status: 404,
+        content_type: "application/json",
+        body: Bytes::from_static(b"{\"error\":{\"type\":\"tokentap_not_found\",\"message\":\"no such tokentap page\"}}"),
+    }
+}

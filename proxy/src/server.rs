@@ -1,0 +1,124 @@
+//! Starting tokentap: record store, finalize worker, admin API, then pingora's proxy service.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use pingora::proxy::http_proxy_service;
+use pingora::server::configuration::ServerConf;
+use pingora::server::{RunArgs, Server};
+
+use crate::admin::{self, AdminState};
+use crate::config::ValidConfig;
+use crate::finalize::{self, PipelineStats, RecordObserver};
+use crate::pages::Pages;
+use crate::proxy::TapProxy;
+use crate::store::{RecordStore, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr} (`{key}`): {source}")]
+    Bind { key: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("cannot start a worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What the caller adds to a plain `serve`.
+#[derive(Default)]
+pub struct RunOptions {
+    pub pages: Pages,
+    pub observer: Option<RecordObserver>,
+}
+
+/// Addresses actually bound (a configured port 0 becomes a real port).
+#[derive(Debug, Clone, Copy)]
+pub struct BoundAddrs {
+    pub listen: SocketAddr,
+    pub admin: Option<SocketAddr>,
+}
+
+/// Binds the listeners and starts everything off the forwarding path; returns the pingora server
+/// ready to run and the bound addresses. Fails early, with the address named, when a port is taken.
+pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, BoundAddrs), ServeError> {
+    let admin_listener = match config.admin_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr).map_err(|source| ServeError::Bind { key: "admin_listen", addr, source })?,
+        ),
+        None => None,
+    };
+    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // pingora binds the proxy listener itself when it starts; check the address first so that a
+    // taken port is a clear error now, and so that port 0 can be turned into a free port.
+    let listen = {
+        let probe = TcpListener::bind(config.listen)
+            .map_err(|source| ServeError::Bind { key: "listen", addr: config.listen, source })?;
+        probe.local_addr().map_err(|source| ServeError::Bind { key: "listen", addr: config.listen, source })?
+    };
+
+    let mut config = config;
+    config.listen = listen;
+    if options.pages.demo_enabled {
+        options.pages.demo_admin_url = admin_addr.map(|a| format!("http://{a}"));
+    }
+    let config = Arc::new(config);
+
+    let store = Arc::new(RecordStore::open(&config.data_dir, config.store.clone())?);
+    let stats = Arc::new(PipelineStats::default());
+    let (queue, _worker) =
+        finalize::start(config.clone(), store.clone(), stats.clone(), options.observer.take()).map_err(ServeError::Thread)?;
+
+    if let Some(listener) = admin_listener {
+        let state = Arc::new(AdminState {
+            store: store.clone(),
+            stats: stats.clone(),
+            allowed_origins: proxy_origins(listen),
+        });
+        std::thread::Builder::new()
+            .name("tokentap-admin".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!(error = %e, "admin API runtime failed to start");
+                        return;
+                    }
+                };
+                if let Err(e) = runtime.block_on(admin::serve(listener, state)) {
+                    tracing::error!(error = %e, "admin API stopped");
+                }
+            })
+            .map_err(ServeError::Thread)?;
+    }
+
+    let server_conf = ServerConf {
+        threads: config.threads,
+        // A CLI tool should stop promptly; in-flight streams get a short grace period.
+        grace_period_seconds: Some(1),
+        graceful_shutdown_timeout_seconds: Some(2),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, server_conf);
+    server.bootstrap();
+    let conf = server.configuration.clone();
+    let mut service = http_proxy_service(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages)));
+    service.add_tcp(&listen.to_string());
+    server.add_service(service);
+    Ok((server, BoundAddrs { listen, admin: admin_addr }))
+}
+
+/// Runs until SIGINT/SIGTERM.
+pub fn run(server: Server) {
+    server.run(RunArgs::default());
+}
+
+/// Origins under which pages served by this proxy run (for CORS on the admin API).
+fn proxy_origins(listen: SocketAddr) -> Vec<String> {
+    let port = listen.port();
+    let mut origins = vec![format!("http://{listen}")];
+    if listen.ip().is_loopback() || listen.ip().is_unspecified() {
+        origins.push(format!("http://localhost:{port}"));
+        origins.push(format!("http://127.0.0.1:{port}"));
+    }
+    origins
+}

@@ -1,0 +1,160 @@
+//! The local record store: `DATA_DIR/records.jsonl` (append-only, rotated by size), an in-memory
+//! ring of recent records for the admin API, and a live feed of new ones.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio::sync::broadcast;
+
+use crate::config::StoreConfig;
+use crate::record::Record;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create data directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot open {path}: {source}")]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot serialize a record: {0}")]
+    Serialize(#[from] serde_json::Error),
+}
+
+/// A record together with its JSON line, serialized once.
+#[derive(Debug)]
+pub struct StoredRecord {
+    pub record: Record,
+    pub json: String,
+}
+
+struct Journal {
+    file: File,
+    size: u64,
+}
+
+pub struct RecordStore {
+    dir: PathBuf,
+    config: StoreConfig,
+    journal: Mutex<Journal>,
+    ring: RwLock<VecDeque<Arc<StoredRecord>>>,
+    feed: broadcast::Sender<Arc<StoredRecord>>,
+}
+
+/// Which records a listing returns.
+#[derive(Debug, Default, Clone)]
+pub struct RecordFilter {
+    pub route: Option<String>,
+    pub outcome: Option<String>,
+    pub model: Option<String>,
+    pub status: Option<u16>,
+    /// Only records whose t0 is at or after this Unix time in nanoseconds.
+    pub since_unix_ns: Option<u64>,
+}
+
+impl RecordFilter {
+    pub fn matches(&self, r: &Record) -> bool {
+        self.route.as_ref().is_none_or(|v| *v == r.route)
+            && self.outcome.as_ref().is_none_or(|v| v == r.outcome.as_str())
+            && self.model.as_ref().is_none_or(|v| Some(v) == r.conditions.model.as_ref())
+            && self.status.is_none_or(|v| Some(v) == r.status)
+            && self.since_unix_ns.is_none_or(|v| r.timeline.t0_unix_ns >= v)
+    }
+}
+
+pub const RECORDS_FILE: &str = "records.jsonl";
+
+impl RecordStore {
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
+        let journal = open_journal(&dir.join(RECORDS_FILE))?;
+        let (feed, _) = broadcast::channel(256);
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            ring: RwLock::new(VecDeque::with_capacity(config.ring_size.min(65_536))),
+            config,
+            journal: Mutex::new(journal),
+            feed,
+        })
+    }
+
+    pub fn records_path(&self) -> PathBuf {
+        self.dir.join(RECORDS_FILE)
+    }
+
+    /// Writes one record (one JSON line), adds it to the ring and the live feed.
+    pub fn append(&self, record: Record) -> Result<(), StoreError> {
+        let json = serde_json::to_string(&record)?;
+        let stored = Arc::new(StoredRecord { record, json });
+        let write_result = self.write_line(&stored.json);
+        {
+            let mut ring = self.ring.write().expect("ring lock");
+            if ring.len() == self.config.ring_size {
+                ring.pop_front();
+            }
+            ring.push_back(stored.clone());
+        }
+        let _ = self.feed.send(stored);
+        write_result
+    }
+
+    fn write_line(&self, json: &str) -> Result<(), StoreError> {
+        let mut journal = self.journal.lock().expect("journal lock");
+        let line_len = json.len() as u64 + 1;
+        if journal.size > 0 && journal.size + line_len > self.config.max_file_bytes {
+            self.rotate()?;
+            *journal = open_journal(&self.records_path())?;
+        }
+        let mut line = Vec::with_capacity(json.len() + 1);
+        line.extend_from_slice(json.as_bytes());
+        line.push(b'\n');
+        journal
+            .file
+            .write_all(&line)
+            .map_err(|source| StoreError::Write { path: self.records_path(), source })?;
+        journal.size += line_len;
+        Ok(())
+    }
+
+    /// records.jsonl → records.1.jsonl → … → records.N.jsonl (the oldest is deleted).
+    fn rotate(&self) -> Result<(), StoreError> {
+        let name = |i: u32| self.dir.join(format!("records.{i}.jsonl"));
+        let _ = std::fs::remove_file(name(self.config.max_files));
+        for i in (1..self.config.max_files).rev() {
+            let _ = std::fs::rename(name(i), name(i + 1));
+        }
+        if self.config.max_files == 0 {
+            return std::fs::remove_file(self.records_path())
+                .map_err(|source| StoreError::Write { path: self.records_path(), source });
+        }
+        std::fs::rename(self.records_path(), name(1)).map_err(|source| StoreError::Write { path: name(1), source })
+    }
+
+    /// Recent records matching `filter`, newest first.
+    pub fn recent(&self, filter: &RecordFilter, limit: usize) -> Vec<Arc<StoredRecord>> {
+        let ring = self.ring.read().expect("ring lock");
+        ring.iter().rev().filter(|s| filter.matches(&s.record)).take(limit).cloned().collect()
+    }
+
+    pub fn get(&self, request_id: &str) -> Option<Arc<StoredRecord>> {
+        let ring = self.ring.read().expect("ring lock");
+        ring.iter().rev().find(|s| s.record.request_id == request_id).cloned()
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredRecord>> {
+        self.feed.subscribe()
+    }
+}
+
+fn open_journal(path: &Path) -> Result<Journal, StoreError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok(Journal { file, size })
+}

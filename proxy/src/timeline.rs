@@ -1,0 +1,185 @@
+//! The per-request timeline: stamps taken on the forwarding path, relative to t0.
+//!
+//! Every stamp is a monotonic `Instant` turned into nanoseconds since t0. One wall-clock anchor,
+//! read together with t0, converts them to wall time for records and exports. Intervals are never
+//! computed from wall-clock readings.
+
+use std::time::{Instant, SystemTime};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// The two clocks of one request, read together at t0.
+#[derive(Debug, Clone, Copy)]
+pub struct Anchor {
+    pub t0: Instant,
+    pub wall: SystemTime,
+}
+
+impl Anchor {
+    pub fn now() -> Self {
+        Self { t0: Instant::now(), wall: SystemTime::now() }
+    }
+
+    /// Nanoseconds from t0 to `at` (0 if `at` is earlier, which a monotonic clock never gives).
+    pub fn since_t0(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.t0).as_nanos() as u64
+    }
+
+    pub fn elapsed_ns(&self) -> u64 {
+        self.since_t0(Instant::now())
+    }
+
+    /// Wall-clock time of t0 as nanoseconds since the Unix epoch.
+    pub fn wall_ns(&self) -> u128 {
+        self.wall.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    }
+}
+
+/// One upstream body chunk as the proxy saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkStamp {
+    /// Byte offset of the chunk's first byte in the response body.
+    pub offset: u64,
+    /// Chunk length in bytes.
+    pub len: u32,
+    /// chunk.t_up: received from upstream, ns since t0.
+    pub t_up_ns: u64,
+    /// chunk.t_handoff: handed to the downstream connection, ns since t0.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_handoff_ns: Option<u64>,
+}
+
+/// How the upstream connection for this request came to be.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamConnection {
+    /// True when a pooled connection was reused (no connect or TLS cost).
+    pub reused: bool,
+    /// TCP connect time when the connection was new.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connect_ms: Option<f64>,
+    /// TLS handshake time when the connection was new and encrypted.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tls_ms: Option<f64>,
+    /// Negotiated protocol: "http/1.1" or "h2".
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub protocol: Option<String>,
+    /// The upstream address connected to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peer_addr: Option<String>,
+}
+
+/// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies.
+#[derive(Debug, Default)]
+pub struct CapturedBody {
+    /// Kept pieces with their arrival time (ns since t0).
+    pub pieces: Vec<(u64, Bytes)>,
+    pub kept_bytes: usize,
+    pub total_bytes: u64,
+    pub truncated: bool,
+}
+
+impl CapturedBody {
+    pub fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
+        self.total_bytes += piece.len() as u64;
+        if self.truncated {
+            return;
+        }
+        if self.kept_bytes + piece.len() > cap {
+            self.truncated = true;
+            return;
+        }
+        self.kept_bytes += piece.len();
+        self.pieces.push((t_ns, piece.clone()));
+    }
+
+    /// The kept bytes as one contiguous buffer.
+    pub fn concat(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.kept_bytes);
+        for (_, p) in &self.pieces {
+            out.extend_from_slice(p);
+        }
+        out
+    }
+}
+
+/// The response side of the timeline: one entry per upstream body chunk, bounded.
+#[derive(Debug, Default)]
+pub struct ChunkTimeline {
+    pub chunks: Vec<ChunkStamp>,
+    /// Pieces whose bytes are kept for analysis, parallel to `chunks` while not truncated.
+    pub body: CapturedBody,
+    pub chunk_count: u64,
+    pub chunks_truncated: bool,
+    /// Bytes handed downstream so far (to match handoffs to chunks).
+    pub handed_off_bytes: u64,
+    next_handoff: usize,
+    /// When the first and last chunk arrived (kept even when entries are truncated).
+    pub first_chunk_ns: Option<u64>,
+    pub last_chunk_ns: Option<u64>,
+    /// Largest handoff − arrival seen, over all chunks.
+    pub max_handoff_lag_ns: u64,
+}
+
+impl ChunkTimeline {
+    /// Records an upstream chunk. Called from the upstream body hook: push only, no parsing.
+    pub fn on_upstream_chunk(&mut self, piece: &Bytes, t_up_ns: u64, max_chunks: usize, max_bytes: usize) {
+        let offset = self.body.total_bytes;
+        self.chunk_count += 1;
+        self.first_chunk_ns.get_or_insert(t_up_ns);
+        self.last_chunk_ns = Some(t_up_ns);
+        if self.chunks.len() < max_chunks {
+            self.chunks.push(ChunkStamp { offset, len: piece.len() as u32, t_up_ns, t_handoff_ns: None });
+        } else {
+            self.chunks_truncated = true;
+        }
+        self.body.push(piece, t_up_ns, max_bytes);
+    }
+
+    /// Records that `len` more bytes were handed to the downstream connection at `t_ns`.
+    pub fn on_handoff(&mut self, len: usize, t_ns: u64) {
+        self.handed_off_bytes += len as u64;
+        while let Some(chunk) = self.chunks.get_mut(self.next_handoff) {
+            if chunk.offset + u64::from(chunk.len) > self.handed_off_bytes {
+                break;
+            }
+            chunk.t_handoff_ns = Some(t_ns);
+            self.max_handoff_lag_ns = self.max_handoff_lag_ns.max(t_ns.saturating_sub(chunk.t_up_ns));
+            self.next_handoff += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handoffs_match_chunks_by_byte_range() {
+        let mut t = ChunkTimeline::default();
+        t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100);
+        t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100);
+        t.on_handoff(3, 11);
+        assert_eq!(t.chunks[0].t_handoff_ns, Some(11));
+        assert_eq!(t.chunks[1].t_handoff_ns, None);
+        t.on_handoff(2, 25);
+        assert_eq!(t.chunks[1].t_handoff_ns, Some(25));
+        assert_eq!(t.chunks[1].offset, 3);
+        assert_eq!(t.max_handoff_lag_ns, 5);
+    }
+
+    #[test]
+    fn caps_bound_memory_but_counts_continue() {
+        let mut t = ChunkTimeline::default();
+        for i in 0..10 {
+            t.on_upstream_chunk(&Bytes::from_static(b"0123456789"), i, 4, 25);
+        }
+        assert_eq!(t.chunks.len(), 4);
+        assert!(t.chunks_truncated);
+        assert_eq!(t.chunk_count, 10);
+        assert_eq!(t.body.kept_bytes, 20);
+        assert!(t.body.truncated);
+        assert_eq!(t.body.total_bytes, 100);
+        assert_eq!(t.last_chunk_ns, Some(9));
+    }
+}

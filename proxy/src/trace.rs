@@ -1,0 +1,93 @@
+//! W3C trace context: continue the client's `traceparent`, or start a new trace.
+
+/// The ids this request's span carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    /// 32 lower-case hex digits.
+    pub trace_id: String,
+    /// This request's span id, 16 hex digits.
+    pub span_id: String,
+    /// The client's span, when it sent a `traceparent`.
+    pub parent_span_id: Option<String>,
+    /// The sampled flag to propagate.
+    pub sampled: bool,
+}
+
+impl TraceContext {
+    /// Continues `traceparent` when it is valid; starts a new trace otherwise.
+    pub fn from_incoming(traceparent: Option<&[u8]>) -> Self {
+        if let Some((trace_id, parent, flags)) = traceparent.and_then(parse_traceparent) {
+            return Self { trace_id, span_id: random_hex(8), parent_span_id: Some(parent), sampled: flags & 1 == 1 };
+        }
+        Self { trace_id: random_hex(16), span_id: random_hex(8), parent_span_id: None, sampled: true }
+    }
+
+    /// The `traceparent` header naming this request's span as the parent of the upstream call.
+    pub fn traceparent(&self) -> String {
+        format!("00-{}-{}-{}", self.trace_id, self.span_id, if self.sampled { "01" } else { "00" })
+    }
+}
+
+fn parse_traceparent(value: &[u8]) -> Option<(String, String, u8)> {
+    let text = std::str::from_utf8(value).ok()?.trim();
+    let mut parts = text.split('-');
+    let version = parts.next()?;
+    let trace_id = parts.next()?;
+    let parent = parts.next()?;
+    let flags = parts.next()?;
+    // Version 00 has exactly four fields; later versions may append more.
+    if version.len() != 2 || version == "ff" || (version == "00" && parts.next().is_some()) {
+        return None;
+    }
+    let is_hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !is_hex(version, 2) || !is_hex(trace_id, 32) || !is_hex(parent, 16) || !is_hex(flags, 2) {
+        return None;
+    }
+    if trace_id.bytes().all(|b| b == b'0') || parent.bytes().all(|b| b == b'0') {
+        return None;
+    }
+    Some((trace_id.to_string(), parent.to_string(), u8::from_str_radix(flags, 16).ok()?))
+}
+
+/// `bytes` random bytes as lower-case hex.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    if getrandom::getrandom(&mut buf).is_err() {
+        // Fall back to a time-seeded value rather than failing a request over an id.
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(1);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(151);
+        }
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continues_a_valid_traceparent() {
+        let tc = TraceContext::from_incoming(Some(b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"));
+        assert_eq!(tc.trace_id, "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(tc.parent_span_id.as_deref(), Some("b7ad6b7169203331"));
+        assert!(tc.sampled);
+        assert_eq!(tc.span_id.len(), 16);
+        assert!(tc.traceparent().starts_with("00-0af7651916cd43dd8448eb211c80319c-"));
+    }
+
+    #[test]
+    fn starts_a_trace_for_invalid_input() {
+        for bad in [
+            &b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"[..],
+            b"00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            b"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            b"ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            b"garbage",
+        ] {
+            let tc = TraceContext::from_incoming(Some(bad));
+            assert!(tc.parent_span_id.is_none(), "{}", String::from_utf8_lossy(bad));
+            assert_eq!(tc.trace_id.len(), 32);
+        }
+    }
+}

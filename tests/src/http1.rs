@@ -1,0 +1,231 @@
+//! A small blocking HTTP/1.1 client that stamps every socket read, so tests can see exactly when
+//! each body byte arrived and whether the body ended cleanly.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// A response read to its end (clean or not).
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// One entry per socket read that delivered body bytes: when, and the body length after it.
+    pub reads: Vec<(Instant, usize)>,
+    /// True when the body was complete by its framing (terminal chunk, full Content-Length).
+    pub complete: bool,
+    /// When the request was written.
+    pub sent_at: Instant,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Arrival time of the read that completed body offset `end` (exclusive end of some bytes).
+    pub fn arrival_of_offset(&self, end: usize) -> Option<Instant> {
+        self.reads.iter().find(|(_, len)| *len >= end).map(|(t, _)| *t)
+    }
+}
+
+/// Builds the bytes of a request with a Content-Length body.
+pub fn request_bytes(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut out = format!("{method} {path} HTTP/1.1\r\nhost: tokentap.test\r\n");
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        out.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
+    out.push_str("connection: close\r\n\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
+    send(addr, &request_bytes("GET", path, headers, b""))
+}
+
+pub fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+    send(addr, &request_bytes("POST", path, headers, body))
+}
+
+/// Sends raw request bytes and reads the whole response.
+pub fn send(addr: SocketAddr, raw_request: &[u8]) -> HttpResponse {
+    let mut s = StreamedResponse::open(addr, raw_request);
+    while s.read_some() {}
+    s.into_response()
+}
+
+/// A response being read piece by piece.
+pub struct StreamedResponse {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    pub response: HttpResponse,
+    head_done: bool,
+    framing: Framing,
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Framing {
+    Chunked { remaining_in_chunk: Option<usize> },
+    Length(usize),
+    UntilClose,
+}
+
+impl StreamedResponse {
+    pub fn open(addr: SocketAddr, raw_request: &[u8]) -> StreamedResponse {
+        let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let sent_at = Instant::now();
+        stream.write_all(raw_request).expect("write request");
+        StreamedResponse {
+            stream,
+            buf: Vec::new(),
+            response: HttpResponse {
+                status: 0,
+                headers: Vec::new(),
+                body: Vec::new(),
+                reads: Vec::new(),
+                complete: false,
+                sent_at,
+            },
+            head_done: false,
+            framing: Framing::UntilClose,
+            done: false,
+        }
+    }
+
+    /// Reads once from the socket; returns false when the response is over (cleanly or not).
+    pub fn read_some(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
+        let mut tmp = [0u8; 65536];
+        let n = match self.stream.read(&mut tmp) {
+            Ok(n) => n,
+            Err(_) => 0,
+        };
+        let now = Instant::now();
+        if n == 0 {
+            if self.framing == Framing::UntilClose && self.head_done {
+                self.response.complete = true;
+            }
+            self.done = true;
+            return false;
+        }
+        self.buf.extend_from_slice(&tmp[..n]);
+        let before = self.response.body.len();
+        self.parse();
+        if self.response.body.len() > before {
+            self.response.reads.push((now, self.response.body.len()));
+        }
+        !self.done
+    }
+
+    /// Reads until the head has arrived.
+    pub fn read_head(&mut self) {
+        while !self.head_done && self.read_some() {}
+        assert!(self.head_done, "connection ended before the response head");
+    }
+
+    /// Reads until at least `n` body bytes arrived or the response ended.
+    pub fn read_body_until(&mut self, n: usize) {
+        while self.response.body.len() < n && self.read_some() {}
+    }
+
+    pub fn into_response(self) -> HttpResponse {
+        self.response
+    }
+
+    /// Closes the connection abruptly (the client goes away).
+    pub fn abort(self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
+    fn parse(&mut self) {
+        if !self.head_done {
+            let Some(end) = find(&self.buf, b"\r\n\r\n") else { return };
+            let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+            self.buf.drain(..end + 4);
+            let mut lines = head.split("\r\n");
+            let status_line = lines.next().unwrap_or("");
+            self.response.status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            for line in lines {
+                if let Some((k, v)) = line.split_once(':') {
+                    self.response.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                }
+            }
+            self.head_done = true;
+            let chunked = self.response.header("transfer-encoding").is_some_and(|v| v.contains("chunked"));
+            let length = self.response.header("content-length").and_then(|v| v.parse().ok());
+            self.framing = if chunked {
+                Framing::Chunked { remaining_in_chunk: None }
+            } else if let Some(len) = length {
+                Framing::Length(len)
+            } else if self.response.status == 204 || self.response.status == 304 {
+                Framing::Length(0)
+            } else {
+                Framing::UntilClose
+            };
+        }
+        loop {
+            match self.framing {
+                Framing::Length(len) => {
+                    let take = (len - self.response.body.len()).min(self.buf.len());
+                    self.response.body.extend(self.buf.drain(..take));
+                    if self.response.body.len() == len {
+                        self.response.complete = true;
+                        self.done = true;
+                    }
+                    return;
+                }
+                Framing::UntilClose => {
+                    self.response.body.append(&mut self.buf);
+                    return;
+                }
+                Framing::Chunked { remaining_in_chunk: None } => {
+                    let Some(end) = find(&self.buf, b"\r\n") else { return };
+                    let size_text = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+                    let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+                        .unwrap_or_else(|_| panic!("bad chunk size line {size_text:?}"));
+                    if size == 0 {
+                        // Terminal chunk; trailers are not used by these tests.
+                        if find(&self.buf[end + 2..], b"\r\n").is_some() || self.buf.len() >= end + 4 {
+                            self.response.complete = true;
+                            self.done = true;
+                        }
+                        return;
+                    }
+                    self.buf.drain(..end + 2);
+                    self.framing = Framing::Chunked { remaining_in_chunk: Some(size) };
+                }
+                Framing::Chunked { remaining_in_chunk: Some(rem) } => {
+                    if rem == 0 {
+                        if self.buf.len() < 2 {
+                            return;
+                        }
+                        self.buf.drain(..2);
+                        self.framing = Framing::Chunked { remaining_in_chunk: None };
+                        continue;
+                    }
+                    let take = rem.min(self.buf.len());
+                    if take == 0 {
+                        return;
+                    }
+                    self.response.body.extend(self.buf.drain(..take));
+                    self.framing = Framing::Chunked { remaining_in_chunk: Some(rem - take) };
+                }
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}

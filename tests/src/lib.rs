@@ -1,0 +1,13 @@
+//! Helpers for tokentap's end-to-end tests: start the real binaries on free ports, talk raw
+//! HTTP/1.1 to them with a timestamp on every read, and follow the admin API's live feed.
+//!
+//! Nothing here sleeps to synchronise: readiness is a line the process prints or a connect that
+//! succeeds, and results are awaited through long-polls and the live record feed.
+
+pub mod feed;
+pub mod http1;
+pub mod process;
+
+pub use feed::RecordFeed;
+pub use http1::{HttpResponse, StreamedResponse};
+pub use process::{Mock, Tokentap};

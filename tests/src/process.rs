@@ -1,0 +1,222 @@
+//! Starting `tokentap` and `tokentap-mock` as child processes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where the workspace's binaries are: `$TOKENTAP_BIN_DIR`, or the profile folder this test runs from.
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TOKENTAP_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test> → target/<profile>
+    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} not found: build the binaries first (`cargo build --bins`, or run scripts/test.sh)",
+        path.display()
+    );
+    path
+}
+
+/// A child process whose stdout lines and stderr text are collected.
+pub struct Proc {
+    child: Child,
+    lines: Receiver<String>,
+    stdout_text: Arc<Mutex<String>>,
+    stderr_text: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Proc {
+    pub fn spawn(mut cmd: Command) -> Proc {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let stdout = child.stdout.take().expect("stdout");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = channel();
+        let stdout_text = Arc::new(Mutex::new(String::new()));
+        let stderr_text = Arc::new(Mutex::new(String::new()));
+        let out = stdout_text.clone();
+        let stdout_reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                out.lock().unwrap().push_str(&line);
+                out.lock().unwrap().push('\n');
+                let _ = tx.send(line);
+            }
+        });
+        let err = stderr_text.clone();
+        let stderr_reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                err.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Proc { child, lines, stdout_text, stderr_text, readers: vec![stdout_reader, stderr_reader] }
+    }
+
+    /// Waits for a stdout line starting with `prefix`; panics with the stderr text if the process
+    /// exits first or nothing comes within `timeout`.
+    pub fn wait_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!(
+                    "no line starting with {prefix:?}; status {:?}; stdout:\n{}\nstderr:\n{}",
+                    self.child.try_wait(),
+                    self.stdout(),
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    pub fn stdout(&self) -> String {
+        self.stdout_text.lock().unwrap().clone()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr_text.lock().unwrap().clone()
+    }
+
+    /// Waits for the process to exit and for its output to be read completely.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let status = self.child.wait().expect("wait for child");
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        status
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn addr_after(line: &str, marker: &str) -> SocketAddr {
+    let rest = line.split(marker).nth(1).unwrap_or_else(|| panic!("no {marker:?} in {line:?}"));
+    let addr = rest.split(|c: char| c == '/' || c.is_whitespace()).next().unwrap();
+    addr.parse().unwrap_or_else(|e| panic!("bad address {addr:?} in {line:?}: {e}"))
+}
+
+/// Connects until the listener accepts (pingora binds just after tokentap prints its address).
+pub fn wait_until_accepting(addr: SocketAddr, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "{addr} never accepted connections");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A running `tokentap-mock`.
+pub struct Mock {
+    pub proc: Proc,
+    pub addr: SocketAddr,
+    pub url: String,
+}
+
+impl Mock {
+    pub fn start(args: &[&str]) -> Mock {
+        let mut cmd = Command::new(bin("tokentap-mock"));
+        cmd.arg("--listen").arg("127.0.0.1:0").args(args);
+        let mut proc = Proc::spawn(cmd);
+        let line = proc.wait_line("tokentap-mock listening on ", Duration::from_secs(30));
+        let url = line.trim_start_matches("tokentap-mock listening on ").trim().to_string();
+        let addr = addr_after(&line, "://");
+        Mock { proc, addr, url }
+    }
+
+    /// GET a control endpoint (`/_mock/stats`, `/_mock/wait?…`) and parse its JSON.
+    pub fn control(&self, path_and_query: &str) -> (u16, serde_json::Value) {
+        let resp = crate::http1::get(self.addr, path_and_query, &[]);
+        (resp.status, serde_json::from_slice(&resp.body).unwrap_or(serde_json::Value::Null))
+    }
+
+    /// Long-polls until the counters reach the given values (e.g. "cancelled=1").
+    pub fn wait_stats(&self, condition: &str) -> serde_json::Value {
+        let (status, body) = self.control(&format!("/_mock/wait?{condition}&timeout_ms=20000"));
+        assert_eq!(status, 200, "mock never reached {condition}: {body}");
+        body
+    }
+}
+
+/// A running `tokentap` with its own data directory.
+pub struct Tokentap {
+    pub proc: Proc,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub data_dir: tempfile::TempDir,
+}
+
+impl Tokentap {
+    /// `tokentap serve --upstream URL` plus extra arguments, on free ports.
+    pub fn start(upstream: &str, extra: &[&str]) -> Tokentap {
+        let mut args = vec!["--upstream", upstream];
+        args.extend_from_slice(extra);
+        Self::start_with_args(&args)
+    }
+
+    pub fn start_with_args(args: &[&str]) -> Tokentap {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = Command::new(bin("tokentap"));
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--admin-listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir.path())
+            .arg("--threads")
+            .arg("2")
+            .args(args)
+            .env("TOKENTAP_LOG", "info");
+        let mut proc = Proc::spawn(cmd);
+        let line = proc.wait_line("tokentap listening on ", Duration::from_secs(30));
+        let addr = addr_after(&line, "http://");
+        let admin_line = proc.wait_line("tokentap admin API on ", Duration::from_secs(30));
+        let admin = addr_after(&admin_line, "http://");
+        wait_until_accepting(addr, Duration::from_secs(30));
+        Tokentap { proc, addr, admin, data_dir }
+    }
+
+    pub fn records_file(&self) -> PathBuf {
+        self.data_dir.path().join("records.jsonl")
+    }
+
+    /// GET an admin API path and parse its JSON.
+    pub fn admin_get(&self, path_and_query: &str) -> (u16, serde_json::Value) {
+        let resp = crate::http1::get(self.admin, path_and_query, &[]);
+        (resp.status, serde_json::from_slice(&resp.body).unwrap_or(serde_json::Value::Null))
+    }
+
+    pub fn feed(&self) -> crate::RecordFeed {
+        crate::RecordFeed::connect(self.admin)
+    }
+}
+
+/// Runs a command to completion (for config errors): exit status, stdout, stderr.
+pub fn run_tokentap(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let mut cmd = Command::new(bin("tokentap"));
+    cmd.args(args).env("TOKENTAP_LOG", "info");
+    let mut proc = Proc::spawn(cmd);
+    let status = proc.wait_exit();
+    (status, proc.stdout(), proc.stderr())
+}
