@@ -12,7 +12,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use crate::stats::RequestOutcome;
-use crate::timeline::{Step, Timeline};
+use crate::timeline::{Step, Timeline, RESET_GAP};
 
 /// The error a body yields to make hyper abort the response (the `x-mock-reset-at` feature).
 #[derive(Debug, thiserror::Error)]
@@ -25,14 +25,28 @@ pub(crate) struct MockBody {
     sleep: Option<Pin<Box<Sleep>>>,
     outcome: Option<RequestOutcome>,
     exact_len: Option<u64>,
+    /// When the last data frame was handed to hyper: a reset waits `RESET_GAP` after it even when
+    /// the schedule is late, or HTTP/2 would discard that data together with the stream.
+    last_data_at: Option<Instant>,
 }
 
 impl MockBody {
     /// A whole body sent at once (with content-length).
     pub(crate) fn full(bytes: Bytes, outcome: Option<RequestOutcome>) -> MockBody {
         let exact_len = Some(bytes.len() as u64);
-        let steps = if bytes.is_empty() { VecDeque::new() } else { VecDeque::from([(Default::default(), Step::Data(bytes))]) };
-        let mut body = MockBody { origin: Instant::now(), steps, sleep: None, outcome, exact_len };
+        let steps = if bytes.is_empty() {
+            VecDeque::new()
+        } else {
+            VecDeque::from([(Default::default(), Step::Data(bytes))])
+        };
+        let mut body = MockBody {
+            origin: Instant::now(),
+            steps,
+            sleep: None,
+            outcome,
+            exact_len,
+            last_data_at: None,
+        };
         if body.steps.is_empty() {
             body.complete();
         }
@@ -40,8 +54,19 @@ impl MockBody {
     }
 
     /// A streamed body (no content-length: chunked on HTTP/1.1) replaying `timeline` from `origin`.
-    pub(crate) fn scheduled(origin: Instant, timeline: Timeline, outcome: RequestOutcome) -> MockBody {
-        MockBody { origin, steps: timeline.into(), sleep: None, outcome: Some(outcome), exact_len: None }
+    pub(crate) fn scheduled(
+        origin: Instant,
+        timeline: Timeline,
+        outcome: RequestOutcome,
+    ) -> MockBody {
+        MockBody {
+            origin,
+            steps: timeline.into(),
+            sleep: None,
+            outcome: Some(outcome),
+            exact_len: None,
+            last_data_at: None,
+        }
     }
 
     fn complete(&mut self) {
@@ -55,15 +80,23 @@ impl Body for MockBody {
     type Data = Bytes;
     type Error = DeliberateReset;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, DeliberateReset>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, DeliberateReset>>> {
         let this = self.get_mut();
-        let Some((offset, _)) = this.steps.front() else {
+        let Some((offset, step)) = this.steps.front() else {
             this.complete();
             return Poll::Ready(None);
         };
-        let deadline = this.origin + *offset;
+        let mut deadline = this.origin + *offset;
+        if let (Step::Reset, Some(last)) = (step, this.last_data_at) {
+            deadline = deadline.max(last + RESET_GAP);
+        }
         if Instant::now() < deadline {
-            let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            let sleep = this
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
             if sleep.deadline() != deadline {
                 sleep.as_mut().reset(deadline);
             }
@@ -71,6 +104,7 @@ impl Body for MockBody {
         }
         match this.steps.pop_front().map(|(_, step)| step) {
             Some(Step::Data(bytes)) => {
+                this.last_data_at = Some(Instant::now());
                 if this.steps.is_empty() {
                     // The last frame is handed to hyper: that is "completed" (hyper may not poll again).
                     this.complete();
@@ -93,6 +127,7 @@ impl Body for MockBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.exact_len.map_or_else(SizeHint::default, SizeHint::with_exact)
+        self.exact_len
+            .map_or_else(SizeHint::default, SizeHint::with_exact)
     }
 }

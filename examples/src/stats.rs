@@ -49,7 +49,9 @@ pub(crate) struct StatsHub {
 
 impl StatsHub {
     pub(crate) fn new() -> Arc<StatsHub> {
-        Arc::new(StatsHub { sender: watch::Sender::new(MockStats::default()) })
+        Arc::new(StatsHub {
+            sender: watch::Sender::new(MockStats::default()),
+        })
     }
 
     pub(crate) fn snapshot(&self) -> MockStats {
@@ -62,14 +64,24 @@ impl StatsHub {
             s.requests += 1;
             s.in_flight += 1;
         });
-        RequestOutcome { hub: Arc::clone(self), resolved: false }
+        RequestOutcome {
+            hub: Arc::clone(self),
+            resolved: false,
+        }
     }
 
     /// Waits until the thresholds are reached: `Ok(stats)`, or `Err(stats)` at the timeout.
-    pub(crate) async fn wait_for(&self, thresholds: StatsThresholds, timeout: Duration) -> Result<MockStats, MockStats> {
+    pub(crate) async fn wait_for(
+        &self,
+        thresholds: StatsThresholds,
+        timeout: Duration,
+    ) -> Result<MockStats, MockStats> {
         let mut receiver = self.sender.subscribe();
         let reached = tokio::time::timeout(timeout, async {
-            receiver.wait_for(|s| thresholds.reached(s)).await.map(|stats| *stats)
+            receiver
+                .wait_for(|s| thresholds.reached(s))
+                .await
+                .map(|stats| *stats)
         })
         .await;
         match reached {
@@ -125,16 +137,40 @@ mod tests {
         hub.begin().reset();
         drop(hub.begin());
         let in_flight = hub.begin();
-        assert_eq!(hub.snapshot(), MockStats { requests: 4, completed: 1, cancelled: 1, reset: 1, in_flight: 1 });
+        assert_eq!(
+            hub.snapshot(),
+            MockStats {
+                requests: 4,
+                completed: 1,
+                cancelled: 1,
+                reset: 1,
+                in_flight: 1
+            }
+        );
         let waiting = {
             let hub = Arc::clone(&hub);
             tokio::spawn(async move {
-                hub.wait_for(StatsThresholds { cancelled: Some(2), ..Default::default() }, Duration::from_secs(30)).await
+                hub.wait_for(
+                    StatsThresholds {
+                        cancelled: Some(2),
+                        ..Default::default()
+                    },
+                    Duration::from_secs(30),
+                )
+                .await
             })
         };
         drop(in_flight);
         assert_eq!(waiting.await.unwrap().unwrap().cancelled, 2);
-        let timed_out = hub.wait_for(StatsThresholds { reset: Some(5), ..Default::default() }, Duration::ZERO).await;
+        let timed_out = hub
+            .wait_for(
+                StatsThresholds {
+                    reset: Some(5),
+                    ..Default::default()
+                },
+                Duration::ZERO,
+            )
+            .await;
         assert!(timed_out.is_err());
     }
 }

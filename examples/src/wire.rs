@@ -46,11 +46,17 @@ pub(crate) fn ndjson_line(json: &Value) -> Bytes {
 /// Clients ignore unknown fields; OpenAI itself pads stream events with an `obfuscation` field.
 pub(crate) fn pad_to(value: &mut Value, field: &str, target: Option<usize>) {
     let Some(target) = target else { return };
-    let Some(object) = value.as_object_mut() else { return };
+    let Some(object) = value.as_object_mut() else {
+        return;
+    };
     let current = Value::Object(object.clone()).to_string().len();
     let overhead = field.len() + 6; // ,"field":""
     if target > current + overhead {
-        let filler: String = PADDING_ALPHABET.chars().cycle().take(target - current - overhead).collect();
+        let filler: String = PADDING_ALPHABET
+            .chars()
+            .cycle()
+            .take(target - current - overhead)
+            .collect();
         object.insert(field.to_owned(), Value::String(filler));
     }
 }

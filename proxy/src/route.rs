@@ -140,10 +140,12 @@ impl Route {
             }
         }
         let target = (self.upstream.host.as_str(), self.upstream.port);
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(target)
+        let mut addrs: Vec<SocketAddr> = tokio::net::lookup_host(target)
             .await
             .map_err(|e| format!("DNS lookup of {} failed: {e}", self.upstream.host))?
             .collect();
+        // One address is connected to (no happy eyeballs): prefer IPv4, which every host can reach.
+        addrs.sort_by_key(|a| a.is_ipv6());
         let first = *addrs.first().ok_or_else(|| format!("DNS lookup of {} returned no address", self.upstream.host))?;
         *self.resolved.lock().expect("dns cache") = Some((Instant::now(), addrs));
         Ok(first)

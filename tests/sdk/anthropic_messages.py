@@ -65,17 +65,17 @@ def streaming(client, model, extra):
             if event.type == "text":
                 text.append(event.text)
         message = stream.get_final_message()
-    shape = []
-    for kind in event_types:
-        if not shape or shape[-1] != kind:
-            shape.append(kind)
+    # First-appearance order plus counts: a shape that reads well and still catches a missing event.
+    order = list(dict.fromkeys(event_types))
+    counts = {kind: event_types.count(kind) for kind in order}
     return {
         "id": message.id,
         "content": [block_dict(b) for b in message.content],
         "streamed_text_matches": "".join(text) == "".join(b.text for b in message.content if b.type == "text"),
         "stop_reason": message.stop_reason,
         "usage": usage_dict(message.usage),
-        "event_types": shape,
+        "event_type_order": order,
+        "event_type_counts": counts,
     }
 
 
@@ -92,7 +92,7 @@ def non_streaming(client, model, extra):
 def main():
     args = parse_args(__doc__)
     client = anthropic.Anthropic(base_url=args.base_url, api_key=API_KEY, max_retries=0, timeout=60)
-    model = args.model or "claude-sonnet-4-5"
+    model = args.model or "claude-mock-1"
     emit({"stream": streaming(client, model, args.headers), "non_streaming": non_streaming(client, model, args.headers)})
 
 

@@ -7,7 +7,9 @@
 pub mod feed;
 pub mod http1;
 pub mod process;
+pub mod upstream;
 
 pub use feed::RecordFeed;
 pub use http1::{HttpResponse, StreamedResponse};
 pub use process::{Mock, Tokentap};
+pub use upstream::{Framing, Script, ScriptedUpstream};

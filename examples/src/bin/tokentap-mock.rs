@@ -19,7 +19,12 @@ HOW TO RUN:
 
 /// A mock LLM provider streaming the real wire formats on a deterministic schedule.
 #[derive(Parser, Debug)]
-#[command(name = "tokentap-mock", version, about, after_help = "Run with --help for endpoints, per-request headers and examples.")]
+#[command(
+    name = "tokentap-mock",
+    version,
+    about,
+    after_help = "Run with --help for endpoints, per-request headers and examples."
+)]
 #[command(after_long_help = format!("{REQUEST_HEADERS_HELP}\n{HOW_TO_RUN}"))]
 struct Cli {
     /// Address to listen on; port 0 picks a free port (printed on stdout).
@@ -32,7 +37,9 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let server = MockServer::bind(cli.listen, cli.config).await.with_context(|| format!("binding {}", cli.listen))?;
+    let server = MockServer::bind(cli.listen, cli.config)
+        .await
+        .with_context(|| format!("binding {}", cli.listen))?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "tokentap-mock listening on {}", server.url())?;
     stdout.flush()?;

@@ -92,7 +92,7 @@ impl WireFormat for AudioSpeech {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::test_completion;
+    use crate::formats::testing::completion as test_completion;
 
     #[test]
     fn chunks_have_requested_size_and_wav_header() {

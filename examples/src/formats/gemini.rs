@@ -55,7 +55,9 @@ fn response(c: &Completion, parts: Value, finish: bool, counts: Counts) -> Value
 }
 
 fn function_call_part(c: &Completion) -> Option<Value> {
-    c.tool_call.as_ref().map(|tool| json!({"functionCall": {"name": tool.name, "args": tool.arguments}}))
+    c.tool_call
+        .as_ref()
+        .map(|tool| json!({"functionCall": {"name": tool.name, "args": tool.arguments}}))
 }
 
 impl WireFormat for Gemini {
@@ -83,12 +85,17 @@ impl WireFormat for Gemini {
             counts.candidates += c.tool_call.as_ref().map_or(0, |t| t.fragments.len() as u32);
             events.push(content(json!([part]), counts));
         }
-        events.push(WireEvent::new(EventKind::Control, sse_crlf(&response(c, json!([{"text": ""}]), true, counts))));
+        events.push(WireEvent::new(
+            EventKind::Control,
+            sse_crlf(&response(c, json!([{"text": ""}]), true, counts)),
+        ));
         events
     }
 
     fn midstream_error(&self, _: &Completion, _: usize) -> Option<Bytes> {
-        Some(sse_crlf(&json!({"error": {"code": 500, "message": "Internal error encountered.", "status": "INTERNAL"}})))
+        Some(sse_crlf(
+            &json!({"error": {"code": 500, "message": "Internal error encountered.", "status": "INTERNAL"}}),
+        ))
     }
 
     fn heartbeat(&self) -> Option<Bytes> {
@@ -129,8 +136,7 @@ impl WireFormat for Gemini {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::test_completion;
-    use crate::formats::testing::{concat, json, parse_sse};
+    use crate::formats::testing::{completion as test_completion, concat, json, parse_sse};
 
     #[test]
     fn every_chunk_is_a_whole_response_with_usage() {
@@ -139,12 +145,30 @@ mod tests {
         assert!(std::str::from_utf8(&bytes).unwrap().ends_with("}\r\n\r\n"));
         let chunks: Vec<Value> = parse_sse(&bytes).iter().map(|(_, d)| json(d)).collect();
         assert_eq!(chunks.len(), 2 + 3 + 1 + 1);
-        assert!(chunks.iter().all(|c| c["usageMetadata"]["promptTokenCount"].is_u64()));
-        let thought: String = chunks[..2].iter().map(|c| c["candidates"][0]["content"]["parts"][0]["text"].as_str().unwrap()).collect();
+        assert!(chunks
+            .iter()
+            .all(|c| c["usageMetadata"]["promptTokenCount"].is_u64()));
+        let thought: String = chunks[..2]
+            .iter()
+            .map(|c| {
+                c["candidates"][0]["content"]["parts"][0]["text"]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
         assert_eq!(thought, c.reasoning_text());
-        assert_eq!(chunks[0]["candidates"][0]["content"]["parts"][0]["thought"], true);
-        assert_eq!(chunks[5]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"], "get_weather");
-        assert_eq!(chunks.last().unwrap()["candidates"][0]["finishReason"], "STOP");
+        assert_eq!(
+            chunks[0]["candidates"][0]["content"]["parts"][0]["thought"],
+            true
+        );
+        assert_eq!(
+            chunks[5]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"],
+            "get_weather"
+        );
+        assert_eq!(
+            chunks.last().unwrap()["candidates"][0]["finishReason"],
+            "STOP"
+        );
         assert!(!std::str::from_utf8(&bytes).unwrap().contains("[DONE]"));
     }
 }

@@ -80,8 +80,11 @@ pub(crate) fn framing_from_content_type(content_type: Option<&str>) -> Option<Fr
     let mime = content_type?.split(';').next()?.trim().to_ascii_lowercase();
     match mime.as_str() {
         "text/event-stream" => Some(Framing::Sse),
-        "application/x-ndjson" | "application/ndjson" | "application/jsonl"
-        | "application/x-jsonlines" | "application/jsonlines" => Some(Framing::Ndjson),
+        "application/x-ndjson"
+        | "application/ndjson"
+        | "application/jsonl"
+        | "application/x-jsonlines"
+        | "application/jsonlines" => Some(Framing::Ndjson),
         "application/json" => Some(Framing::Json),
         m if m.starts_with("application/") && m.ends_with("+json") => Some(Framing::Json),
         m if m.starts_with("audio/") => Some(Framing::Audio),
@@ -99,7 +102,9 @@ pub(crate) enum Sniff {
 
 /// Guesses the framing from the body prefix (`prefix` may be the whole body when `at_end`).
 pub(crate) fn sniff_framing(prefix: &[u8], dialect: Option<Dialect>, at_end: bool) -> Sniff {
-    let bytes = prefix.strip_prefix(&[0xEF, 0xBB, 0xBF][..]).unwrap_or(prefix);
+    let bytes = prefix
+        .strip_prefix(&[0xEF, 0xBB, 0xBF][..])
+        .unwrap_or(prefix);
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace());
     let Some(start) = start else {
         return if at_end || bytes.len() > 64 * 1024 {
@@ -138,19 +143,30 @@ pub(crate) fn dialect_from_shape(value: &serde_json::Value) -> Dialect {
     };
     let kind = object.get("type").and_then(|t| t.as_str()).unwrap_or("");
     let obj = object.get("object").and_then(|t| t.as_str()).unwrap_or("");
-    if obj.starts_with("chat.completion") || obj == "text_completion" || object.contains_key("choices") {
+    if obj.starts_with("chat.completion")
+        || obj == "text_completion"
+        || object.contains_key("choices")
+    {
         Dialect::OpenaiChat
     } else if kind.starts_with("response.") || obj == "response" {
         Dialect::OpenaiResponses
     } else if matches!(
         kind,
-        "message_start" | "content_block_start" | "content_block_delta" | "content_block_stop"
-            | "message_delta" | "message_stop" | "ping" | "message"
+        "message_start"
+            | "content_block_start"
+            | "content_block_delta"
+            | "content_block_stop"
+            | "message_delta"
+            | "message_stop"
+            | "ping"
+            | "message"
     ) {
         Dialect::AnthropicMessages
     } else if object.contains_key("candidates") || object.contains_key("usageMetadata") {
         Dialect::Gemini
-    } else if object.contains_key("done") && (object.contains_key("message") || object.contains_key("response")) {
+    } else if object.contains_key("done")
+        && (object.contains_key("message") || object.contains_key("response"))
+    {
         Dialect::Ollama
     } else {
         Dialect::Generic
@@ -163,31 +179,67 @@ mod tests {
 
     #[test]
     fn route_hints_and_paths() {
-        assert_eq!(dialect_from_route(None, "/v1/chat/completions"), Some(Dialect::OpenaiChat));
-        assert_eq!(dialect_from_route(Some("openai"), "/v1/responses"), Some(Dialect::OpenaiResponses));
-        assert_eq!(dialect_from_route(None, "/v1/messages?beta=true"), Some(Dialect::AnthropicMessages));
         assert_eq!(
-            dialect_from_route(None, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
+            dialect_from_route(None, "/v1/chat/completions"),
+            Some(Dialect::OpenaiChat)
+        );
+        assert_eq!(
+            dialect_from_route(Some("openai"), "/v1/responses"),
+            Some(Dialect::OpenaiResponses)
+        );
+        assert_eq!(
+            dialect_from_route(None, "/v1/messages?beta=true"),
+            Some(Dialect::AnthropicMessages)
+        );
+        assert_eq!(
+            dialect_from_route(
+                None,
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+            ),
             Some(Dialect::Gemini)
         );
         assert_eq!(dialect_from_route(None, "/api/chat"), Some(Dialect::Ollama));
-        assert_eq!(dialect_from_route(Some("anthropic"), "/proxy/x"), Some(Dialect::AnthropicMessages));
+        assert_eq!(
+            dialect_from_route(Some("anthropic"), "/proxy/x"),
+            Some(Dialect::AnthropicMessages)
+        );
         assert_eq!(dialect_from_route(Some("generic"), "/whatever"), None);
     }
 
     #[test]
     fn content_types() {
-        assert_eq!(framing_from_content_type(Some("text/event-stream; charset=utf-8")), Some(Framing::Sse));
-        assert_eq!(framing_from_content_type(Some("application/x-ndjson")), Some(Framing::Ndjson));
-        assert_eq!(framing_from_content_type(Some("audio/mpeg")), Some(Framing::Audio));
+        assert_eq!(
+            framing_from_content_type(Some("text/event-stream; charset=utf-8")),
+            Some(Framing::Sse)
+        );
+        assert_eq!(
+            framing_from_content_type(Some("application/x-ndjson")),
+            Some(Framing::Ndjson)
+        );
+        assert_eq!(
+            framing_from_content_type(Some("audio/mpeg")),
+            Some(Framing::Audio)
+        );
         assert_eq!(framing_from_content_type(Some("text/plain")), None);
     }
 
     #[test]
     fn sniffing() {
-        assert!(matches!(sniff_framing(b"da", None, false), Sniff::NeedMoreBytes));
-        assert!(matches!(sniff_framing(b"data: {}", None, false), Sniff::Decided(Framing::Sse)));
-        assert!(matches!(sniff_framing(b"{\"a\"", Some(Dialect::Ollama), false), Sniff::Decided(Framing::Ndjson)));
-        assert!(matches!(sniff_framing(b"\x00\x01", None, false), Sniff::Decided(Framing::Binary)));
+        assert!(matches!(
+            sniff_framing(b"da", None, false),
+            Sniff::NeedMoreBytes
+        ));
+        assert!(matches!(
+            sniff_framing(b"data: {}", None, false),
+            Sniff::Decided(Framing::Sse)
+        ));
+        assert!(matches!(
+            sniff_framing(b"{\"a\"", Some(Dialect::Ollama), false),
+            Sniff::Decided(Framing::Ndjson)
+        ));
+        assert!(matches!(
+            sniff_framing(b"\x00\x01", None, false),
+            Sniff::Decided(Framing::Binary)
+        ));
     }
 }

@@ -69,16 +69,23 @@ fn add_token_metrics(timeline: &Timeline, metrics: &mut StreamMetrics) {
     let mut per_class = [0u64; 3];
     let events_with_text = [0, 1, 2]
         .iter()
-        .filter_map(|&slot| timeline.boundaries[slot].last().map(|b| b.content_event as usize + 1))
+        .filter_map(|&slot| {
+            timeline.boundaries[slot]
+                .last()
+                .map(|b| b.content_event as usize + 1)
+        })
         .max()
         .unwrap_or(0);
     let mut tokens_per_event = vec![0u64; events_with_text];
-    for slot in 0..3 {
-        let boundaries = &timeline.boundaries[slot];
+    for ((count, text), boundaries) in per_class
+        .iter_mut()
+        .zip(&timeline.texts)
+        .zip(&timeline.boundaries)
+    {
         let mut consumed = 0usize;
         let mut next_boundary = 0usize;
-        let ok = for_each_token_len(&timeline.texts[slot], |len| {
-            per_class[slot] += 1;
+        let ok = for_each_token_len(text, |len| {
+            *count += 1;
             consumed += len;
             while next_boundary < boundaries.len() && boundaries[next_boundary].end < consumed {
                 next_boundary += 1;
@@ -103,7 +110,11 @@ fn add_token_metrics(timeline: &Timeline, metrics: &mut StreamMetrics) {
     if timeline.content_events == 0 {
         return;
     }
-    let first: u64 = timeline.first_event_texts.iter().filter_map(|t| count_tokens(t)).sum();
+    let first: u64 = timeline
+        .first_event_texts
+        .iter()
+        .filter_map(|t| count_tokens(t))
+        .sum();
     metrics.first_content_tokens = Some(first);
     if let (Some(t_first), Some(t_last)) = (timeline.first_content_ns, timeline.last_content_ns) {
         let span_ns = t_last.saturating_sub(t_first);

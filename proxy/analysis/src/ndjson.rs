@@ -125,7 +125,11 @@ mod tests {
         let (whole, _) = lines(&[input], 1024);
         assert_eq!(
             whole,
-            vec![("{\"a\":1}".into(), 9), ("{\"b\":2}".into(), 21), ("{\"c\":3}".into(), 28)]
+            vec![
+                ("{\"a\":1}".into(), 9),
+                ("{\"b\":2}".into(), 21),
+                ("{\"c\":3}".into(), 28)
+            ]
         );
         let bytes: Vec<&[u8]> = input.chunks(1).collect();
         assert_eq!(lines(&bytes, 1024).0, whole);

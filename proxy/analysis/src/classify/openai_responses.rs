@@ -229,8 +229,17 @@ impl OpenaiResponses {
                     }
                 }
                 "reasoning" => {
-                    for part in item.summary.iter().flatten().chain(item.content.iter().flatten()) {
-                        if let Some(t) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    for part in item
+                        .summary
+                        .iter()
+                        .flatten()
+                        .chain(item.content.iter().flatten())
+                    {
+                        if let Some(t) = part
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .filter(|t| !t.is_empty())
+                        {
                             out.piece(EventClass::Reasoning, t);
                         }
                     }
@@ -239,7 +248,12 @@ impl OpenaiResponses {
                     let name = text(&item.name).unwrap_or("");
                     let arguments = text(&item.arguments).or(text(&item.input)).unwrap_or("");
                     let slot = out.findings.new_tool_call();
-                    out.findings.update_tool_call(slot, text(&item.call_id).or(text(&item.id)), Some(name), arguments.len());
+                    out.findings.update_tool_call(
+                        slot,
+                        text(&item.call_id).or(text(&item.id)),
+                        Some(name),
+                        arguments.len(),
+                    );
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
                 _ => {}

@@ -1,0 +1,84 @@
+//! HTTPS upstreams: verified against a configured CA with SNI = the upstream host, over HTTP/2.
+
+use std::io::Write;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use tokentap_e2e::{http1, Mock, Tokentap};
+
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    /// A CA and a leaf certificate for `leaf_name`, written as PEM files.
+    fn new(leaf_name: &str) -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(DnType::CommonName, "tokentap test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec![leaf_name.to_string()]).unwrap().signed_by(&leaf_key, &ca, &ca_key).unwrap();
+        let write = |name: &str, text: String| std::fs::File::create(dir.path().join(name)).unwrap().write_all(text.as_bytes()).unwrap();
+        write("ca.pem", ca.pem());
+        write("leaf.pem", leaf.pem());
+        write("leaf.key", leaf_key.serialize_pem());
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().unwrap().to_string()
+    }
+
+    fn mock(&self) -> Mock {
+        Mock::start(&["--tls-cert", &self.path("leaf.pem"), "--tls-key", &self.path("leaf.key"), "--ttft-ms", "1", "--itl-ms", "1", "--tokens", "5"])
+    }
+
+    fn config(&self, port: u16) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        write!(
+            f,
+            "[[route]]\nprefix = \"/\"\nupstream = \"https://localhost:{port}\"\nca_file = \"{}\"\n",
+            self.path("ca.pem")
+        )
+        .unwrap();
+        f
+    }
+}
+
+const BODY: &[u8] = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+
+#[test]
+fn https_upstream_with_test_ca_works_over_http2() {
+    let pki = Pki::new("localhost");
+    let mock = pki.mock();
+    assert!(mock.url.starts_with("https://"));
+    let config = pki.config(mock.addr.port());
+    let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], BODY);
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    assert!(resp.complete);
+    assert!(String::from_utf8_lossy(&resp.body).contains("[DONE]"));
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "ok");
+    let connection = &record["timeline"]["connection"];
+    assert_eq!(connection["protocol"], "h2", "{record}");
+    assert!(connection["tls_ms"].as_f64().is_some(), "{record}");
+}
+
+#[test]
+fn certificate_for_the_wrong_host_fails_clearly() {
+    let pki = Pki::new("wrong.example");
+    let mock = pki.mock();
+    let config = pki.config(mock.addr.port());
+    let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], BODY);
+    assert_eq!(resp.status, 502);
+    let body = String::from_utf8_lossy(&resp.body).to_lowercase();
+    assert!(body.contains("certificate") || body.contains("tls"), "{body}");
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "upstream_connect_error", "{record}");
+}

@@ -1,0 +1,180 @@
+//! The product's first promise: bytes through tokentap are the bytes from the upstream, and each
+//! upstream piece reaches the client as it arrives.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tokentap_e2e::{http1, Framing, Script, ScriptedUpstream, Tokentap};
+
+/// Text fragments that stress framing: every SSE line ending, multi-byte UTF-8, lone CRs.
+const FRAGMENTS: &[&[u8]] = &[
+    b"data: {\"x\":1}\n\n",
+    b"data: caf\xc3\xa9\r\n\r\n",
+    b"event: ping\rdata: \xe6\xbc\xa2\xe5\xad\x97\r\r",
+    b": heartbeat\r\n",
+    b"data: \xf0\x9f\x99\x82 \xf0\x9f\x9a\x80\n",
+    b"\r",
+    b"\n",
+    b"data: [DONE]\n\n",
+];
+
+fn body_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        // Binary garbage.
+        prop::collection::vec(any::<u8>(), 0..3000),
+        // Stream-like text: fragments, so multi-byte characters straddle piece boundaries below.
+        prop::collection::vec(prop::sample::select(FRAGMENTS), 0..60).prop_map(|parts| parts.concat()),
+        // A mix of both.
+        (prop::collection::vec(any::<u8>(), 0..500), prop::collection::vec(prop::sample::select(FRAGMENTS), 0..30))
+            .prop_map(|(a, b)| [a, b.concat()].concat()),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    body: Vec<u8>,
+    cuts: Vec<usize>,
+    delays_us: Vec<u64>,
+    framing: Framing,
+    request_body: Vec<u8>,
+}
+
+fn case_strategy() -> impl Strategy<Value = Case> {
+    (
+        body_strategy(),
+        prop::collection::vec(any::<prop::sample::Index>(), 0..8),
+        prop::collection::vec(0u64..1500, 9),
+        prop_oneof![Just(Framing::Chunked), Just(Framing::ContentLength), Just(Framing::Close)],
+        prop::collection::vec(any::<u8>(), 0..1500),
+    )
+        .prop_map(|(body, cut_idx, delays_us, framing, request_body)| {
+            let mut cuts: Vec<usize> = cut_idx.iter().map(|i| i.index(body.len() + 1)).collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            Case { body, cuts, delays_us, framing, request_body }
+        })
+}
+
+fn script_for(case: &Case) -> Script {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut at = Duration::ZERO;
+    for (i, &cut) in case.cuts.iter().chain(std::iter::once(&case.body.len())).enumerate() {
+        at += Duration::from_micros(case.delays_us[i % case.delays_us.len()]);
+        pieces.push((at, case.body[start..cut].to_vec()));
+        start = cut;
+    }
+    Script {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        framing: case.framing,
+        pieces,
+    }
+}
+
+#[test]
+fn forwarded_bytes_equal_upstream_bytes_for_1000_generated_streams() {
+    let upstream = ScriptedUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 1000,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    runner
+        .run(&case_strategy(), |case| {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let path = format!("/case/{n}");
+            let script = script_for(&case);
+            let expected = script.body();
+            upstream.register(&path, script);
+            let resp = http1::post(tokentap.addr, &path, &[("content-type", "application/octet-stream")], &case.request_body);
+            prop_assert_eq!(resp.status, 200);
+            prop_assert!(resp.complete, "response did not end cleanly");
+            prop_assert_eq!(&resp.body, &expected, "response body differs ({:?})", case.framing);
+            let received = upstream.received(&path);
+            prop_assert_eq!(received.as_deref(), Some(&case.request_body[..]), "request body differs");
+            Ok(())
+        })
+        .unwrap();
+    assert!(counter.into_inner() >= 1000);
+}
+
+#[test]
+fn fifty_events_twenty_ms_apart_arrive_as_fifty_spaced_reads() {
+    let upstream = ScriptedUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let events: Vec<Vec<u8>> =
+        (0..50).map(|i| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\" w{i}\"}}}}]}}\n\n").into_bytes()).collect();
+    let gap = Duration::from_millis(20);
+    let pieces: Vec<(Duration, Vec<u8>)> =
+        events.iter().enumerate().map(|(i, e)| (Duration::from_millis(50) + gap * i as u32, e.clone())).collect();
+    upstream.register(
+        "/v1/chat/completions",
+        Script {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            framing: Framing::Chunked,
+            pieces,
+        },
+    );
+    let feed_records = tokentap.feed();
+    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], b"{\"stream\":true}");
+    assert!(resp.complete);
+    assert_eq!(resp.body, events.concat());
+
+    // When did the client have each event complete?
+    let mut end = 0;
+    let mut arrivals = Vec::new();
+    for e in &events {
+        end += e.len();
+        arrivals.push(resp.arrival_of_offset(end).unwrap());
+    }
+    let reads_with_events = resp.reads.len();
+    let gaps: Vec<Duration> = arrivals.windows(2).map(|w| w[1] - w[0]).collect();
+    let spaced = gaps.iter().filter(|g| **g >= gap / 2).count();
+    assert!(
+        spaced * 100 >= gaps.len() * 95,
+        "only {spaced} of {} client gaps kept at least half the upstream gap: {gaps:?}",
+        gaps.len()
+    );
+    assert!(reads_with_events >= 48, "{reads_with_events} client reads for 50 events: tokentap coalesced pieces");
+
+    // The record has one chunk per event, each with a handoff stamp.
+    let mut feed_records = feed_records;
+    let record = feed_records.next_record_for("/v1/chat/completions");
+    let chunks = record["timeline"]["chunks"].as_array().unwrap();
+    assert_eq!(chunks.len(), 50, "{record}");
+    assert!(chunks.iter().all(|c| c["t_handoff_ns"].as_u64().unwrap() >= c["t_up_ns"].as_u64().unwrap()));
+}
+
+#[test]
+fn headers_pass_through_except_hop_by_hop() {
+    let upstream = ScriptedUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    upstream.register(
+        "/v1/x",
+        Script {
+            status: 200,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("x-ratelimit-remaining-requests".into(), "99".into()),
+                ("content-encoding".into(), "identity".into()),
+            ],
+            framing: Framing::ContentLength,
+            pieces: vec![(Duration::ZERO, b"{\"ok\":true}".to_vec())],
+        },
+    );
+    let resp = http1::post(
+        tokentap.addr,
+        "/v1/x",
+        &[("content-type", "application/json"), ("x-custom", "kept"), ("accept-encoding", "gzip")],
+        b"{}",
+    );
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("x-ratelimit-remaining-requests"), Some("99"));
+    assert_eq!(resp.header("content-encoding"), Some("identity"));
+    assert_eq!(resp.body, b"{\"ok\":true}");
+    assert!(resp.header("x-tokentap-request-id").is_some());
+}
