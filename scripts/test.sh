@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs tokentap's whole test suite on this machine, installing what is missing first.
+# Builds the workspace once; the end-to-end tests reuse the built binaries.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+scripts/setup.sh test
+export TOKENTAP_PYTHON="$root/.cache/venv/bin/python"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+echo "[test] building the workspace (binaries and tests)"
+cargo build --workspace --bins --tests --locked
+echo "[test] running the suite"
+cargo nextest run --workspace --locked --no-fail-fast "$@"
