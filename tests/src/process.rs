@@ -86,6 +86,10 @@ impl Proc {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn stdout(&self) -> String {
         self.stdout_text.lock().unwrap().clone()
     }
