@@ -158,3 +158,74 @@ fn open_journal(path: &Path) -> Result<Journal, StoreError> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     Ok(Journal { file, size })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, route: &str, outcome: &str, t0: u64) -> Record {
+        serde_json::from_value(serde_json::json!({
+            "record_version": 1, "request_id": id, "trace_id": "0af7651916cd43dd8448eb211c80319c",
+            "span_id": "b7ad6b7169203331", "started_at": "2026-01-01T00:00:00Z", "route": route,
+            "upstream": "http://x", "method": "POST", "path": "/v1/chat/completions", "status": 200,
+            "outcome": outcome, "request_headers": [],
+            "conditions": {"request_bytes": 10, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0"},
+            "request": {},
+            "timeline": {"t0_unix_ns": t0, "chunk_count": 0, "body_bytes": 0, "chunks_truncated": false,
+                         "analysis_bytes_truncated": false, "chunks": []},
+            "self_overhead": {"hook_time_us": 1.0}
+        }))
+        .expect("test record")
+    }
+
+    fn config(max_file_bytes: u64, ring_size: usize) -> StoreConfig {
+        StoreConfig { max_file_bytes, max_files: 2, ring_size }
+    }
+
+    #[test]
+    fn appends_lines_and_serves_newest_first_with_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        store.append(record("a", "/", "ok", 1)).unwrap();
+        store.append(record("b", "/x", "http_error", 2)).unwrap();
+        store.append(record("c", "/", "ok", 3)).unwrap();
+        let text = std::fs::read_to_string(store.records_path()).unwrap();
+        assert_eq!(text.lines().count(), 3);
+        let back: Record = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(back, record("a", "/", "ok", 1));
+        let ids = |f: &RecordFilter, n| store.recent(f, n).iter().map(|s| s.record.request_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&RecordFilter::default(), 10), ["c", "b", "a"]);
+        assert_eq!(ids(&RecordFilter::default(), 2), ["c", "b"]);
+        assert_eq!(ids(&RecordFilter { route: Some("/".into()), ..Default::default() }, 10), ["c", "a"]);
+        assert_eq!(ids(&RecordFilter { outcome: Some("http_error".into()), ..Default::default() }, 10), ["b"]);
+        assert_eq!(ids(&RecordFilter { since_unix_ns: Some(2), ..Default::default() }, 10), ["c", "b"]);
+        assert!(store.get("b").is_some());
+        assert!(store.get("zz").is_none());
+    }
+
+    #[test]
+    fn rotates_by_size_and_keeps_the_ring_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let one_line = serde_json::to_string(&record("r0", "/", "ok", 0)).unwrap().len() as u64 + 1;
+        let store = RecordStore::open(dir.path(), config(one_line * 3, 4)).unwrap();
+        for i in 0..10 {
+            store.append(record(&format!("r{i}"), "/", "ok", i)).unwrap();
+        }
+        let lines = |name: &str| std::fs::read_to_string(dir.path().join(name)).map(|t| t.lines().count()).unwrap_or(0);
+        // 10 records, 3 per file: records.jsonl has the newest, two rotated files are kept.
+        assert_eq!(lines("records.jsonl"), 1);
+        assert_eq!(lines("records.1.jsonl"), 3);
+        assert_eq!(lines("records.2.jsonl"), 3);
+        assert!(!dir.path().join("records.3.jsonl").exists());
+        assert_eq!(store.recent(&RecordFilter::default(), 100).len(), 4);
+    }
+
+    #[test]
+    fn live_feed_sees_new_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        let mut feed = store.subscribe();
+        store.append(record("a", "/", "ok", 1)).unwrap();
+        assert_eq!(feed.try_recv().unwrap().record.request_id, "a");
+    }
+}

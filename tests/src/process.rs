@@ -14,8 +14,9 @@ pub fn bin_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test> → target/<profile>
-    exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps").to_path_buf()
+    // Tests run from target/<profile>/deps/, binaries (like the benchmark) from target/<profile>/.
+    let dir = exe.parent().expect("executable has a folder");
+    if dir.file_name().is_some_and(|n| n == "deps") { dir.parent().unwrap_or(dir) } else { dir }.to_path_buf()
 }
 
 pub fn bin(name: &str) -> PathBuf {

@@ -4,13 +4,18 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tokentap_analysis::{analyze_request, AnalysisLimits, RequestTiming, StreamAnalysis, StreamAnalyzer, StreamContext};
+use tokentap_analysis::{
+    analyze_request, AnalysisLimits, RequestTiming, StreamAnalysis, StreamAnalyzer, StreamContext,
+};
 
 const ROUTES: &[(Option<&str>, &str)] = &[
     (Some("openai"), "/v1/chat/completions"),
     (Some("openai"), "/v1/responses"),
     (Some("anthropic"), "/v1/messages"),
-    (Some("gemini"), "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+    (
+        Some("gemini"),
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+    ),
     (Some("ollama"), "/api/chat"),
     (Some("generic"), "/stream"),
     (None, "/unknown"),
@@ -23,7 +28,12 @@ const CONTENT_TYPES: &[Option<&str>] = &[
     None,
 ];
 
-fn run(route: (Option<&str>, &str), content_type: Option<&str>, limits: &AnalysisLimits, chunks: &[&[u8]]) -> StreamAnalysis {
+fn run(
+    route: (Option<&str>, &str),
+    content_type: Option<&str>,
+    limits: &AnalysisLimits,
+    chunks: &[&[u8]],
+) -> StreamAnalysis {
     let ctx = StreamContext {
         request_path: route.1.to_owned(),
         provider_hint: route.0.map(str::to_owned),
@@ -34,7 +44,11 @@ fn run(route: (Option<&str>, &str), content_type: Option<&str>, limits: &Analysi
     for chunk in chunks {
         analyzer.push_chunk(chunk, 7);
     }
-    let mut analysis = analyzer.finish(RequestTiming { t_upstream_headers_ns: Some(1), t_end_ns: Some(9), body_complete: true });
+    let mut analysis = analyzer.finish(RequestTiming {
+        t_upstream_headers_ns: Some(1),
+        t_end_ns: Some(9),
+        body_complete: true,
+    });
     analysis.metrics.chunk_count = 0;
     analysis
 }
@@ -55,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
     };
 
     let mut chunks = Vec::new();
-    let mut state = u64::from(seed) * 0x9E37_79B9_7F4A_7C15 + 1;
+    let mut state = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut rest = body;
     while !rest.is_empty() {
         state ^= state << 13;
