@@ -117,7 +117,18 @@ async fn client(addr: std::net::SocketAddr, events: usize) -> Vec<f64> {
     loop {
         let mut tmp = [0u8; 16384];
         let n = match stream.read(&mut tmp).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) => {
+                if std::env::var_os("BENCH_DEBUG").is_some() {
+                    eprintln!("eof after {} events: {:?}", out.len(), String::from_utf8_lossy(&buf[..buf.len().min(200)]));
+                }
+                break;
+            }
+            Err(e) => {
+                if std::env::var_os("BENCH_DEBUG").is_some() {
+                    eprintln!("read error after {} events: {e}", out.len());
+                }
+                break;
+            }
             Ok(n) => n,
         };
         let arrival = now_ns();
