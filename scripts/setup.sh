@@ -3,7 +3,8 @@
 # virtualenv for the tests. Safe to run again; it only installs what is missing.
 #
 #   scripts/setup.sh demo   # what `tokentap demo` needs to build
-#   scripts/setup.sh test   # plus what the test suite needs
+#   scripts/setup.sh probe  # plus the toolchain that rebuilds the browser probe (scripts/build-probe.sh)
+#   scripts/setup.sh test   # plus what the test suite needs (which includes the probe toolchain)
 set -euo pipefail
 mode="${1:-test}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,7 +37,38 @@ command -v cargo >/dev/null || { say "cargo not found: install Rust with rustup 
 # pingora's zlib-ng build needs cmake; a C compiler builds ring and friends.
 ensure_apt cmake gcc g++ make pkg-config
 
+# The browser probe's toolchain: tokentap embeds the built probe, so only rebuilding it (and the
+# staleness test) needs this. The wasm-bindgen CLI must be the exact version the crate pins.
+if [ "$mode" = probe ] || [ "$mode" = test ]; then
+  if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    say "adding the wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+  fi
+  bindgen_version="$(sed -n 's/^wasm-bindgen = "=\([0-9.]*\)".*/\1/p' "$root/browser-probe/Cargo.toml")"
+  bindgen="$(command -v wasm-bindgen || echo "${CARGO_HOME:-$HOME/.cargo}/bin/wasm-bindgen")"
+  if [ "$("$bindgen" --version 2>/dev/null | awk '{print $2}')" != "$bindgen_version" ]; then
+    # Not --locked: the CLI's lockfile can name versions the registry mirror does not have yet.
+    say "installing wasm-bindgen-cli $bindgen_version (a few minutes)"
+    cargo install --quiet --force wasm-bindgen-cli --version "$bindgen_version"
+  fi
+  # wasm-opt (binaryen) and playwright-core, pinned by tests/browser/package-lock.json. Debian's
+  # binaryen is too old: its wasm-opt output fails to load.
+  command -v npm >/dev/null || ensure_apt nodejs npm
+  lock="$root/tests/browser/package-lock.json"
+  want="$(sha256sum "$lock" | cut -d' ' -f1)"
+  have="$(cat "$root/tests/browser/node_modules/.lock.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing Node tools from tests/browser/package-lock.json"
+    (cd "$root/tests/browser" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" > "$root/tests/browser/node_modules/.lock.sha256"
+  fi
+fi
+
 if [ "$mode" = test ]; then
+  # Headless Chromium for the browser probe tests (driven by playwright-core, never downloaded).
+  ensure_apt chromium chromium-driver
+  # promtool lints tokentap's /metrics, and a real Prometheus scrapes it (tests/tests/prometheus.rs).
+  ensure_apt prometheus
   # The official Python SDKs the tests drive tokentap with.
   venv="$root/.cache/venv"
   req="$root/tests/sdk/requirements.txt"

@@ -1,4 +1,35 @@
-//! tokentap browser probe.
+//! tokentap's browser probe: what happens to a streamed answer after tokentap handed it off.
 //!
-//! This crate is a placeholder: the WASM probe that stamps chunk arrival, text paint and audio start
-//! in the browser is not written yet. See README.md in this folder.
+//! The probe runs in the page (compiled to `wasm32-unknown-unknown`, shipped as an ES module that
+//! tokentap serves at `/_tokentap/probe/`). For every tracked streamed `fetch` (a **turn**) it
+//! stamps request start, response headers, every body chunk's arrival with cumulative bytes and
+//! the end of the stream; it stamps when the observed answer element's text is painted, with
+//! cumulative characters; it records marks (`user_send`, …), long animation frames and when audio
+//! became audible. When the turn's paints have settled it sends one JSON report
+//! (`tokentap.probe/1`) to tokentap, which joins it to the proxy's record of the same trace.
+//!
+//! Code map:
+//! - [`turn`]: one turn's measurements, their caps, and the set of turns not yet reported
+//!   (which turn a paint, mark or long frame belongs to, and when a turn has settled).
+//! - [`report`]: the report's JSON, written by hand (no serde: it keeps the wasm small) and thinned
+//!   to the body size cap.
+//! - [`trace`]: W3C trace ids and `traceparent`.
+//! - [`clock`]: the browser-to-proxy clock offset from round trips.
+//! - `web` (wasm32 only): everything that touches the browser — the `fetch` wrapper, the paint
+//!   observer, audio, sending, and the exported JS API.
+//!
+//! Architecture invariant: only `web` knows about the browser. Everything else is plain Rust that
+//! builds and is unit-tested on the native target.
+//!
+//! All times are wall-clock milliseconds since the Unix epoch as the browser sees them
+//! (`performance.timeOrigin + performance.now()`), so they compare directly with tokentap's
+//! records on the same machine; across machines the report carries the clock offset estimate.
+
+pub mod clock;
+pub mod report;
+pub mod trace;
+pub mod turn;
+
+/// The browser side and the exported JS API (wasm32 only; see README.md for its use).
+#[cfg(target_arch = "wasm32")]
+pub mod web;

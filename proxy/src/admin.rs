@@ -5,7 +5,8 @@
 //! | `GET /_tokentap/api/requests?limit=&route=&outcome=&model=&status=&since_unix_ns=` | `{"records":[…]}`, newest first |
 //! | `GET /_tokentap/api/requests/{request_id}` | one record, or 404 |
 //! | `GET /_tokentap/api/stream` | `text/event-stream`, one `record` event per new record |
-//! | `GET /_tokentap/api/health` | version, pipeline counters |
+//! | `GET /_tokentap/api/health` | version, pipeline counters, telemetry export counters |
+//! | `GET /metrics` | the metrics in the Prometheus text format (`[metrics] prometheus`) |
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -21,6 +22,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::mpsc;
 
+use crate::export::Telemetry;
 use crate::finalize::PipelineStats;
 use crate::store::{RecordFilter, RecordStore};
 
@@ -30,6 +32,8 @@ type AdminBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 pub struct AdminState {
     pub store: Arc<RecordStore>,
     pub stats: Arc<PipelineStats>,
+    /// Metrics for `/metrics`, export counters for the health answer.
+    pub telemetry: Arc<Telemetry>,
     /// Origins allowed to read the API from a browser (the proxy's own origin, for the demo page).
     pub allowed_origins: Vec<String>,
 }
@@ -103,6 +107,7 @@ fn route(req: &Request<Incoming>, state: &AdminState) -> Response<AdminBody> {
         "/_tokentap/api/requests" => list_requests(req.uri().query().unwrap_or(""), state),
         "/_tokentap/api/stream" => live_feed(state),
         "/_tokentap/api/health" => health(state),
+        "/metrics" => prometheus_metrics(state),
         _ => match path.strip_prefix("/_tokentap/api/requests/") {
             Some(id) if !id.is_empty() => match state.store.get(id) {
                 Some(stored) => json_response(StatusCode::OK, stored.json.clone()),
@@ -192,9 +197,27 @@ fn health(state: &AdminState) -> Response<AdminBody> {
             "dropped": s.dropped.load(Ordering::Relaxed),
             "store_errors": s.store_errors.load(Ordering::Relaxed),
         },
+        "browser_reports": {
+            "accepted": s.browser_reports.load(Ordering::Relaxed),
+            "joined": s.browser_joined.load(Ordering::Relaxed),
+            "unmatched": s.browser_unmatched.load(Ordering::Relaxed),
+        },
         "records_file": state.store.records_path(),
+        "telemetry": state.telemetry.health_json(),
     });
     json_response(StatusCode::OK, body.to_string())
+}
+
+fn prometheus_metrics(state: &AdminState) -> Response<AdminBody> {
+    match state.telemetry.prometheus_text() {
+        Some(text) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", crate::export::prometheus::CONTENT_TYPE)
+            .header("cache-control", "no-store")
+            .body(full(text))
+            .expect("static response parts"),
+        None => error_response(StatusCode::NOT_FOUND, "the Prometheus endpoint is off ([metrics] prometheus = false)"),
+    }
 }
 
 /// A response body fed by a channel: each message is one SSE event.

@@ -13,6 +13,9 @@ use serde::Deserialize;
 
 use crate::route::{Route, RouteTable, UpstreamTarget};
 
+mod otel;
+pub use otel::{MetricsConfig, OtelConfig, OtelEnv, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders};
+
 /// Everything that can go wrong while reading or validating configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -44,6 +47,8 @@ pub struct FileConfig {
     pub response_request_id_header: Option<bool>,
     /// Forward a `traceparent` header upstream (continuing the client's trace or starting one).
     pub inject_traceparent: Option<bool>,
+    /// Serve the demo chat page at `/_tokentap/demo/` on the proxy listener.
+    pub demo_page: Option<bool>,
     /// Routes: path prefix → upstream base URL. The longest matching prefix wins.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,
@@ -57,6 +62,17 @@ pub struct FileConfig {
     pub store: StoreConfig,
     #[serde(default)]
     pub privacy: PrivacyConfig,
+    #[serde(default)]
+    pub probe: ProbeConfig,
+    /// OpenTelemetry export over OTLP (off unless an endpoint is configured).
+    #[serde(default)]
+    pub otel: OtelConfig,
+    /// The metric registry and the Prometheus endpoint.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    /// Service-level objectives for goodput (report and dashboard). None are set by default.
+    #[serde(default)]
+    pub slo: SloConfig,
 }
 
 /// One `[[route]]` table.
@@ -171,6 +187,82 @@ impl Default for PrivacyConfig {
     }
 }
 
+/// `[probe]`: reports from the browser probe (`POST /_tokentap/v1/probe` on the proxy listener).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeConfig {
+    /// Accept probe reports and serve the probe at `/_tokentap/probe/`.
+    pub enabled: bool,
+    /// Origins (besides the proxy's own) whose pages may send reports, e.g. "https://app.example".
+    pub allowed_origins: Vec<String>,
+    /// Largest report body accepted.
+    pub max_report_bytes: usize,
+    /// Reports per second per client address (token bucket rate)…
+    pub reports_per_second: f64,
+    /// …and the bucket's size.
+    pub burst: u32,
+    /// How long after a request its trace id may still be reported on.
+    pub trace_ttl_s: u64,
+    /// Trace ids remembered for that purpose.
+    pub max_recent_traces: usize,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            allowed_origins: Vec::new(),
+            max_report_bytes: 256 << 10,
+            reports_per_second: 20.0,
+            burst: 100,
+            trace_ttl_s: 600,
+            max_recent_traces: 50_000,
+        }
+    }
+}
+
+/// `[slo]`: service-level objectives. A request is *good* when it succeeded and met every objective
+/// set here (docs/metrics.md, Goodput); an objective left out is not checked.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SloConfig {
+    /// Largest acceptable `ttft_answer_ms` (first answer token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_answer_ms: Option<f64>,
+    /// Largest acceptable `tpot_ms` (milliseconds per output token after the first content event).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    /// Largest acceptable `e2e_ms` (request start to the last body byte).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// Largest acceptable browser `time_to_first_paint_ms` (needs the browser probe).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_paint_ms: Option<f64>,
+}
+
+impl SloConfig {
+    /// Every objective must be a finite number of milliseconds greater than 0.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (key, value) in [
+            ("slo.ttft_answer_ms", self.ttft_answer_ms),
+            ("slo.tpot_ms", self.tpot_ms),
+            ("slo.e2e_ms", self.e2e_ms),
+            ("slo.first_paint_ms", self.first_paint_ms),
+        ] {
+            if let Some(v) = value {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(invalid(key, format!("{v} must be a number of milliseconds greater than 0")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self == &SloConfig::default()
+    }
+}
+
 /// Values given on the command line or in `TOKENTAP_*` variables; they override the file.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -191,12 +283,18 @@ pub struct ValidConfig {
     pub threads: usize,
     pub response_request_id_header: bool,
     pub inject_traceparent: bool,
+    pub demo_page: bool,
     pub routes: Arc<RouteTable>,
     pub timeouts: TimeoutConfig,
     pub timeline: TimelineConfig,
     pub analysis: AnalysisConfig,
     pub store: StoreConfig,
     pub privacy: PrivacyConfig,
+    pub probe: ProbeConfig,
+    /// `None` when OpenTelemetry export is off.
+    pub otel: Option<OtlpSettings>,
+    pub metrics: MetricsConfig,
+    pub slo: SloConfig,
 }
 
 impl ValidConfig {
@@ -214,7 +312,7 @@ pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidCo
         Some(path) => parse_file(path)?,
         None => FileConfig::default(),
     };
-    validate(file, overrides)
+    validate_with_env(file, overrides, &OtelEnv::from_process())
 }
 
 fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -230,6 +328,11 @@ pub fn parse_str(text: &str) -> Result<FileConfig, String> {
 
 /// Checks every value once and builds the [`ValidConfig`].
 pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, ConfigError> {
+    validate_with_env(file, overrides, &OtelEnv::default())
+}
+
+/// [`validate`], with the standard `OTEL_*` variables that configure export.
+pub fn validate_with_env(file: FileConfig, overrides: &Overrides, otel_env: &OtelEnv) -> Result<ValidConfig, ConfigError> {
     let listen_text = overrides.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
     let listen = parse_addr("listen", &listen_text)?;
     let admin_text = overrides
@@ -297,11 +400,30 @@ pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, 
     if file.store.max_file_bytes < 4096 {
         return Err(invalid("store.max_file_bytes", "must be at least 4096"));
     }
+    let p = &file.probe;
+    if p.max_report_bytes < 1024 || p.max_report_bytes > (16 << 20) {
+        return Err(invalid("probe.max_report_bytes", "must be between 1024 and 16 MiB"));
+    }
+    if !(p.reports_per_second > 0.0 && p.reports_per_second.is_finite()) || p.burst == 0 {
+        return Err(invalid("probe.reports_per_second", "rate and burst must be greater than 0"));
+    }
+    if p.max_recent_traces == 0 {
+        return Err(invalid("probe.max_recent_traces", "must be greater than 0"));
+    }
+    for origin in &p.allowed_origins {
+        if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
+            return Err(invalid("probe.allowed_origins", format!("{origin:?} is not an origin like https://app.example")));
+        }
+    }
     for name in &file.privacy.redact_headers {
         if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(invalid("privacy.redact_headers", format!("{name:?} is not a header name")));
         }
     }
+
+    let otel = otel::validate_otel(&file.otel, otel_env, &data_dir)?;
+    otel::validate_metrics(&file.metrics)?;
+    file.slo.validate()?;
 
     Ok(ValidConfig {
         listen,
@@ -310,12 +432,17 @@ pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, 
         threads,
         response_request_id_header: file.response_request_id_header.unwrap_or(true),
         inject_traceparent: file.inject_traceparent.unwrap_or(true),
+        demo_page: file.demo_page.unwrap_or(false),
         routes: Arc::new(routes),
         timeouts: file.timeouts,
         timeline: file.timeline,
         analysis: file.analysis,
         store: file.store,
         privacy: file.privacy,
+        probe: file.probe,
+        otel,
+        metrics: file.metrics,
+        slo: file.slo,
     })
 }
 
@@ -403,6 +530,20 @@ mod tests {
             let file = parse_str(text).unwrap();
             let err = validate(file, &Overrides::default()).unwrap_err().to_string();
             assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn slo_section_is_parsed_and_validated() {
+        let file = parse_str("[slo]\nttft_answer_ms = 500\ntpot_ms = 50.5\n").unwrap();
+        let c = validate(file, &overrides_with_upstream()).unwrap();
+        assert_eq!(c.slo, SloConfig { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.5), ..SloConfig::default() });
+        assert!(validate(FileConfig::default(), &overrides_with_upstream()).unwrap().slo.is_empty());
+        let err = parse_str("[slo]\nttft_ms = 500\n").unwrap_err();
+        assert!(err.contains("ttft_ms"), "{err}");
+        for text in ["[slo]\ne2e_ms = 0\n", "[slo]\ne2e_ms = -3\n", "[slo]\ne2e_ms = nan\n"] {
+            let err = validate(parse_str(text).unwrap(), &overrides_with_upstream()).unwrap_err().to_string();
+            assert!(err.contains("slo.e2e_ms"), "{text}: {err}");
         }
     }
 

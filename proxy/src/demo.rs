@@ -46,7 +46,7 @@ pub fn run(options: DemoOptions) -> Result<(), DemoError> {
         let _ = writeln!(out, "[tokentap] {}", crate::summary::one_line(record));
         let _ = out.flush();
     });
-    let pages = Pages { demo_enabled: true, demo_admin_url: None };
+    let pages = Pages { demo_enabled: true, ..Pages::default() };
     let (pingora_server, bound) = server::prepare(config, RunOptions { pages, observer: Some(observer) })?;
     print_banner(&bound, mock_addr, &options.data_dir);
     server::run(pingora_server);

@@ -5,13 +5,17 @@
 //! dropped and counted; traffic is never slowed down by analysis or disk writes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 
+use crate::browser::ProbeReport;
 use crate::config::ValidConfig;
+use crate::export::Telemetry;
 use crate::proxy::RequestCtx;
 use crate::record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
 use crate::route::Route;
@@ -100,15 +104,27 @@ pub struct PipelineStats {
     pub dropped: AtomicU64,
     pub written: AtomicU64,
     pub store_errors: AtomicU64,
+    /// Browser probe reports accepted at ingest, joined to their record, and given up on.
+    pub browser_reports: AtomicU64,
+    pub browser_joined: AtomicU64,
+    pub browser_unmatched: AtomicU64,
 }
 
 /// A callback that sees every finished record (the demo prints a summary line with it).
 pub type RecordObserver = Box<dyn Fn(&Record) + Send + 'static>;
 
+/// What the worker is handed.
+pub enum WorkItem {
+    /// A proxied request that ended.
+    Request(Box<CompletedRequest>),
+    /// A browser probe report to join to its request's record.
+    BrowserReport(Box<ProbeReport>),
+}
+
 /// The sending side of the finalize queue, owned by the proxy.
 #[derive(Clone)]
 pub struct FinalizeQueue {
-    tx: SyncSender<CompletedRequest>,
+    tx: SyncSender<WorkItem>,
     stats: Arc<PipelineStats>,
 }
 
@@ -116,11 +132,19 @@ impl FinalizeQueue {
     /// Hands a completed request to the worker without waiting.
     pub fn submit(&self, completed: CompletedRequest) {
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
-        match self.tx.try_send(completed) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_err() {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Hands a validated probe report to the worker without waiting; false when the queue is full.
+    pub fn submit_report(&self, report: ProbeReport) -> bool {
+        match self.tx.try_send(WorkItem::BrowserReport(Box::new(report))) {
+            Ok(()) => {
+                self.stats.browser_reports.fetch_add(1, Ordering::Relaxed);
+                true
             }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
         }
     }
 }
@@ -131,36 +155,78 @@ pub fn start(
     store: Arc<RecordStore>,
     stats: Arc<PipelineStats>,
     observer: Option<RecordObserver>,
+    telemetry: Arc<Telemetry>,
 ) -> std::io::Result<(FinalizeQueue, JoinHandle<()>)> {
     let (tx, rx) = sync_channel(config.analysis.queue_capacity);
     let worker_stats = stats.clone();
     let handle = std::thread::Builder::new()
         .name("tokentap-finalize".into())
-        .spawn(move || run_worker(rx, &config, &store, &worker_stats, observer))?;
+        .spawn(move || run_worker(rx, &config, &store, &worker_stats, observer, &telemetry))?;
     Ok((FinalizeQueue { tx, stats }, handle))
 }
 
+/// Reports whose record is not (yet) in the store, kept a little while.
+const PENDING_REPORTS: usize = 256;
+const PENDING_FOR: Duration = Duration::from_secs(60);
+
 fn run_worker(
-    rx: Receiver<CompletedRequest>,
+    rx: Receiver<WorkItem>,
     config: &ValidConfig,
     store: &RecordStore,
     stats: &PipelineStats,
     observer: Option<RecordObserver>,
+    telemetry: &Telemetry,
 ) {
-    while let Ok(completed) = rx.recv() {
-        let record = build_record(completed, config);
-        if let Some(observe) = &observer {
-            observe(&record);
+    let mut pending: VecDeque<(Instant, ProbeReport)> = VecDeque::new();
+    while let Ok(item) = rx.recv() {
+        match item {
+            WorkItem::Request(completed) => {
+                let record = build_record(*completed, config);
+                if let Some(observe) = &observer {
+                    observe(&record);
+                }
+                // Metrics and spans (never blocks: a full export queue drops and counts).
+                telemetry.observe(&record);
+                let trace_id = record.trace_id.clone();
+                match store.append(record) {
+                    Ok(()) => {
+                        stats.written.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "could not write a record");
+                    }
+                }
+                // A report that came before its record can be joined now.
+                if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
+                    if let Some((_, report)) = pending.remove(i) {
+                        join_report(report, store, stats, &mut pending);
+                    }
+                }
+            }
+            WorkItem::BrowserReport(report) => join_report(*report, store, stats, &mut pending),
         }
-        match store.append(record) {
-            Ok(()) => {
-                stats.written.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                // Logged at most now and then by the store; never affects traffic.
-                stats.store_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(error = %e, "could not write a record");
-            }
+        while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
+            pending.pop_front();
+            stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn join_report(report: ProbeReport, store: &RecordStore, stats: &PipelineStats, pending: &mut VecDeque<(Instant, ProbeReport)>) {
+    let Some(stored) = store.find_by_trace(&report.trace_id, &report.span_id) else {
+        pending.push_back((Instant::now(), report));
+        return;
+    };
+    let mut record = stored.record.clone();
+    record.browser = Some(crate::browser::join(&record, &report));
+    match store.update(record) {
+        Ok(()) => {
+            stats.browser_joined.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            stats.store_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "could not write a joined record");
         }
     }
 }
@@ -266,5 +332,6 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         analysis,
         self_overhead,
         content,
+        browser: None,
     }
 }

@@ -3,13 +3,17 @@
 //! See ARCHITECTURE.md at the repository root for the code map and the invariants.
 
 pub mod admin;
+pub mod browser;
 pub mod config;
 pub mod demo;
+pub mod export;
 pub mod finalize;
+pub mod internal;
 pub mod pages;
 pub mod privacy;
 pub mod proxy;
 pub mod record;
+pub mod report;
 pub mod route;
 pub mod server;
 pub mod store;

@@ -26,6 +26,39 @@ enum Command {
     Demo(DemoArgs),
     /// Validate a config file (and flags) and print the routes, without starting.
     CheckConfig(ServeArgs),
+    /// Percentile tables, stall rate and goodput over recorded requests (markdown, JSON or HTML).
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct ReportArgs {
+    /// The record store to read (records.jsonl and its rotated files) [default: ./tokentap-data].
+    #[arg(long, env = "TOKENTAP_DATA_DIR", conflicts_with = "records")]
+    data_dir: Option<PathBuf>,
+    /// Read these records files instead (oldest first); the last line per request id wins.
+    #[arg(long, num_args = 1..)]
+    records: Vec<PathBuf>,
+    /// Config file whose `[slo]` section sets the goodput objectives (and `data_dir` the store).
+    #[arg(long, env = "TOKENTAP_CONFIG")]
+    config: Option<PathBuf>,
+    /// Only requests started at or after this: a duration before now (15m, 2h, 1d) or an RFC 3339 time.
+    #[arg(long)]
+    since: Option<String>,
+    /// Only requests started before this: a duration before now or an RFC 3339 time.
+    #[arg(long)]
+    until: Option<String>,
+    /// Group by any of: route, model, concurrency (comma-separated).
+    #[arg(long, default_value = "")]
+    group_by: String,
+    /// Include the warm-up requests (the first requests of each route after start).
+    #[arg(long)]
+    include_warmup: bool,
+    /// Print the report as JSON instead of markdown.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML report (tables and plots) to this file.
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -112,6 +145,52 @@ fn check_config(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn report(args: &ReportArgs) -> anyhow::Result<()> {
+    use tokentap::report;
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            config::parse_str(&text).map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))?
+        }
+        None => config::FileConfig::default(),
+    };
+    file.slo.validate().context("configuration error")?;
+    let loaded = if args.records.is_empty() {
+        let dir = args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| PathBuf::from("tokentap-data"));
+        report::load_data_dir(&dir)?
+    } else {
+        report::load_files(&args.records)?
+    };
+    let now = std::time::SystemTime::now();
+    let time = |text: &Option<String>| -> anyhow::Result<Option<u64>> {
+        text.as_deref().map(|t| report::summary::parse_time(t, now).map_err(anyhow::Error::msg)).transpose()
+    };
+    let files: Vec<String> = loaded.files.iter().map(|p| p.display().to_string()).collect();
+    let mut source = files.join(", ");
+    if loaded.skipped_lines > 0 {
+        source.push_str(&format!(" ({} unreadable lines skipped)", loaded.skipped_lines));
+    }
+    let options = report::ReportOptions {
+        since_unix_ns: time(&args.since).context("--since")?,
+        until_unix_ns: time(&args.until).context("--until")?,
+        group_by: report::GroupKey::parse_list(&args.group_by).map_err(anyhow::Error::msg).context("--group-by")?,
+        include_warmup: args.include_warmup,
+        slo: file.slo,
+        keep_samples: args.html.is_some(),
+        source,
+    };
+    let built = report::build_report(&loaded.records, &options);
+    if let Some(path) = &args.html {
+        std::fs::write(path, report::html::render(&built)).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&built)?);
+    } else {
+        print!("{}", report::markdown::render(&built));
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging();
@@ -119,6 +198,7 @@ fn main() -> anyhow::Result<()> {
         None => serve(&cli.serve),
         Some(Command::Serve(args)) => serve(&args),
         Some(Command::CheckConfig(args)) => check_config(&args),
+        Some(Command::Report(args)) => report(&args),
         Some(Command::Demo(args)) => {
             demo::run(DemoOptions { listen: args.listen, admin_listen: args.admin_listen, data_dir: args.data_dir })
                 .context("cannot start the demo")

@@ -14,12 +14,21 @@ pub struct Page {
 
 const DEMO_HTML: &[u8] = include_bytes!("../assets/demo.html");
 
+/// The browser probe, built by scripts/build-probe.sh (tests fail when these are stale).
+const PROBE_FILES: &[(&str, &str, &[u8])] = &[
+    ("/_tokentap/probe/probe.js", "text/javascript; charset=utf-8", include_bytes!("../assets/probe/probe.js")),
+    ("/_tokentap/probe/tokentap_probe.js", "text/javascript; charset=utf-8", include_bytes!("../assets/probe/tokentap_probe.js")),
+    ("/_tokentap/probe/tokentap_probe_bg.wasm", "application/wasm", include_bytes!("../assets/probe/tokentap_probe_bg.wasm")),
+];
+
 /// The pages enabled for this run.
 #[derive(Debug, Default, Clone)]
 pub struct Pages {
     /// Serve the demo chat page at `/_tokentap/demo/`, with the admin API at this base URL.
     pub demo_admin_url: Option<String>,
     pub demo_enabled: bool,
+    /// Serve the browser probe at `/_tokentap/probe/`.
+    pub probe_enabled: bool,
 }
 
 impl Pages {
@@ -39,7 +48,12 @@ impl Pages {
                 content_type: "application/json",
                 body: Bytes::from(serde_json::json!({ "admin_url": self.demo_admin_url }).to_string()),
             },
-            _ => not_found(),
+            _ => match PROBE_FILES.iter().find(|(p, _, _)| *p == path) {
+                Some((_, content_type, body)) if self.probe_enabled && !body.is_empty() => {
+                    Page { status: 200, content_type, body: Bytes::from_static(body) }
+                }
+                _ => not_found(),
+            },
         }
     }
 }

@@ -17,6 +17,7 @@ use pingora::{Error, ErrorSource, ErrorType, Result};
 
 use crate::config::ValidConfig;
 use crate::finalize::{CompletedRequest, FinalizeQueue};
+use crate::internal::{self, ProbeIngest};
 use crate::pages::Pages;
 use crate::privacy::{redact_path, Redactor};
 use crate::record::{ErrorInfo, Outcome};
@@ -36,12 +37,14 @@ pub struct TapProxy {
     redactor: Redactor,
     finalize: FinalizeQueue,
     pages: Arc<Pages>,
+    ingest: Arc<ProbeIngest>,
 }
 
 impl TapProxy {
     pub fn new(config: Arc<ValidConfig>, finalize: FinalizeQueue, pages: Arc<Pages>) -> Self {
         let redactor = Redactor::new(&config.privacy.redact_headers);
-        Self { config, redactor, finalize, pages }
+        let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
+        Self { config, redactor, finalize, pages, ingest }
     }
 }
 
@@ -139,13 +142,7 @@ impl ProxyHttp for TapProxy {
 
         if path_and_query.starts_with("/_tokentap/") || path_and_query == "/_tokentap" {
             ctx.internal = true;
-            let page = self.pages.serve(req.method.as_str(), &path_and_query);
-            let mut resp = ResponseHeader::build(page.status, Some(4))?;
-            resp.insert_header("content-type", page.content_type)?;
-            resp.insert_header("content-length", page.body.len().to_string())?;
-            resp.insert_header("cache-control", "no-store")?;
-            session.write_response_header(Box::new(resp), false).await?;
-            session.write_response_body(Some(page.body), true).await?;
+            internal::serve(session, &path_and_query, &self.pages, &self.ingest, &self.finalize).await?;
             return Ok(true);
         }
 
@@ -157,7 +154,11 @@ impl ProxyHttp for TapProxy {
             .map(|(name, value)| (name.as_str().to_string(), self.redactor.header_value(name.as_str(), value.as_bytes())))
             .collect();
         ctx.request_content_type = header_str(req.headers.get("content-type"));
-        ctx.trace = Some(TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes())));
+        let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
+        if self.ingest.config.enabled {
+            self.ingest.recent.note(&trace.trace_id);
+        }
+        ctx.trace = Some(trace);
 
         let Some(route) = self.config.routes.find(req.uri.path()).cloned() else {
             ctx.no_route = true;

@@ -158,4 +158,8 @@ pub struct Record {
     pub self_overhead: SelfOverhead,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub content: Option<CapturedContent>,
+    /// The browser's timeline, once a probe report for this request was joined. The record is then
+    /// written again; the last line for a request id is the complete one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub browser: Option<crate::browser::BrowserTimeline>,
 }

@@ -9,6 +9,7 @@ use pingora::server::{RunArgs, Server};
 
 use crate::admin::{self, AdminState};
 use crate::config::ValidConfig;
+use crate::export::{ExportError, Telemetry};
 use crate::finalize::{self, PipelineStats, RecordObserver};
 use crate::pages::Pages;
 use crate::proxy::TapProxy;
@@ -22,6 +23,8 @@ pub enum ServeError {
     Bind { key: &'static str, addr: SocketAddr, source: std::io::Error },
     #[error("cannot start a worker thread: {0}")]
     Thread(std::io::Error),
+    #[error("cannot start OpenTelemetry export: {0}")]
+    Export(#[from] ExportError),
 }
 
 /// What the caller adds to a plain `serve`.
@@ -58,6 +61,8 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
 
     let mut config = config;
     config.listen = listen;
+    options.pages.demo_enabled |= config.demo_page;
+    options.pages.probe_enabled = config.probe.enabled;
     if options.pages.demo_enabled {
         options.pages.demo_admin_url = admin_addr.map(|a| format!("http://{a}"));
     }
@@ -65,13 +70,18 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
 
     let store = Arc::new(RecordStore::open(&config.data_dir, config.store.clone())?);
     let stats = Arc::new(PipelineStats::default());
+    // Metrics for /metrics, and OTLP export when configured (its own thread; never on the
+    // forwarding path).
+    let telemetry = Telemetry::start(&config.metrics, config.otel.clone(), config.privacy.capture_content, stats.clone())?;
     let (queue, _worker) =
-        finalize::start(config.clone(), store.clone(), stats.clone(), options.observer.take()).map_err(ServeError::Thread)?;
+        finalize::start(config.clone(), store.clone(), stats.clone(), options.observer.take(), telemetry.clone())
+            .map_err(ServeError::Thread)?;
 
     if let Some(listener) = admin_listener {
         let state = Arc::new(AdminState {
             store: store.clone(),
             stats: stats.clone(),
+            telemetry: telemetry.clone(),
             allowed_origins: proxy_origins(listen),
         });
         std::thread::Builder::new()

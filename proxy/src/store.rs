@@ -144,6 +144,43 @@ impl RecordStore {
         ring.iter().rev().find(|s| s.record.request_id == request_id).cloned()
     }
 
+    /// The most recent record of trace `trace_id` whose parent span is `parent_span_id` (the
+    /// browser probe's span), or else the most recent record of the trace.
+    pub fn find_by_trace(&self, trace_id: &str, parent_span_id: &str) -> Option<Arc<StoredRecord>> {
+        let ring = self.ring.read().expect("ring lock");
+        let mut same_trace = ring.iter().rev().filter(|s| s.record.trace_id == trace_id);
+        let first = same_trace.next()?;
+        if first.record.parent_span_id.as_deref() == Some(parent_span_id) {
+            return Some(first.clone());
+        }
+        same_trace
+            .find(|s| s.record.parent_span_id.as_deref() == Some(parent_span_id))
+            .or(Some(first))
+            .cloned()
+    }
+
+    /// Writes a newer version of a record (e.g. with the browser timeline joined): a new line in the
+    /// journal, the ring entry replaced in place, and the live feed told.
+    pub fn update(&self, record: Record) -> Result<(), StoreError> {
+        let json = serde_json::to_string(&record)?;
+        let stored = Arc::new(StoredRecord { record, json });
+        let write_result = self.write_line(&stored.json);
+        {
+            let mut ring = self.ring.write().expect("ring lock");
+            match ring.iter().rposition(|s| s.record.request_id == stored.record.request_id) {
+                Some(i) => ring[i] = stored.clone(),
+                None => {
+                    if ring.len() == self.config.ring_size {
+                        ring.pop_front();
+                    }
+                    ring.push_back(stored.clone());
+                }
+            }
+        }
+        let _ = self.feed.send(stored);
+        write_result
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredRecord>> {
         self.feed.subscribe()
     }

@@ -4,12 +4,15 @@
 //! Nothing here sleeps to synchronise: readiness is a line the process prints or a connect that
 //! succeeds, and results are awaited through long-polls and the live record feed.
 
+pub mod browser;
 pub mod feed;
 pub mod http1;
+pub mod otlp_receiver;
 pub mod process;
 pub mod upstream;
 
 pub use feed::RecordFeed;
 pub use http1::{HttpResponse, StreamedResponse};
+pub use otlp_receiver::{OtlpReceiver, ReservedReceiver};
 pub use process::{Mock, Tokentap};
 pub use upstream::{Framing, Script, ScriptedUpstream};

@@ -180,8 +180,20 @@ impl Tokentap {
     }
 
     pub fn start_with_args(args: &[&str]) -> Tokentap {
+        Self::start_with_env(args, &[])
+    }
+
+    /// Like [`Tokentap::start_with_args`], with extra environment variables. `OTEL_*` variables of
+    /// the test's own environment are not passed on, so export is on only when a test asks for it.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Tokentap {
         let data_dir = tempfile::tempdir().expect("tempdir");
         let mut cmd = Command::new(bin("tokentap"));
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.envs(env.iter().copied());
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")

@@ -102,12 +102,12 @@ fn forwarded_bytes_equal_upstream_bytes_for_1000_generated_streams() {
 }
 
 #[test]
-fn fifty_events_twenty_ms_apart_arrive_as_fifty_spaced_reads() {
+fn fifty_events_forty_ms_apart_arrive_as_fifty_spaced_reads() {
     let upstream = ScriptedUpstream::start();
     let tokentap = Tokentap::start(&upstream.url(), &[]);
     let events: Vec<Vec<u8>> =
         (0..50).map(|i| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\" w{i}\"}}}}]}}\n\n").into_bytes()).collect();
-    let gap = Duration::from_millis(20);
+    let gap = Duration::from_millis(40);
     let pieces: Vec<(Duration, Vec<u8>)> =
         events.iter().enumerate().map(|(i, e)| (Duration::from_millis(50) + gap * i as u32, e.clone())).collect();
     upstream.register(

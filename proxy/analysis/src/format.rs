@@ -102,9 +102,12 @@ pub(crate) enum Sniff {
 
 /// Guesses the framing from the body prefix (`prefix` may be the whole body when `at_end`).
 pub(crate) fn sniff_framing(prefix: &[u8], dialect: Option<Dialect>, at_end: bool) -> Sniff {
-    let bytes = prefix
-        .strip_prefix(&[0xEF, 0xBB, 0xBF][..])
-        .unwrap_or(prefix);
+    const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+    if !at_end && prefix.len() < BOM.len() && BOM.starts_with(prefix) {
+        // Possibly a BOM cut by the network: wait for the rest before judging the first byte.
+        return Sniff::NeedMoreBytes;
+    }
+    let bytes = prefix.strip_prefix(&BOM[..]).unwrap_or(prefix);
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace());
     let Some(start) = start else {
         return if at_end || bytes.len() > 64 * 1024 {
@@ -240,6 +243,19 @@ mod tests {
         assert!(matches!(
             sniff_framing(b"\x00\x01", None, false),
             Sniff::Decided(Framing::Binary)
+        ));
+        // A BOM cut by the network is not binary (found by the fuzzer).
+        assert!(matches!(
+            sniff_framing(b"\xEF", None, false),
+            Sniff::NeedMoreBytes
+        ));
+        assert!(matches!(
+            sniff_framing(b"\xEF\xBB", None, false),
+            Sniff::NeedMoreBytes
+        ));
+        assert!(matches!(
+            sniff_framing(b"\xEF\xBB\xBF: hb", None, false),
+            Sniff::Decided(Framing::Sse)
         ));
     }
 }

@@ -160,3 +160,22 @@ fn garbage_never_panics_for_any_hint() {
         }
     }
 }
+
+/// Found by the fuzzer: without a content type, a BOM cut after its first byte was sniffed as binary.
+#[test]
+fn bom_split_before_sniffing_is_still_sse() {
+    let body =
+        b"\xEF\xBB\xBF: keep-alive\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let ctx = StreamContext {
+        response_content_type: None,
+        ..openai_ctx()
+    };
+    for cut in 1..4 {
+        let mut analyzer = StreamAnalyzer::new(ctx.clone(), AnalysisLimits::default());
+        analyzer.push_chunk(&body[..cut], 1);
+        analyzer.push_chunk(&body[cut..], 2);
+        let a = analyzer.finish(done());
+        assert_eq!(a.format, StreamFormat::OpenaiChat, "cut at {cut}");
+        assert_eq!((a.event_counts.heartbeat, a.event_counts.answer), (1, 1));
+    }
+}

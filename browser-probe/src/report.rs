@@ -1,0 +1,324 @@
+//! The report of one turn, as tokentap's ingest expects it (`tokentap.probe/1`).
+//!
+//! The JSON is written by hand: serde and float formatting would be most of the wasm module.
+//! Times are written with 3 decimals (µs; the browser's clock is coarser anyway). Unknown values
+//! are `null`; the counts of what did not fit (`marks_dropped`, `long_frames_dropped`,
+//! `audio_dropped`) are written only when something was dropped.
+
+use crate::clock::ClockEstimate;
+use crate::turn::Turn;
+
+/// The schema name at the start of every report.
+pub const SCHEMA: &str = "tokentap.probe/1";
+/// Largest report body; a bigger report is thinned (see [`report_json`]).
+pub const MAX_REPORT_BYTES: usize = 256 * 1024;
+
+/// The JSON report of `turn`, at most [`MAX_REPORT_BYTES`] long.
+///
+/// When the full report is too big, the longer of the chunk and paint lists is thinned: every
+/// other entry between the first and the last is removed and counted as dropped, until it fits.
+/// First and last entries survive, so first/last paint and end-to-end byte counts stay exact.
+pub fn report_json(turn: &Turn, clock: Option<&ClockEstimate>) -> String {
+    let json = write_report(turn, clock);
+    if json.len() <= MAX_REPORT_BYTES {
+        return json;
+    }
+    let mut thinned = turn.clone();
+    loop {
+        if thinned.chunks.len() >= thinned.paints.len() {
+            thinned.chunks_dropped += thin(&mut thinned.chunks);
+        } else {
+            thinned.paints_dropped += thin(&mut thinned.paints);
+        }
+        let json = write_report(&thinned, clock);
+        if json.len() <= MAX_REPORT_BYTES || (thinned.chunks.len() <= 2 && thinned.paints.len() <= 2) {
+            return json;
+        }
+    }
+}
+
+/// Removes every other entry except the first and last; returns how many went.
+fn thin<T: Copy>(list: &mut Vec<T>) -> u64 {
+    let n = list.len();
+    if n <= 2 {
+        return 0;
+    }
+    let kept: Vec<T> = list.iter().enumerate().filter(|&(i, _)| i == 0 || i == n - 1 || i % 2 == 0).map(|(_, &x)| x).collect();
+    let removed = (n - kept.len()) as u64;
+    *list = kept;
+    removed
+}
+
+fn write_report(turn: &Turn, clock: Option<&ClockEstimate>) -> String {
+    let mut w = Json(String::with_capacity(256 + 40 * (turn.chunks.len() + turn.paints.len())));
+    let r = &turn.request;
+    w.raw("{\"schema\":");
+    w.string(SCHEMA);
+    w.raw(",\"trace_id\":");
+    w.string(&r.trace_id);
+    w.raw(",\"span_id\":");
+    w.string(&r.span_id);
+    w.raw(",\"page_path\":");
+    w.string(&r.page_path);
+    w.raw(",\"request\":{\"method\":");
+    w.string(&r.method);
+    w.raw(",\"path\":");
+    w.string(&r.path);
+    w.raw(",\"status\":");
+    match turn.status {
+        Some(status) => w.uint(u64::from(status)),
+        None => w.raw("null"),
+    }
+    w.raw("},\"clock\":");
+    match clock {
+        Some(c) => {
+            w.raw("{\"offset_ms\":");
+            w.number(c.offset_ms);
+            w.raw(",\"uncertainty_ms\":");
+            w.number(c.uncertainty_ms);
+            w.raw(",\"samples\":");
+            w.uint(u64::from(c.samples));
+            w.raw("}");
+        }
+        None => w.raw("null"),
+    }
+    w.raw(",\"marks\":[");
+    for (i, m) in turn.marks.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"name\":");
+        w.string(&m.name);
+        w.raw(",\"t_ms\":");
+        w.number(m.t_ms);
+        w.raw("}");
+    }
+    w.raw("]");
+    w.dropped("marks_dropped", turn.marks_dropped);
+    w.raw(",\"fetch\":{\"start_ms\":");
+    w.number(turn.start_ms);
+    w.raw(",\"response_ms\":");
+    w.opt_number(turn.response_ms);
+    w.raw(",\"end_ms\":");
+    w.opt_number(turn.end_ms);
+    w.raw(",\"chunks\":[");
+    for (i, c) in turn.chunks.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"t_ms\":");
+        w.number(c.t_ms);
+        w.raw(",\"bytes\":");
+        w.uint(c.bytes);
+        w.raw("}");
+    }
+    w.raw("],\"chunks_dropped\":");
+    w.uint(turn.chunks_dropped);
+    w.raw("},\"paints\":[");
+    for (i, p) in turn.paints.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"t_ms\":");
+        w.number(p.t_ms);
+        w.raw(",\"chars\":");
+        w.uint(p.chars);
+        w.raw(",\"presentation_ms\":");
+        w.opt_number(p.presentation_ms);
+        w.raw("}");
+    }
+    w.raw("],\"paints_dropped\":");
+    w.uint(turn.paints_dropped);
+    w.raw(",\"long_frames\":[");
+    for (i, f) in turn.long_frames.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"start_ms\":");
+        w.number(f.start_ms);
+        w.raw(",\"duration_ms\":");
+        w.number(f.duration_ms);
+        w.raw(",\"blocking_ms\":");
+        w.number(f.blocking_ms);
+        w.raw("}");
+    }
+    w.raw("]");
+    w.dropped("long_frames_dropped", turn.long_frames_dropped);
+    w.raw(",\"audio\":[");
+    for (i, a) in turn.audio.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"kind\":");
+        w.string(a.kind.as_str());
+        w.raw(",\"audible_ms\":");
+        w.number(a.audible_ms);
+        w.raw(",\"output_latency_ms\":");
+        w.opt_number(a.output_latency_ms);
+        w.raw("}");
+    }
+    w.raw("]");
+    w.dropped("audio_dropped", turn.audio_dropped);
+    w.raw("}");
+    w.0
+}
+
+/// A minimal JSON writer.
+struct Json(String);
+
+impl Json {
+    fn raw(&mut self, s: &str) {
+        self.0.push_str(s);
+    }
+
+    fn comma(&mut self, index: usize) {
+        if index > 0 {
+            self.0.push(',');
+        }
+    }
+
+    fn uint(&mut self, n: u64) {
+        // Integer formatting is small; the float formatter is not, so numbers go through here.
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for &d in &digits[i..] {
+            self.0.push(d as char);
+        }
+    }
+
+    /// A number rounded to 3 decimals, without trailing zeros; non-finite numbers are `null`.
+    fn number(&mut self, x: f64) {
+        if !x.is_finite() || x.abs() >= 9.0e12 {
+            // Beyond ±9e12 ms (year 2255) thousandths no longer fit exactly in an f64.
+            self.0.push_str("null");
+            return;
+        }
+        let thousandths = (x * 1000.0).round();
+        if thousandths < 0.0 {
+            self.0.push('-');
+        }
+        let thousandths = thousandths.abs() as u64;
+        self.uint(thousandths / 1000);
+        let frac = thousandths % 1000;
+        if frac != 0 {
+            let digits = [b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8];
+            let len = digits.iter().rposition(|&d| d != b'0').map_or(0, |i| i + 1);
+            self.0.push('.');
+            for &d in &digits[..len] {
+                self.0.push(d as char);
+            }
+        }
+    }
+
+    fn opt_number(&mut self, x: Option<f64>) {
+        match x {
+            Some(x) => self.number(x),
+            None => self.0.push_str("null"),
+        }
+    }
+
+    fn dropped(&mut self, key: &str, count: u64) {
+        if count > 0 {
+            self.0.push_str(",\"");
+            self.0.push_str(key);
+            self.0.push_str("\":");
+            self.uint(count);
+        }
+    }
+
+    fn string(&mut self, s: &str) {
+        self.0.push('"');
+        for c in s.chars() {
+            match c {
+                '"' => self.0.push_str("\\\""),
+                '\\' => self.0.push_str("\\\\"),
+                '\n' => self.0.push_str("\\n"),
+                '\r' => self.0.push_str("\\r"),
+                '\t' => self.0.push_str("\\t"),
+                c if u32::from(c) < 0x20 => {
+                    self.0.push_str("\\u00");
+                    self.0.push(char::from_digit(u32::from(c) >> 4, 16).unwrap_or('0'));
+                    self.0.push(char::from_digit(u32::from(c) & 15, 16).unwrap_or('0'));
+                }
+                c => self.0.push(c),
+            }
+        }
+        self.0.push('"');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::{AudioKind, AudioStart, LongFrame, Mark, Paint, RequestInfo, MAX_CHUNKS, MAX_PAINTS};
+
+    fn turn() -> Turn {
+        let mut t = Turn::new(
+            0,
+            RequestInfo {
+                trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+                span_id: "b7ad6b7169203331".into(),
+                page_path: "/_tokentap/demo/".into(),
+                method: "POST".into(),
+                path: "/v1/chat/completions".into(),
+            },
+            1795938039800.5,
+        );
+        t.record_mark(Mark { name: "user_send\n\"x\"".into(), t_ms: 1795938039799.25 });
+        t.record_response(1795938039810.0, 200);
+        t.record_chunk(1795938039820.125, 312);
+        t.record_chunk(1795938039830.0, 100);
+        t.record_end(1795938039840.0);
+        t.record_paint(Paint { t_ms: 1795938039825.0, chars: 17, presentation_ms: None });
+        t.record_long_frame(LongFrame { start_ms: 1795938039821.0, duration_ms: 60.0, blocking_ms: 10.0 });
+        t.record_audio(AudioStart { kind: AudioKind::AudioContext, audible_ms: 1795938039900.0, output_latency_ms: Some(12.5) });
+        t
+    }
+
+    #[test]
+    fn writes_the_schema() {
+        let clock = ClockEstimate { offset_ms: -0.12, uncertainty_ms: 0.3, samples: 5 };
+        let json = report_json(&turn(), Some(&clock));
+        assert_eq!(
+            json,
+            concat!(
+                r#"{"schema":"tokentap.probe/1","trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","#,
+                r#""page_path":"/_tokentap/demo/","request":{"method":"POST","path":"/v1/chat/completions","status":200},"#,
+                r#""clock":{"offset_ms":-0.12,"uncertainty_ms":0.3,"samples":5},"#,
+                r#""marks":[{"name":"user_send\n\"x\"","t_ms":1795938039799.25}],"#,
+                r#""fetch":{"start_ms":1795938039800.5,"response_ms":1795938039810,"end_ms":1795938039840,"#,
+                r#""chunks":[{"t_ms":1795938039820.125,"bytes":312},{"t_ms":1795938039830,"bytes":412}],"chunks_dropped":0},"#,
+                r#""paints":[{"t_ms":1795938039825,"chars":17,"presentation_ms":null}],"paints_dropped":0,"#,
+                r#""long_frames":[{"start_ms":1795938039821,"duration_ms":60,"blocking_ms":10}],"#,
+                r#""audio":[{"kind":"audio_context","audible_ms":1795938039900,"output_latency_ms":12.5}]}"#,
+            )
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        let mut w = Json(String::new());
+        for x in [0.0, 0.0004, 0.001, 0.05, -1.5, 12.34567, 1e3, f64::NAN] {
+            w.number(x);
+            w.raw(" ");
+        }
+        assert_eq!(w.0, "0 0 0.001 0.05 -1.5 12.346 1000 null ");
+    }
+
+    #[test]
+    fn oversized_reports_are_thinned_keeping_first_and_last() {
+        let mut t = turn();
+        t.paints.clear();
+        for i in 0..MAX_CHUNKS {
+            t.record_chunk(1795938040000.0 + i as f64 * 0.123, 1000);
+        }
+        for i in 0..MAX_PAINTS {
+            t.record_paint(Paint { t_ms: 1795938040000.0 + i as f64 * 0.321, chars: i as u64, presentation_ms: Some(1795938040001.5) });
+        }
+        let json = report_json(&t, None);
+        assert!(json.len() <= MAX_REPORT_BYTES, "{} bytes", json.len());
+        let last_bytes = format!("\"bytes\":{}", t.bytes);
+        assert!(json.contains(&last_bytes), "the last chunk survives");
+        assert!(json.contains(&format!("\"chars\":{}", MAX_PAINTS - 1)), "the last paint survives");
+        assert!(json.contains("\"chunks_dropped\":") && !json.contains("\"chunks_dropped\":0"));
+    }
+}

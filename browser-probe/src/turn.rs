@@ -1,0 +1,403 @@
+//! One turn (a tracked streamed fetch) and the set of turns not yet reported.
+//!
+//! A turn starts when a tracked `fetch` is called and is reported once its stream has ended and
+//! its paints have settled ([`SETTLE_MS`] without a paint), or when the page is hidden or the app
+//! calls `flush()`. Every list in a turn is capped; what does not fit is counted, never stored.
+
+/// Chunk arrivals kept per turn.
+pub const MAX_CHUNKS: usize = 5000;
+/// Paints kept per turn.
+pub const MAX_PAINTS: usize = 5000;
+/// Marks kept per turn (and waiting for the next turn).
+pub const MAX_MARKS: usize = 64;
+/// Long animation frames kept per turn.
+pub const MAX_LONG_FRAMES: usize = 256;
+/// Audio starts kept per turn.
+pub const MAX_AUDIO: usize = 16;
+/// A mark name longer than this is cut (at a character boundary).
+pub const MAX_MARK_NAME_BYTES: usize = 64;
+/// A turn is reported when neither its stream nor a paint has moved for this long.
+pub const SETTLE_MS: f64 = 300.0;
+/// Turns waiting to be reported at once; past this the oldest is reported early.
+pub const MAX_OPEN_TURNS: usize = 16;
+
+/// A user-level moment (`user_send`, `user_speech_end`, …).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub name: String,
+    pub t_ms: f64,
+}
+
+/// One body chunk as the page received it; `bytes` is cumulative.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChunkArrival {
+    pub t_ms: f64,
+    pub bytes: u64,
+}
+
+/// One frame that changed the observed text; `chars` (Unicode scalars) is cumulative.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paint {
+    pub t_ms: f64,
+    pub chars: u64,
+    /// When the browser says the frame was presented, where it exposes it.
+    pub presentation_ms: Option<f64>,
+}
+
+/// A long animation frame (or, where those are not exposed, a long task).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LongFrame {
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    pub blocking_ms: f64,
+}
+
+/// Where an audio start was observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AudioKind {
+    /// `AudioContext.getOutputTimestamp()` plus `outputLatency`.
+    AudioContext,
+    /// An `<audio>`/`<video>` element's `playing` event plus the latency estimate.
+    MediaElement,
+}
+
+impl AudioKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AudioKind::AudioContext => "audio_context",
+            AudioKind::MediaElement => "media_element",
+        }
+    }
+}
+
+/// When audio became audible.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AudioStart {
+    pub kind: AudioKind,
+    pub audible_ms: f64,
+    pub output_latency_ms: Option<f64>,
+}
+
+/// What the probe knows about the request of a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestInfo {
+    pub trace_id: String,
+    pub span_id: String,
+    pub page_path: String,
+    pub method: String,
+    /// Path only: no query string, no fragment.
+    pub path: String,
+}
+
+/// One tracked streamed fetch and everything measured while it was open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub id: u32,
+    pub request: RequestInfo,
+    pub status: Option<u16>,
+    pub start_ms: f64,
+    pub response_ms: Option<f64>,
+    pub end_ms: Option<f64>,
+    pub bytes: u64,
+    pub chunks: Vec<ChunkArrival>,
+    pub chunks_dropped: u64,
+    pub paints: Vec<Paint>,
+    pub paints_dropped: u64,
+    pub marks: Vec<Mark>,
+    pub marks_dropped: u64,
+    pub long_frames: Vec<LongFrame>,
+    pub long_frames_dropped: u64,
+    pub audio: Vec<AudioStart>,
+    pub audio_dropped: u64,
+}
+
+impl Turn {
+    pub fn new(id: u32, request: RequestInfo, start_ms: f64) -> Turn {
+        Turn {
+            id,
+            request,
+            status: None,
+            start_ms,
+            response_ms: None,
+            end_ms: None,
+            bytes: 0,
+            chunks: Vec::new(),
+            chunks_dropped: 0,
+            paints: Vec::new(),
+            paints_dropped: 0,
+            marks: Vec::new(),
+            marks_dropped: 0,
+            long_frames: Vec::new(),
+            long_frames_dropped: 0,
+            audio: Vec::new(),
+            audio_dropped: 0,
+        }
+    }
+
+    pub fn record_response(&mut self, t_ms: f64, status: u16) {
+        self.response_ms = Some(t_ms);
+        self.status = Some(status);
+    }
+
+    /// A body chunk of `len` bytes arrived. Past the cap the newest arrival replaces the last kept
+    /// one, so the list always ends with the total byte count.
+    pub fn record_chunk(&mut self, t_ms: f64, len: u64) {
+        self.bytes += len;
+        push_keeping_last(&mut self.chunks, &mut self.chunks_dropped, MAX_CHUNKS, ChunkArrival { t_ms, bytes: self.bytes });
+    }
+
+    /// The stream ended (normally, with an error, or cancelled by the app). Only the first end counts.
+    pub fn record_end(&mut self, t_ms: f64) {
+        if self.end_ms.is_none() {
+            self.end_ms = Some(t_ms);
+        }
+    }
+
+    /// Past the cap the newest paint replaces the last kept one, so the last paint is always known.
+    pub fn record_paint(&mut self, paint: Paint) {
+        push_keeping_last(&mut self.paints, &mut self.paints_dropped, MAX_PAINTS, paint);
+    }
+
+    pub fn record_mark(&mut self, mark: Mark) {
+        push_capped(&mut self.marks, &mut self.marks_dropped, MAX_MARKS, mark);
+    }
+
+    pub fn record_long_frame(&mut self, frame: LongFrame) {
+        push_capped(&mut self.long_frames, &mut self.long_frames_dropped, MAX_LONG_FRAMES, frame);
+    }
+
+    pub fn record_audio(&mut self, audio: AudioStart) {
+        push_capped(&mut self.audio, &mut self.audio_dropped, MAX_AUDIO, audio);
+    }
+
+    pub fn stream_open(&self) -> bool {
+        self.end_ms.is_none()
+    }
+
+    /// The last moment anything happened to this turn's answer: the stream's end or a later paint.
+    /// `None` while the stream is open.
+    pub fn quiet_since(&self) -> Option<f64> {
+        let end = self.end_ms?;
+        let last_paint = self.paints.last().map_or(end, |p| p.t_ms);
+        Some(end.max(last_paint))
+    }
+
+    /// When this turn can be reported, if its stream has ended.
+    pub fn settle_deadline(&self) -> Option<f64> {
+        self.quiet_since().map(|t| t + SETTLE_MS)
+    }
+
+    /// Whether a long frame overlaps the part of the turn that matters: from the request's start
+    /// to the stream's end or last paint (or now, while the stream is open).
+    pub fn overlaps(&self, frame: &LongFrame) -> bool {
+        let frame_end = frame.start_ms + frame.duration_ms;
+        let turn_end = self.quiet_since().unwrap_or(f64::INFINITY);
+        frame_end >= self.start_ms && frame.start_ms <= turn_end
+    }
+}
+
+fn push_keeping_last<T>(list: &mut Vec<T>, dropped: &mut u64, cap: usize, item: T) {
+    if list.len() < cap {
+        list.push(item);
+    } else if let Some(last) = list.last_mut() {
+        *last = item;
+        *dropped += 1;
+    }
+}
+
+fn push_capped<T>(list: &mut Vec<T>, dropped: &mut u64, cap: usize, item: T) {
+    if list.len() < cap {
+        list.push(item);
+    } else {
+        *dropped += 1;
+    }
+}
+
+/// The turns not reported yet, plus marks and audio starts waiting for the next turn.
+///
+/// Attribution rules (documented in the README):
+/// - a mark belongs to the turn whose stream is open; made between streams, it waits for the next
+///   turn (so `mark("user_send")` right before the `fetch` lands in that fetch's turn);
+/// - a paint belongs to the newest turn not reported yet; paints before the first turn are ignored;
+/// - a long frame belongs to every unreported turn it overlaps;
+/// - an audio start belongs to the newest unreported turn, or waits for the next one.
+#[derive(Debug, Default)]
+pub struct Turns {
+    open: Vec<Turn>,
+    waiting_marks: Vec<Mark>,
+    waiting_marks_dropped: u64,
+    waiting_audio: Vec<AudioStart>,
+    next_id: u32,
+}
+
+impl Turns {
+    /// Starts a turn and returns its id, plus a turn to report right away if too many are open.
+    pub fn start(&mut self, request: RequestInfo, start_ms: f64) -> (u32, Option<Turn>) {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let mut turn = Turn::new(id, request, start_ms);
+        turn.marks_dropped = std::mem::take(&mut self.waiting_marks_dropped);
+        for mark in self.waiting_marks.drain(..) {
+            turn.record_mark(mark);
+        }
+        for audio in self.waiting_audio.drain(..) {
+            turn.record_audio(audio);
+        }
+        let evicted = if self.open.len() >= MAX_OPEN_TURNS { Some(self.open.remove(0)) } else { None };
+        self.open.push(turn);
+        (id, evicted)
+    }
+
+    /// The turn with this id, if it has not been reported yet.
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut Turn> {
+        self.open.iter_mut().find(|t| t.id == id)
+    }
+
+    pub fn mark(&mut self, mark: Mark) {
+        match self.open.iter_mut().rev().find(|t| t.stream_open()) {
+            Some(turn) => turn.record_mark(mark),
+            None => push_capped(&mut self.waiting_marks, &mut self.waiting_marks_dropped, MAX_MARKS, mark),
+        }
+    }
+
+    /// Records a paint on the newest unreported turn; false when there is none.
+    pub fn paint(&mut self, paint: Paint) -> bool {
+        match self.open.last_mut() {
+            Some(turn) => {
+                turn.record_paint(paint);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn long_frame(&mut self, frame: LongFrame) {
+        for turn in self.open.iter_mut().filter(|t| t.overlaps(&frame)) {
+            turn.record_long_frame(frame);
+        }
+    }
+
+    pub fn audio(&mut self, audio: AudioStart) {
+        match self.open.last_mut() {
+            Some(turn) => turn.record_audio(audio),
+            None if self.waiting_audio.len() < MAX_AUDIO => self.waiting_audio.push(audio),
+            None => {}
+        }
+    }
+
+    /// Removes and returns the turns that have settled by `now_ms`.
+    pub fn take_settled(&mut self, now_ms: f64) -> Vec<Turn> {
+        let (done, open) = std::mem::take(&mut self.open)
+            .into_iter()
+            .partition(|t| t.settle_deadline().is_some_and(|d| d <= now_ms));
+        self.open = open;
+        done
+    }
+
+    /// The earliest moment a turn will have settled, if any stream has ended.
+    pub fn next_deadline(&self) -> Option<f64> {
+        self.open.iter().filter_map(Turn::settle_deadline).reduce(f64::min)
+    }
+
+    /// Removes and returns every unreported turn (page hidden, or `flush()`).
+    pub fn take_all(&mut self) -> Vec<Turn> {
+        std::mem::take(&mut self.open)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> RequestInfo {
+        RequestInfo {
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            span_id: "b7ad6b7169203331".into(),
+            page_path: "/".into(),
+            method: "POST".into(),
+            path: "/v1/chat/completions".into(),
+        }
+    }
+
+    fn mark(name: &str, t_ms: f64) -> Mark {
+        Mark { name: name.into(), t_ms }
+    }
+
+    #[test]
+    fn bytes_are_cumulative_and_the_last_arrival_survives_the_cap() {
+        let mut turn = Turn::new(0, request(), 0.0);
+        for i in 0..MAX_CHUNKS + 10 {
+            turn.record_chunk(i as f64, 3);
+        }
+        assert_eq!(turn.chunks.len(), MAX_CHUNKS);
+        assert_eq!(turn.chunks_dropped, 10);
+        assert_eq!(turn.chunks[1].bytes, 6);
+        assert_eq!(turn.bytes, 3 * (MAX_CHUNKS as u64 + 10));
+        assert_eq!(turn.chunks.last().unwrap().bytes, turn.bytes, "the last entry carries the total");
+        assert_eq!(turn.chunks.last().unwrap().t_ms, (MAX_CHUNKS + 9) as f64);
+    }
+
+    #[test]
+    fn marks_between_streams_wait_for_the_next_turn() {
+        let mut turns = Turns::default();
+        turns.mark(mark("user_send", 1.0));
+        let (id, _) = turns.start(request(), 2.0);
+        turns.mark(mark("during", 3.0));
+        let turn = turns.get_mut(id).unwrap();
+        assert_eq!(turn.marks, vec![mark("user_send", 1.0), mark("during", 3.0)]);
+        turn.record_end(4.0);
+        // The stream has ended: the next mark is for the next turn.
+        turns.mark(mark("user_send", 5.0));
+        assert_eq!(turns.get_mut(id).unwrap().marks.len(), 2);
+        let (next, _) = turns.start(request(), 6.0);
+        assert_eq!(turns.get_mut(next).unwrap().marks, vec![mark("user_send", 5.0)]);
+    }
+
+    #[test]
+    fn a_turn_settles_after_its_last_paint() {
+        let mut turns = Turns::default();
+        let (id, _) = turns.start(request(), 0.0);
+        assert!(turns.paint(Paint { t_ms: 5.0, chars: 1, presentation_ms: None }));
+        assert_eq!(turns.next_deadline(), None, "the stream is still open");
+        turns.get_mut(id).unwrap().record_end(100.0);
+        assert_eq!(turns.next_deadline(), Some(100.0 + SETTLE_MS));
+        turns.paint(Paint { t_ms: 150.0, chars: 9, presentation_ms: None });
+        assert_eq!(turns.next_deadline(), Some(150.0 + SETTLE_MS));
+        assert!(turns.take_settled(150.0 + SETTLE_MS - 1.0).is_empty());
+        let done = turns.take_settled(150.0 + SETTLE_MS);
+        assert_eq!(done.len(), 1);
+        assert!(turns.is_empty());
+        // Nothing to paint on any more.
+        assert!(!turns.paint(Paint { t_ms: 500.0, chars: 9, presentation_ms: None }));
+    }
+
+    #[test]
+    fn long_frames_go_to_the_turns_they_overlap() {
+        let mut turns = Turns::default();
+        let (first, _) = turns.start(request(), 0.0);
+        turns.get_mut(first).unwrap().record_end(100.0);
+        let (second, _) = turns.start(request(), 200.0);
+        turns.long_frame(LongFrame { start_ms: 150.0, duration_ms: 80.0, blocking_ms: 30.0 });
+        turns.long_frame(LongFrame { start_ms: 50.0, duration_ms: 60.0, blocking_ms: 10.0 });
+        assert_eq!(turns.get_mut(first).unwrap().long_frames.len(), 1);
+        assert_eq!(turns.get_mut(second).unwrap().long_frames.len(), 1);
+        assert_eq!(turns.get_mut(second).unwrap().long_frames[0].start_ms, 150.0);
+    }
+
+    #[test]
+    fn too_many_open_turns_evict_the_oldest() {
+        let mut turns = Turns::default();
+        let mut evicted = Vec::new();
+        for i in 0..=MAX_OPEN_TURNS {
+            let (_, old) = turns.start(request(), i as f64);
+            evicted.extend(old);
+        }
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0].id, 0);
+        assert_eq!(turns.take_all().len(), MAX_OPEN_TURNS);
+    }
+}

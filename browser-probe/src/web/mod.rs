@@ -1,0 +1,241 @@
+//! Everything that touches the browser, and the JS API (`init`, `observe`, `mark`, `trackAudio`,
+//! `observeMedia`, `flush`).
+//!
+//! All state lives in one `Probe` behind a thread-local `RefCell` (a page has one thread). Every
+//! callback borrows it briefly and never calls back into app code while holding it: the app's
+//! `trackFetch` predicate may itself call `mark()`.
+//!
+//! - `fetch`: the `window.fetch` wrapper and the body stream that stamps each chunk.
+//! - `paint`: `observe()` (MutationObserver → rAF → post-frame task) and long animation frames.
+//! - `audio`: `trackAudio()` and `observeMedia()`.
+//! - `send`: `sendBeacon`, with a `fetch` fallback.
+
+mod audio;
+mod fetch;
+mod paint;
+mod send;
+
+use std::cell::RefCell;
+
+use js_sys::{Function, Object, Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+
+use crate::clock::{self, ClockEstimate, ClockSample, CLOCK_SAMPLES};
+use crate::turn::{Mark, Turn, Turns, MAX_MARK_NAME_BYTES};
+
+const DEFAULT_ENDPOINT: &str = "/_tokentap/v1/probe";
+const DEFAULT_CLOCK_URL: &str = "/_tokentap/v1/clock";
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+}
+
+struct Probe {
+    window: web_sys::Window,
+    time_origin: f64,
+    endpoint: String,
+    /// The page's own `fetch`, before the wrapper replaced it.
+    original_fetch: Option<Function>,
+    /// The app's `trackFetch(url)` predicate; `None` tracks same-origin requests.
+    track_fetch: Option<Function>,
+    turns: Turns,
+    clock: Option<ClockEstimate>,
+    settle_timer: Option<i32>,
+    /// The settle timer's callback, made once.
+    on_settle_timer: Option<Closure<dyn FnMut()>>,
+    paint: paint::PaintState,
+    /// Output latency of the last tracked AudioContext, used for media elements too.
+    audio_output_latency_ms: Option<f64>,
+}
+
+thread_local! {
+    static PROBE: RefCell<Probe> = RefCell::new(Probe::new());
+}
+
+impl Probe {
+    fn new() -> Probe {
+        let window: web_sys::Window = js_sys::global().unchecked_into();
+        let time_origin = window.performance().map_or(0.0, |p| p.time_origin());
+        Probe {
+            window,
+            time_origin,
+            endpoint: DEFAULT_ENDPOINT.to_string(),
+            original_fetch: None,
+            track_fetch: None,
+            turns: Turns::default(),
+            clock: None,
+            settle_timer: None,
+            on_settle_timer: None,
+            paint: paint::PaintState::default(),
+            audio_output_latency_ms: None,
+        }
+    }
+
+    fn now_ms(&self) -> f64 {
+        self.time_origin + performance_now()
+    }
+
+    /// The page's `fetch`, unwrapped (for the probe's own requests).
+    fn fetch_fn(&self) -> Function {
+        self.original_fetch.clone().unwrap_or_else(|| Reflect::get(&self.window, &"fetch".into()).map(JsCast::unchecked_into).unwrap_or_else(|_| Function::new_no_args("")))
+    }
+}
+
+/// Runs `f` with the probe state borrowed.
+fn with_probe<R>(f: impl FnOnce(&mut Probe) -> R) -> R {
+    PROBE.with(|p| f(&mut p.borrow_mut()))
+}
+
+/// Wall-clock milliseconds as the browser sees them.
+fn now_ms() -> f64 {
+    with_probe(|p| p.now_ms())
+}
+
+fn get(target: &JsValue, key: &str) -> JsValue {
+    Reflect::get(target, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// Starts the probe: wraps `fetch`, watches long frames, reports on `pagehide`, and measures the
+/// clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`.
+/// The promise resolves when the clock round trips are done; tracking starts at once.
+#[wasm_bindgen]
+pub fn init(options: JsValue) -> Promise {
+    let endpoint = get(&options, "endpoint").as_string();
+    let track_fetch = get(&options, "trackFetch").dyn_into::<Function>().ok();
+    let clock_url = match get(&options, "clockUrl") {
+        v if v.is_undefined() => Some(DEFAULT_CLOCK_URL.to_string()),
+        v => v.as_string(),
+    };
+    let first_time = with_probe(|p| {
+        if let Some(endpoint) = endpoint {
+            p.endpoint = endpoint;
+        }
+        p.track_fetch = track_fetch;
+        p.original_fetch.is_none()
+    });
+    if first_time {
+        fetch::install();
+        paint::watch_long_frames();
+        let on_pagehide = Closure::<dyn FnMut()>::new(flush);
+        let window = with_probe(|p| p.window.clone());
+        let _ = window.add_event_listener_with_callback("pagehide", on_pagehide.as_ref().unchecked_ref());
+        on_pagehide.forget();
+    }
+    wasm_bindgen_futures::future_to_promise(async move {
+        if let Some(url) = clock_url {
+            let estimate = measure_clock(&url).await;
+            with_probe(|p| p.clock = estimate);
+        }
+        Ok(JsValue::UNDEFINED)
+    })
+}
+
+/// Round trips to tokentap's clock endpoint; the shortest one gives the offset.
+async fn measure_clock(url: &str) -> Option<ClockEstimate> {
+    let (fetch, window) = with_probe(|p| (p.fetch_fn(), JsValue::from(p.window.clone())));
+    let options = Object::new();
+    let _ = Reflect::set(&options, &"cache".into(), &"no-store".into());
+    let mut samples = Vec::new();
+    for _ in 0..CLOCK_SAMPLES {
+        let sent_ms = now_ms();
+        let Ok(promise) = fetch.call2(&window, &url.into(), &options) else { break };
+        let Ok(response) = JsFuture::from(Promise::from(promise)).await else { break };
+        let response: web_sys::Response = response.unchecked_into();
+        if !response.ok() {
+            break;
+        }
+        let Ok(json) = response.json() else { break };
+        let Ok(body) = JsFuture::from(json).await else { break };
+        let received_ms = now_ms();
+        let Some(server_ms) = get(&body, "server_time_ms").as_f64() else { break };
+        samples.push(ClockSample { sent_ms, server_ms, received_ms });
+    }
+    clock::estimate(&samples)
+}
+
+/// Text paints of `element` (the element that shows the answer) belong to the current turn.
+/// Observing another element replaces the previous one.
+#[wasm_bindgen]
+pub fn observe(element: web_sys::Element) {
+    paint::observe(element);
+}
+
+/// A user-level moment (`user_send`, `user_speech_end`, …). `t_ms` defaults to now. Made while a
+/// tracked stream is open, it belongs to that turn; made between streams, to the next one.
+#[wasm_bindgen]
+pub fn mark(name: String, t_ms: Option<f64>) {
+    let mut name = name;
+    if name.len() > MAX_MARK_NAME_BYTES {
+        let mut cut = MAX_MARK_NAME_BYTES;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
+    }
+    with_probe(|p| {
+        let t_ms = t_ms.unwrap_or_else(|| p.now_ms());
+        p.turns.mark(Mark { name, t_ms });
+    });
+}
+
+/// When audio played through `context` becomes audible. `start_context_time` is the context time
+/// the app scheduled its first sound at; without it, the moment the output clock starts moving.
+#[wasm_bindgen(js_name = trackAudio)]
+pub fn track_audio(context: web_sys::AudioContext, start_context_time: Option<f64>) {
+    audio::track_audio_context(context, start_context_time);
+}
+
+/// When an `<audio>`/`<video>` element starts playing (its `playing` event, plus the output
+/// latency when a tracked AudioContext told us).
+#[wasm_bindgen(js_name = observeMedia)]
+pub fn observe_media(element: web_sys::HtmlMediaElement) {
+    audio::observe_media_element(element);
+}
+
+/// Sends the reports of every turn not reported yet, including streams still open.
+#[wasm_bindgen]
+pub fn flush() {
+    let turns = with_probe(|p| p.turns.take_all());
+    send_reports(turns);
+}
+
+fn send_reports(turns: Vec<Turn>) {
+    if turns.is_empty() {
+        return;
+    }
+    let (endpoint, clock, fetch) = with_probe(|p| (p.endpoint.clone(), p.clock, p.fetch_fn()));
+    for turn in &turns {
+        send::send_report(&endpoint, &crate::report::report_json(turn, clock.as_ref()), &fetch);
+    }
+}
+
+/// Re-arms the settle timer for the earliest turn that can settle; reports settled turns.
+fn schedule_settle() {
+    let window = with_probe(|p| {
+        if let Some(handle) = p.settle_timer.take() {
+            p.window.clear_timeout_with_handle(handle);
+        }
+        p.window.clone()
+    });
+    let Some(deadline) = with_probe(|p| p.turns.next_deadline()) else { return };
+    let delay = (deadline - now_ms()).ceil().max(0.0) as i32 + 1;
+    let handle = with_probe(|p| {
+        let callback = p.on_settle_timer.get_or_insert_with(|| Closure::<dyn FnMut()>::new(on_settle_timer));
+        window.set_timeout_with_callback_and_timeout_and_arguments_0(callback.as_ref().unchecked_ref(), delay).ok()
+    });
+    with_probe(|p| p.settle_timer = handle);
+}
+
+fn on_settle_timer() {
+    let settled = with_probe(|p| {
+        p.settle_timer = None;
+        let now = p.now_ms();
+        p.turns.take_settled(now)
+    });
+    send_reports(settled);
+    schedule_settle();
+}

@@ -1,0 +1,141 @@
+//! Who may send probe reports: allowed origins, trace ids tokentap saw recently, and a per-client
+//! rate limit. These checks run on the proxy listener but never on a proxied request's path.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Trace ids of recent proxied requests: a report must name one of them.
+#[derive(Debug)]
+pub struct RecentTraces {
+    inner: Mutex<RecentInner>,
+    capacity: usize,
+    ttl: Duration,
+}
+
+#[derive(Debug, Default)]
+struct RecentInner {
+    order: VecDeque<(Instant, String)>,
+    seen: HashMap<String, u32>,
+}
+
+impl RecentTraces {
+    pub fn new(capacity: usize, ttl: Duration) -> Self {
+        Self { inner: Mutex::new(RecentInner::default()), capacity, ttl }
+    }
+
+    /// Notes a trace id (called once per proxied request, at its start).
+    pub fn note(&self, trace_id: &str) {
+        let now = Instant::now();
+        let mut inner = self.inner.lock().expect("recent traces");
+        *inner.seen.entry(trace_id.to_string()).or_insert(0) += 1;
+        inner.order.push_back((now, trace_id.to_string()));
+        while inner.order.len() > self.capacity
+            || inner.order.front().is_some_and(|(t, _)| now.duration_since(*t) > self.ttl)
+        {
+            let Some((_, old)) = inner.order.pop_front() else { break };
+            if let Some(n) = inner.seen.get_mut(&old) {
+                *n -= 1;
+                if *n == 0 {
+                    inner.seen.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub fn contains(&self, trace_id: &str) -> bool {
+        self.inner.lock().expect("recent traces").seen.contains_key(trace_id)
+    }
+}
+
+/// A token bucket per client address.
+#[derive(Debug)]
+pub struct RateLimiter {
+    per_second: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+impl RateLimiter {
+    pub fn new(per_second: f64, burst: f64) -> Self {
+        Self { per_second, burst, buckets: Mutex::new(HashMap::new()) }
+    }
+
+    /// True when the client may send one more report now.
+    pub fn allow(&self, client: IpAddr) -> bool {
+        self.allow_at(client, Instant::now())
+    }
+
+    fn allow_at(&self, client: IpAddr, now: Instant) -> bool {
+        let mut buckets = self.buckets.lock().expect("rate limiter");
+        if buckets.len() > 10_000 {
+            // Forget idle clients rather than grow without bound.
+            let burst = self.burst;
+            let rate = self.per_second;
+            buckets.retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() * rate < burst);
+        }
+        let (tokens, at) = buckets.entry(client).or_insert((self.burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.per_second).min(self.burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Decides whether a browser page at `origin` may post reports to a proxy reached as `host`.
+/// Same-origin pages always may; others only when configured.
+pub fn origin_allowed(origin: Option<&str>, host: Option<&str>, allowed: &[String]) -> bool {
+    let Some(origin) = origin else {
+        // No Origin header: not a cross-origin browser request.
+        return true;
+    };
+    if allowed.iter().any(|a| a == "*" || a == origin) {
+        return true;
+    }
+    match host {
+        Some(host) => origin == format!("http://{host}") || origin == format!("https://{host}"),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recent_traces_expire_by_capacity() {
+        let recent = RecentTraces::new(2, Duration::from_secs(60));
+        recent.note("a");
+        recent.note("b");
+        assert!(recent.contains("a"));
+        recent.note("c");
+        assert!(!recent.contains("a"));
+        assert!(recent.contains("b") && recent.contains("c"));
+    }
+
+    #[test]
+    fn rate_limit_allows_a_burst_then_refills() {
+        let limiter = RateLimiter::new(10.0, 3.0);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let t = Instant::now();
+        assert!((0..3).all(|_| limiter.allow_at(ip, t)));
+        assert!(!limiter.allow_at(ip, t));
+        assert!(limiter.allow_at(ip, t + Duration::from_millis(150)));
+        let other: IpAddr = "127.0.0.2".parse().unwrap();
+        assert!(limiter.allow_at(other, t));
+    }
+
+    #[test]
+    fn origins() {
+        let allowed = vec!["https://app.example".to_string()];
+        assert!(origin_allowed(None, Some("127.0.0.1:8787"), &allowed));
+        assert!(origin_allowed(Some("http://127.0.0.1:8787"), Some("127.0.0.1:8787"), &allowed));
+        assert!(origin_allowed(Some("https://app.example"), Some("127.0.0.1:8787"), &allowed));
+        assert!(!origin_allowed(Some("https://evil.example"), Some("127.0.0.1:8787"), &allowed));
+    }
+}

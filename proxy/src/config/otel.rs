@@ -1,0 +1,531 @@
+//! `[otel]` and `[metrics]`: OpenTelemetry export and the Prometheus endpoint.
+//!
+//! Export is off unless an OTLP endpoint is configured, in the file or in the standard variables
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, …). The variables win over
+//! the file, as `TOKENTAP_*` variables do; a signal-specific value wins over the generic one.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{invalid, ConfigError};
+
+/// `[otel]` as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtelConfig {
+    /// Base URL of the collector, e.g. "http://127.0.0.1:4318" (HTTP) or "http://127.0.0.1:4317"
+    /// (gRPC). For HTTP, `/v1/traces` and `/v1/metrics` are appended. Setting it turns export on.
+    pub endpoint: Option<String>,
+    /// Full URL for traces (used as is), overriding `endpoint`.
+    pub traces_endpoint: Option<String>,
+    /// Full URL for metrics (used as is), overriding `endpoint`.
+    pub metrics_endpoint: Option<String>,
+    /// "http/protobuf" (the default) or "grpc".
+    pub protocol: Option<String>,
+    /// Export traces (when an endpoint is configured).
+    pub traces: bool,
+    /// Export metrics (when an endpoint is configured).
+    pub metrics: bool,
+    /// Headers sent with every export (for example an API key of a hosted backend). Never
+    /// recorded, logged or shown by the admin API.
+    pub headers: BTreeMap<String, String>,
+    /// `service.name` of the exported resource.
+    pub service_name: String,
+    /// Further resource attributes, e.g. { "deployment.environment.name" = "prod" }.
+    pub resource_attributes: BTreeMap<String, String>,
+    /// Longest wait for the collector's answer to one export.
+    pub timeout_ms: u64,
+    /// Requests whose spans wait for the export thread; when full, new ones are dropped and counted.
+    pub queue_capacity: usize,
+    /// Requests per trace export at most…
+    pub batch_max_requests: usize,
+    /// …and the longest a finished request waits for its batch.
+    pub batch_delay_ms: u64,
+    /// Interval of the (cumulative) metric exports.
+    pub metrics_interval_ms: u64,
+    /// Events per span at most (chunk events beyond it are summarised and counted). At most 128,
+    /// the default limit of the OpenTelemetry SDKs, so no backend or collector drops them silently.
+    pub max_events_per_span: usize,
+    /// Attach the captured request and response bodies to the span. Needs
+    /// `privacy.capture_content = true` as well; off by default.
+    pub capture_content: bool,
+    /// Size cap of the on-disk spool used while the collector is unreachable; 0 turns it off
+    /// (then such telemetry is dropped and counted).
+    pub spool_max_bytes: u64,
+    /// Spool directory; default `DATA_DIR/otlp-spool`.
+    pub spool_dir: Option<PathBuf>,
+    /// First wait before trying an unreachable collector again; doubles up to `retry_max_ms`.
+    pub retry_initial_ms: u64,
+    pub retry_max_ms: u64,
+}
+
+impl Default for OtelConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            traces_endpoint: None,
+            metrics_endpoint: None,
+            protocol: None,
+            traces: true,
+            metrics: true,
+            headers: BTreeMap::new(),
+            service_name: "tokentap".into(),
+            resource_attributes: BTreeMap::new(),
+            timeout_ms: 10_000,
+            queue_capacity: 4096,
+            batch_max_requests: 256,
+            batch_delay_ms: 1000,
+            metrics_interval_ms: 10_000,
+            max_events_per_span: 64,
+            capture_content: false,
+            spool_max_bytes: 64 << 20,
+            spool_dir: None,
+            retry_initial_ms: 500,
+            retry_max_ms: 30_000,
+        }
+    }
+}
+
+/// `[metrics]`: the metric registry and the Prometheus endpoint on the admin listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve `GET /metrics` (Prometheus text format) on the admin listener.
+    pub prometheus: bool,
+    /// Label sets kept per metric; past it, new ones are folded into a series with model `_OTHER`
+    /// (model names come from request bodies, so they are not trusted to be few).
+    pub max_series_per_metric: usize,
+    /// Goodput objectives: a request is good when it succeeded and met each of these. 0 = not checked.
+    pub slo_ttft_answer_ms: f64,
+    pub slo_tpot_ms: f64,
+    pub slo_e2e_ms: f64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { prometheus: true, max_series_per_metric: 2000, slo_ttft_answer_ms: 500.0, slo_tpot_ms: 50.0, slo_e2e_ms: 30_000.0 }
+    }
+}
+
+/// OTLP transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+/// Header names and values for the collector. `Debug` shows the names only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretHeaders(Vec<(String, String)>);
+
+impl SecretHeaders {
+    pub fn iter(&self) -> impl Iterator<Item = &(String, String)> {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Debug for SecretHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(k, _)| format!("{k}: [redacted]"))).finish()
+    }
+}
+
+/// Where one signal goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpTarget {
+    pub protocol: OtlpProtocol,
+    /// HTTP: the full URL requests are posted to. gRPC: the collector's base URL.
+    pub endpoint: String,
+    pub headers: SecretHeaders,
+    pub timeout: Duration,
+}
+
+/// Validated export settings; present only when export is on.
+#[derive(Debug, Clone)]
+pub struct OtlpSettings {
+    /// `None` when that signal is not exported.
+    pub traces: Option<OtlpTarget>,
+    pub metrics: Option<OtlpTarget>,
+    pub service_name: String,
+    pub resource_attributes: Vec<(String, String)>,
+    pub queue_capacity: usize,
+    pub batch_max_records: usize,
+    pub batch_delay: Duration,
+    pub metrics_interval: Duration,
+    pub max_events_per_span: usize,
+    pub capture_content: bool,
+    pub spool_dir: PathBuf,
+    pub spool_max_bytes: u64,
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+}
+
+/// The `OTEL_*` environment variables that were set.
+#[derive(Debug, Clone, Default)]
+pub struct OtelEnv(BTreeMap<String, String>);
+
+impl OtelEnv {
+    pub fn from_process() -> Self {
+        Self(std::env::vars().filter(|(k, _)| k.starts_with("OTEL_")).collect())
+    }
+
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Self(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str).filter(|v| !v.trim().is_empty())
+    }
+}
+
+/// The largest event budget: the SDKs' default per-span limit.
+pub(super) const MAX_EVENTS_PER_SPAN: usize = 128;
+
+fn parse_protocol(key: &str, text: &str) -> Result<OtlpProtocol, ConfigError> {
+    match text.trim() {
+        "grpc" => Ok(OtlpProtocol::Grpc),
+        "http/protobuf" => Ok(OtlpProtocol::HttpProtobuf),
+        "http/json" => Err(invalid(key, "http/json is not supported; use http/protobuf or grpc")),
+        other => Err(invalid(key, format!("{other:?} is not grpc or http/protobuf"))),
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() && bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit() {
+            let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
+            out.push(hex(bytes[i + 1]) * 16 + hex(bytes[i + 2]));
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `key1=value1,key2=value2` (the format of `OTEL_EXPORTER_OTLP_HEADERS` and
+/// `OTEL_RESOURCE_ATTRIBUTES`), values percent-decoded.
+fn parse_pairs(key: &str, text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((k, v)) = item.split_once('=') else {
+            // The value may hold secrets: name the variable, not the text.
+            return Err(invalid(key, "expected comma-separated key=value pairs"));
+        };
+        out.push((percent_decode(k.trim()), percent_decode(v.trim())));
+    }
+    Ok(out)
+}
+
+fn check_header(key: &str, name: &str, value: &str) -> Result<(), ConfigError> {
+    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(invalid(key, format!("{name:?} is not a header name")));
+    }
+    if http::HeaderValue::from_str(value).is_err() {
+        return Err(invalid(key, format!("the value of {name:?} is not a valid header value")));
+    }
+    Ok(())
+}
+
+fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    let rest = if let Some(rest) = url.strip_prefix("http://") {
+        rest
+    } else if url.starts_with("https://") {
+        return Err(invalid(
+            key,
+            "https endpoints are not supported yet: run an OpenTelemetry Collector next to tokentap (plain http on loopback) and let it forward over TLS",
+        ));
+    } else {
+        return Err(invalid(key, format!("{url:?} must start with http://")));
+    };
+    let uri: http::Uri = url.parse().map_err(|e| invalid(key, format!("{url:?} is not a URL ({e})")))?;
+    if rest.is_empty() || uri.host().is_none_or(str::is_empty) {
+        return Err(invalid(key, format!("{url:?} has no host")));
+    }
+    Ok(())
+}
+
+/// `base` + `/v1/{signal}`, for the generic endpoint over HTTP.
+fn with_signal_path(base: &str, signal: &str) -> String {
+    format!("{}/v1/{signal}", base.trim_end_matches('/'))
+}
+
+struct Choice<'a> {
+    value: &'a str,
+    key: String,
+}
+
+/// Checks `[otel]` and the `OTEL_*` variables; `None` when export is off.
+pub(super) fn validate_otel(file: &OtelConfig, env: &OtelEnv, data_dir: &Path) -> Result<Option<OtlpSettings>, ConfigError> {
+    if env.get("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    let exporter_on = |var: &str, file_on: bool| -> Result<bool, ConfigError> {
+        match env.get(var).map(str::trim) {
+            None => Ok(file_on),
+            Some("otlp") => Ok(true),
+            Some("none") => Ok(false),
+            Some(other) => Err(invalid(var, format!("{other:?}: tokentap exports with otlp or none"))),
+        }
+    };
+    let traces_on = exporter_on("OTEL_TRACES_EXPORTER", file.traces)?;
+    let metrics_on = exporter_on("OTEL_METRICS_EXPORTER", file.metrics)?;
+
+    let generic_protocol = match env.get("OTEL_EXPORTER_OTLP_PROTOCOL") {
+        Some(p) => Some(parse_protocol("OTEL_EXPORTER_OTLP_PROTOCOL", p)?),
+        None => file.protocol.as_deref().map(|p| parse_protocol("otel.protocol", p)).transpose()?,
+    };
+    let mut generic_headers: Vec<(String, String)> = file.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (name, value) in &generic_headers {
+        check_header("otel.headers", name, value)?;
+    }
+    if let Some(text) = env.get("OTEL_EXPORTER_OTLP_HEADERS") {
+        for (name, value) in parse_pairs("OTEL_EXPORTER_OTLP_HEADERS", text)? {
+            check_header("OTEL_EXPORTER_OTLP_HEADERS", &name, &value)?;
+            generic_headers.retain(|(k, _)| !k.eq_ignore_ascii_case(&name));
+            generic_headers.push((name, value));
+        }
+    }
+    let generic_timeout = match env.get("OTEL_EXPORTER_OTLP_TIMEOUT") {
+        Some(t) => t.trim().parse::<u64>().map_err(|_| invalid("OTEL_EXPORTER_OTLP_TIMEOUT", "must be milliseconds"))?,
+        None => file.timeout_ms,
+    };
+
+    let target = |signal: &str, on: bool, file_specific: &Option<String>| -> Result<Option<OtlpTarget>, ConfigError> {
+        if !on {
+            return Ok(None);
+        }
+        let upper = signal.to_ascii_uppercase();
+        let specific_var = format!("OTEL_EXPORTER_OTLP_{upper}_ENDPOINT");
+        let protocol_var = format!("OTEL_EXPORTER_OTLP_{upper}_PROTOCOL");
+        let protocol = match env.get(&protocol_var) {
+            Some(p) => parse_protocol(&protocol_var, p)?,
+            None => generic_protocol.unwrap_or(OtlpProtocol::HttpProtobuf),
+        };
+        // Signal-specific URLs are used as they are; the generic one gets `/v1/{signal}` over HTTP.
+        let specific = env
+            .get(&specific_var)
+            .map(|v| Choice { value: v, key: specific_var.clone() })
+            .or_else(|| file_specific.as_deref().map(|v| Choice { value: v, key: format!("otel.{signal}_endpoint") }));
+        let generic = env
+            .get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .map(|v| Choice { value: v, key: "OTEL_EXPORTER_OTLP_ENDPOINT".into() })
+            .or_else(|| file.endpoint.as_deref().map(|v| Choice { value: v, key: "otel.endpoint".into() }));
+        let endpoint = match (specific, generic) {
+            (Some(s), _) => {
+                check_url(&s.key, s.value.trim())?;
+                s.value.trim().to_string()
+            }
+            (None, Some(g)) => {
+                check_url(&g.key, g.value.trim())?;
+                match protocol {
+                    OtlpProtocol::HttpProtobuf => with_signal_path(g.value.trim(), signal),
+                    OtlpProtocol::Grpc => g.value.trim().to_string(),
+                }
+            }
+            (None, None) => return Ok(None),
+        };
+        let mut headers = generic_headers.clone();
+        let headers_var = format!("OTEL_EXPORTER_OTLP_{upper}_HEADERS");
+        if let Some(text) = env.get(&headers_var) {
+            for (name, value) in parse_pairs(&headers_var, text)? {
+                check_header(&headers_var, &name, &value)?;
+                headers.retain(|(k, _)| !k.eq_ignore_ascii_case(&name));
+                headers.push((name, value));
+            }
+        }
+        let timeout_var = format!("OTEL_EXPORTER_OTLP_{upper}_TIMEOUT");
+        let timeout_ms = match env.get(&timeout_var) {
+            Some(t) => t.trim().parse::<u64>().map_err(|_| invalid(&timeout_var, "must be milliseconds"))?,
+            None => generic_timeout,
+        };
+        if timeout_ms == 0 {
+            return Err(invalid(timeout_var, "must be greater than 0"));
+        }
+        Ok(Some(OtlpTarget { protocol, endpoint, headers: SecretHeaders(headers), timeout: Duration::from_millis(timeout_ms) }))
+    };
+    let traces = target("traces", traces_on, &file.traces_endpoint)?;
+    let metrics = target("metrics", metrics_on, &file.metrics_endpoint)?;
+    if traces.is_none() && metrics.is_none() {
+        return Ok(None);
+    }
+
+    let service_name = env.get("OTEL_SERVICE_NAME").map(|s| s.trim().to_string()).unwrap_or_else(|| file.service_name.clone());
+    if service_name.is_empty() {
+        return Err(invalid("otel.service_name", "must not be empty"));
+    }
+    let mut resource_attributes: Vec<(String, String)> = file.resource_attributes.clone().into_iter().collect();
+    if let Some(text) = env.get("OTEL_RESOURCE_ATTRIBUTES") {
+        for (k, v) in parse_pairs("OTEL_RESOURCE_ATTRIBUTES", text)? {
+            resource_attributes.retain(|(existing, _)| *existing != k);
+            resource_attributes.push((k, v));
+        }
+    }
+    let ms_var = |var: &str, file_value: u64| -> Result<u64, ConfigError> {
+        match env.get(var) {
+            Some(t) => t.trim().parse().map_err(|_| invalid(var, "must be milliseconds")),
+            None => Ok(file_value),
+        }
+    };
+    let batch_delay_ms = ms_var("OTEL_BSP_SCHEDULE_DELAY", file.batch_delay_ms)?;
+    let metrics_interval_ms = ms_var("OTEL_METRIC_EXPORT_INTERVAL", file.metrics_interval_ms)?;
+    for (key, value) in [
+        ("otel.queue_capacity", file.queue_capacity as u64),
+        ("otel.batch_max_requests", file.batch_max_requests as u64),
+        ("otel.batch_delay_ms", batch_delay_ms),
+        ("otel.metrics_interval_ms", metrics_interval_ms),
+        ("otel.retry_initial_ms", file.retry_initial_ms),
+    ] {
+        if value == 0 {
+            return Err(invalid(key, "must be greater than 0"));
+        }
+    }
+    if file.retry_max_ms < file.retry_initial_ms {
+        return Err(invalid("otel.retry_max_ms", "must be at least otel.retry_initial_ms"));
+    }
+    if file.max_events_per_span > MAX_EVENTS_PER_SPAN {
+        return Err(invalid("otel.max_events_per_span", format!("must be at most {MAX_EVENTS_PER_SPAN}")));
+    }
+    Ok(Some(OtlpSettings {
+        traces,
+        metrics,
+        service_name,
+        resource_attributes,
+        queue_capacity: file.queue_capacity,
+        batch_max_records: file.batch_max_requests,
+        batch_delay: Duration::from_millis(batch_delay_ms),
+        metrics_interval: Duration::from_millis(metrics_interval_ms),
+        max_events_per_span: file.max_events_per_span,
+        capture_content: file.capture_content,
+        spool_dir: file.spool_dir.clone().unwrap_or_else(|| data_dir.join("otlp-spool")),
+        spool_max_bytes: file.spool_max_bytes,
+        retry_initial: Duration::from_millis(file.retry_initial_ms),
+        retry_max: Duration::from_millis(file.retry_max_ms),
+    }))
+}
+
+/// Checks `[metrics]`.
+pub(super) fn validate_metrics(metrics: &MetricsConfig) -> Result<(), ConfigError> {
+    if metrics.max_series_per_metric == 0 {
+        return Err(invalid("metrics.max_series_per_metric", "must be greater than 0"));
+    }
+    for (key, value) in [
+        ("metrics.slo_ttft_answer_ms", metrics.slo_ttft_answer_ms),
+        ("metrics.slo_tpot_ms", metrics.slo_tpot_ms),
+        ("metrics.slo_e2e_ms", metrics.slo_e2e_ms),
+    ] {
+        if !value.is_finite() || value < 0.0 {
+            return Err(invalid(key, "must be 0 (not checked) or a positive number of milliseconds"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> OtelConfig {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wrapper {
+            #[serde(default)]
+            otel: OtelConfig,
+        }
+        toml::from_str::<Wrapper>(text).map(|w| w.otel).unwrap()
+    }
+
+    fn settings(text: &str, env: &[(&str, &str)]) -> Result<Option<OtlpSettings>, ConfigError> {
+        validate_otel(&file(text), &OtelEnv::from_pairs(env), Path::new("/data"))
+    }
+
+    #[test]
+    fn off_unless_an_endpoint_is_configured() {
+        assert!(settings("", &[]).unwrap().is_none());
+        assert!(settings("[otel]\nprotocol = \"grpc\"\n", &[("OTEL_SERVICE_NAME", "x")]).unwrap().is_none());
+        let on = settings("[otel]\nendpoint = \"http://127.0.0.1:4318\"\n", &[]).unwrap().unwrap();
+        assert_eq!(on.spool_dir, Path::new("/data/otlp-spool"));
+        assert!(settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_SDK_DISABLED", "true")]).unwrap().is_none());
+    }
+
+    #[test]
+    fn generic_http_endpoint_gets_signal_paths() {
+        let s = settings("[otel]\nendpoint = \"http://collector:4318/\"\n", &[]).unwrap().unwrap();
+        let traces = s.traces.unwrap();
+        assert_eq!(traces.endpoint, "http://collector:4318/v1/traces");
+        assert_eq!(traces.protocol, OtlpProtocol::HttpProtobuf);
+        assert_eq!(s.metrics.unwrap().endpoint, "http://collector:4318/v1/metrics");
+    }
+
+    #[test]
+    fn environment_wins_and_specific_beats_generic() {
+        let env = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://metrics:4318/custom"),
+            ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s%3Dcret,x-team=a"),
+            ("OTEL_SERVICE_NAME", "gateway"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=prod"),
+        ];
+        let s = settings("[otel]\nendpoint = \"http://file:4318\"\nservice_name = \"file\"\n", &env).unwrap().unwrap();
+        let traces = s.traces.unwrap();
+        assert_eq!((traces.protocol, traces.endpoint.as_str()), (OtlpProtocol::Grpc, "http://env:4317"));
+        let metrics = s.metrics.unwrap();
+        assert_eq!((metrics.protocol, metrics.endpoint.as_str()), (OtlpProtocol::HttpProtobuf, "http://metrics:4318/custom"));
+        let headers: Vec<_> = traces.headers.iter().cloned().collect();
+        assert!(headers.contains(&("x-api-key".into(), "s=cret".into())), "{headers:?}");
+        assert!(!format!("{:?}", traces.headers).contains("s=cret"), "headers must not show in Debug");
+        assert_eq!(s.service_name, "gateway");
+        assert_eq!(s.resource_attributes, vec![("deployment.environment.name".into(), "prod".into())]);
+    }
+
+    #[test]
+    fn a_signal_can_be_switched_off() {
+        let s = settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_METRICS_EXPORTER", "none")]).unwrap().unwrap();
+        assert!(s.traces.is_some() && s.metrics.is_none());
+        let s = settings("[otel]\nendpoint = \"http://c:4318\"\ntraces = false\n", &[]).unwrap().unwrap();
+        assert!(s.traces.is_none() && s.metrics.is_some());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases: &[(&str, &[(&str, &str)], &str)] = &[
+            ("[otel]\nendpoint = \"ftp://x\"\n", &[], "otel.endpoint"),
+            ("[otel]\nendpoint = \"https://x\"\n", &[], "otel.endpoint"),
+            ("[otel]\nendpoint = \"http://x\"\nprotocol = \"http/json\"\n", &[], "otel.protocol"),
+            ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "nonsense")], "OTEL_EXPORTER_OTLP_ENDPOINT"),
+            ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_HEADERS", "novalue")], "OTEL_EXPORTER_OTLP_HEADERS"),
+            ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_TRACES_EXPORTER", "zipkin")], "OTEL_TRACES_EXPORTER"),
+            ("[otel]\nendpoint = \"http://x\"\nmax_events_per_span = 500\n", &[], "otel.max_events_per_span"),
+            ("[otel]\nendpoint = \"http://x\"\nbatch_delay_ms = 0\n", &[], "otel.batch_delay_ms"),
+            ("[otel]\nendpoint = \"http://x\"\nretry_initial_ms = 10\nretry_max_ms = 5\n", &[], "otel.retry_max_ms"),
+            ("[otel]\nendpoint = \"http://x\"\n[otel.headers]\n\"bad header\" = \"v\"\n", &[], "otel.headers"),
+        ];
+        for (text, env, key) in cases {
+            let err = settings(text, env).unwrap_err().to_string();
+            assert!(err.contains(key), "{text} {env:?}: {err}");
+        }
+        // Header values never appear in errors.
+        let err = settings("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_HEADERS", "secretvalue")])
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("secretvalue"), "{err}");
+    }
+
+    #[test]
+    fn metrics_section_is_checked() {
+        assert!(validate_metrics(&MetricsConfig::default()).is_ok());
+        let bad = MetricsConfig { max_series_per_metric: 0, ..MetricsConfig::default() };
+        assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.max_series_per_metric"));
+        let bad = MetricsConfig { slo_tpot_ms: -1.0, ..MetricsConfig::default() };
+        assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.slo_tpot_ms"));
+    }
+}

@@ -1,0 +1,98 @@
+//! Headless Chromium for the browser probe tests.
+//!
+//! [`run_page`] runs `tests/browser/run-page.mjs` (playwright-core driving the system Chromium,
+//! installed by `scripts/setup.sh test`) against a running tokentap and returns what it printed:
+//!
+//! - `result`: what the page's `window.__done` promise resolved to (what the app itself saw);
+//! - `reports`: the probe reports the page sent, parsed;
+//! - `report_answers`: tokentap's answers to them (`{status, body}`), in `Observe` mode;
+//! - `probe_source`: `"tokentap"`, or `"disk"` when tokentap did not serve the probe and the
+//!   driver served `proxy/assets/probe/` instead (only with [`PageRun::probe_fallback`]);
+//! - `console`, `page_errors`, `failed_requests`, and `error` when the run failed.
+//!
+//! Nothing here waits on a timer: the driver resolves when the page's promise and the reports
+//! are in, and its overall deadline only turns a hang into a failure with the page's console.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Where reports go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reports {
+    /// To tokentap's ingest, as in production; the driver records the bodies and the answers.
+    Observe,
+    /// Answered by the driver with 204; tokentap never sees them.
+    Intercept,
+}
+
+/// One page load.
+#[derive(Debug, Clone)]
+pub struct PageRun {
+    /// tokentap's proxy origin, e.g. `http://127.0.0.1:4242`.
+    pub origin: String,
+    /// Path and query of the page on that origin.
+    pub path: String,
+    /// Serve this file (under `tests/browser/pages/`) at `path` instead of asking tokentap.
+    pub page_file: Option<String>,
+    /// Serve `proxy/assets/probe/` when tokentap answers 404 for the probe.
+    pub probe_fallback: bool,
+    /// Probe reports to wait for.
+    pub reports: usize,
+    pub report_mode: Reports,
+    pub timeout_ms: u64,
+}
+
+impl PageRun {
+    /// A test page from `tests/browser/pages/`, served on tokentap's origin at `/_test/<file>`.
+    pub fn test_page(origin: &str, file: &str, query: &str) -> PageRun {
+        PageRun {
+            origin: origin.trim_end_matches('/').to_string(),
+            path: format!("/_test/{file}{query}"),
+            page_file: Some(file.to_string()),
+            probe_fallback: false,
+            reports: 1,
+            report_mode: Reports::Observe,
+            timeout_ms: 60_000,
+        }
+    }
+}
+
+/// The repository's root folder.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Runs one page and returns the driver's JSON. Panics with the driver's output when it could not
+/// run at all; a page-level failure is in the JSON's `error` field.
+pub fn run_page(run: &PageRun) -> serde_json::Value {
+    let root = repo_root();
+    let browser_dir = root.join("tests/browser");
+    assert!(
+        browser_dir.join("node_modules/playwright-core").exists(),
+        "playwright-core is not installed: run scripts/setup.sh test"
+    );
+    let mut options = serde_json::json!({
+        "origin": run.origin,
+        "path": run.path,
+        "reports": run.reports,
+        "report_mode": match run.report_mode { Reports::Observe => "observe", Reports::Intercept => "intercept" },
+        "timeout_ms": run.timeout_ms,
+    });
+    if let Some(file) = &run.page_file {
+        options["page_file"] = browser_dir.join("pages").join(file).display().to_string().into();
+    }
+    if run.probe_fallback {
+        options["probe_dir"] = root.join("proxy/assets/probe").display().to_string().into();
+    }
+    let output = Command::new("node")
+        .arg(browser_dir.join("run-page.mjs"))
+        .arg(options.to_string())
+        .current_dir(&browser_dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node (scripts/setup.sh test installs it): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
+        panic!("the browser driver printed no JSON; status {:?}\nstdout:\n{stdout}\nstderr:\n{}", output.status, String::from_utf8_lossy(&output.stderr))
+    });
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON from the browser driver ({e}): {line}"))
+}

@@ -1,0 +1,75 @@
+//! The browser probe artifacts committed in proxy/assets/probe/ (embedded in tokentap) are what
+//! the sources build to, fit the size budget, and are what tokentap serves.
+
+use std::path::Path;
+use std::process::Command;
+
+use tokentap_e2e::browser::repo_root;
+use tokentap_e2e::{http1, Mock, Tokentap};
+
+const ARTIFACTS: [(&str, &str); 3] = [
+    ("probe.js", "text/javascript"),
+    ("tokentap_probe.js", "text/javascript"),
+    ("tokentap_probe_bg.wasm", "application/wasm"),
+];
+/// wasm + JS glue, gzipped.
+const BUDGET_GZIP_BYTES: usize = 64 * 1024;
+
+fn committed(name: &str) -> Vec<u8> {
+    let path = repo_root().join("proxy/assets/probe").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-probe.sh)", path.display()))
+}
+
+fn gzip_len(path: &Path) -> usize {
+    let out = Command::new("gzip").args(["-9", "-n", "-c"]).arg(path).output().expect("gzip");
+    assert!(out.status.success());
+    out.stdout.len()
+}
+
+#[test]
+fn committed_probe_matches_a_fresh_build() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let build = Command::new(repo_root().join("scripts/build-probe.sh"))
+        .arg("--out-dir")
+        .arg(out_dir.path())
+        .output()
+        .expect("run scripts/build-probe.sh");
+    assert!(
+        build.status.success(),
+        "scripts/build-probe.sh failed (scripts/setup.sh probe installs its toolchain):\n{}{}",
+        String::from_utf8_lossy(&build.stdout),
+        String::from_utf8_lossy(&build.stderr)
+    );
+    for (name, _) in ARTIFACTS {
+        let fresh = std::fs::read(out_dir.path().join(name)).unwrap();
+        assert!(
+            fresh == committed(name),
+            "proxy/assets/probe/{name} is stale ({} bytes committed, {} bytes built): run scripts/build-probe.sh and commit the result",
+            committed(name).len(),
+            fresh.len()
+        );
+    }
+}
+
+#[test]
+fn probe_fits_the_size_budget() {
+    let dir = repo_root().join("proxy/assets/probe");
+    let sizes: Vec<(&str, usize, usize)> =
+        ARTIFACTS.iter().map(|(name, _)| (*name, committed(name).len(), gzip_len(&dir.join(name)))).collect();
+    let total: usize = sizes.iter().map(|s| s.2).sum();
+    assert!(total <= BUDGET_GZIP_BYTES, "probe is {total} bytes gzipped, over the {BUDGET_GZIP_BYTES} budget: {sizes:?}");
+    eprintln!("probe size (name, raw, gzip): {sizes:?}; total {total} bytes gzipped");
+}
+
+#[test]
+fn tokentap_serves_the_committed_probe() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    for (name, content_type) in ARTIFACTS {
+        let resp = http1::get(tokentap.addr, &format!("/_tokentap/probe/{name}"), &[]);
+        assert_eq!(resp.status, 200, "/_tokentap/probe/{name}");
+        let served_type = resp.header("content-type").unwrap_or_default();
+        assert!(served_type.starts_with(content_type), "{name}: content-type {served_type}");
+        assert!(resp.body[..] == committed(name)[..], "tokentap serves a different {name} than proxy/assets/probe/ (rebuild tokentap)");
+    }
+}

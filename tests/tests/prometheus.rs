@@ -1,0 +1,150 @@
+//! `GET /metrics` on the admin listener: valid for `promtool check metrics`, and a real Prometheus
+//! (the Debian package; scripts/setup.sh installs it) scrapes it and answers a query for the TTFT
+//! histogram with the number of requests sent.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokentap_e2e::process::Proc;
+use tokentap_e2e::{http1, Mock, Tokentap};
+
+const CHAT: &str = "/v1/chat/completions";
+const REQUESTS: usize = 3;
+
+fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file()))
+        .unwrap_or_else(|| PathBuf::from("/usr/bin").join(name));
+    assert!(path.is_file(), "{name} not found: run scripts/setup.sh test, which installs the Debian prometheus package");
+    path
+}
+
+fn chat_body() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "model": "mock-gpt",
+        "stream": true,
+        "messages": [{"role": "user", "content": "Count to five."}],
+    }))
+    .unwrap()
+}
+
+/// tokentap in front of the mock, after `REQUESTS` streamed requests were recorded.
+fn tokentap_with_traffic(mock: &Mock) -> Tokentap {
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    for _ in 0..REQUESTS {
+        let headers = [("content-type", "application/json"), ("x-mock-ttft-ms", "20"), ("x-mock-itl-ms", "2"), ("x-mock-tokens", "5")];
+        let resp = http1::post(tokentap.addr, CHAT, &headers, &chat_body());
+        assert_eq!(resp.status, 200);
+        feed.next_record_for(CHAT);
+    }
+    tokentap
+}
+
+fn scrape(tokentap: &Tokentap) -> (String, String) {
+    let resp = http1::get(tokentap.admin, "/metrics", &[]);
+    assert_eq!(resp.status, 200);
+    let content_type = resp.header("content-type").unwrap_or("").to_string();
+    (content_type, String::from_utf8(resp.body).expect("UTF-8 exposition"))
+}
+
+#[test]
+fn metrics_endpoint_passes_promtool_check() {
+    let mock = Mock::start(&[]);
+    let tokentap = tokentap_with_traffic(&mock);
+    let (content_type, text) = scrape(&tokentap);
+    assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
+    let count_line = text
+        .lines()
+        .find(|l| l.starts_with("tokentap_ttft_answer_seconds_count{"))
+        .unwrap_or_else(|| panic!("no TTFT histogram in:\n{text}"));
+    assert!(count_line.ends_with(&format!(" {REQUESTS}")), "{count_line}");
+    assert!(count_line.contains("gen_ai_request_model=\"mock-gpt\""), "{count_line}");
+    for family in [
+        "gen_ai_client_operation_duration_seconds",
+        "gen_ai_client_operation_time_to_first_chunk_seconds",
+        "gen_ai_client_operation_time_per_output_chunk_seconds",
+        "tokentap_requests_total",
+        "tokentap_records_dropped_total",
+        "tokentap_telemetry_dropped_total",
+    ] {
+        assert!(text.contains(&format!("# TYPE {family} ")), "{family} missing from:\n{text}");
+    }
+    assert!(text.contains("gen_ai_client_operation_duration_seconds_bucket{") && text.contains("le=\"81.92\""), "{text}");
+
+    let mut child = Command::new(tool("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run promtool");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && report.trim().is_empty(), "promtool check metrics:\n{report}\n--- exposition ---\n{text}");
+}
+
+/// A port that was free a moment ago (Prometheus cannot report the port it picked for `:0`).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn get_json(addr: std::net::SocketAddr, path: &str) -> Option<serde_json::Value> {
+    let stream = std::net::TcpStream::connect(addr).ok()?;
+    drop(stream);
+    let resp = http1::get(addr, path, &[]);
+    (resp.status == 200).then(|| serde_json::from_slice(&resp.body).ok()).flatten()
+}
+
+#[test]
+fn real_prometheus_scrapes_the_ttft_histogram() {
+    let mock = Mock::start(&[]);
+    let tokentap = tokentap_with_traffic(&mock);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: tokentap\n    metrics_path: /metrics\n    static_configs:\n      - targets: ['{}']\n",
+            tokentap.admin
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut cmd = Command::new(tool("prometheus"));
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    let prometheus = Proc::spawn(cmd);
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+
+    // Ask Prometheus until it has scraped the three requests' TTFTs, within a deadline.
+    let query = "/api/v1/query?query=sum(tokentap_ttft_answer_seconds_count)";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = None;
+    loop {
+        if let Some(answer) = get_json(addr, query) {
+            let value = answer["data"]["result"][0]["value"][1].as_str().map(str::to_string);
+            if value.as_deref() == Some(&REQUESTS.to_string()) {
+                break;
+            }
+            last = Some(answer);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never reported {REQUESTS} TTFT samples; last answer {last:?}; stderr:\n{}",
+            prometheus.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The scrape itself was healthy.
+    let targets = get_json(addr, "/api/v1/targets").expect("targets");
+    assert_eq!(targets["data"]["activeTargets"][0]["health"], "up", "{targets}");
+    // A histogram quantile works on the buckets (the answer is some finite number of seconds).
+    let p95 = get_json(addr, "/api/v1/query?query=histogram_quantile(0.95,sum(rate(tokentap_ttft_answer_seconds_bucket[1m]))by(le))");
+    assert!(p95.is_some_and(|v| v["status"] == "success"));
+}
