@@ -6,6 +6,10 @@
 //! | `GET /_tokentap/api/requests/{request_id}` | one record, or 404 |
 //! | `GET /_tokentap/api/stream` | `text/event-stream`, one `record` event per new record |
 //! | `GET /_tokentap/api/health` | version, pipeline counters, telemetry export counters |
+//! | `GET /_tokentap/` | the dashboard (`dashboard`), its files under `/_tokentap/dashboard/` |
+//! | `GET /_tokentap/api/list?limit=&offset=&q=&route=&model=&outcome=` | `{total, offset, rows, routes, models}`: compact rows, newest first |
+//! | `GET /_tokentap/api/summary?window=&since=&until=&group_by=&include_warmup=` | a `report::Report` over the records in memory |
+//! | `GET /_tokentap/api/verdict/{request_id}` | the record's goodput verdict against `[slo]` |
 //! | `GET /metrics` | the metrics in the Prometheus text format (`[metrics] prometheus`) |
 
 use std::convert::Infallible;
@@ -36,6 +40,8 @@ pub struct AdminState {
     pub telemetry: Arc<Telemetry>,
     /// Origins allowed to read the API from a browser (the proxy's own origin, for the demo page).
     pub allowed_origins: Vec<String>,
+    /// Objectives for the goodput verdicts of the dashboard and the summary.
+    pub slo: crate::config::SloConfig,
 }
 
 /// Serves the admin API on an already-bound listener until the runtime stops.
@@ -103,8 +109,19 @@ fn route(req: &Request<Incoming>, state: &AdminState) -> Response<AdminBody> {
     if req.method() != Method::GET {
         return error_response(StatusCode::METHOD_NOT_ALLOWED, "the admin API is read-only: use GET");
     }
+    if let Some((content_type, body)) = crate::dashboard::asset(path) {
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", content_type)
+            .header("cache-control", "no-cache")
+            .body(full(body))
+            .expect("static response parts");
+    }
+    let query = req.uri().query().unwrap_or("");
     match path {
-        "/_tokentap/api/requests" => list_requests(req.uri().query().unwrap_or(""), state),
+        "/_tokentap/api/requests" => list_requests(query, state),
+        "/_tokentap/api/list" => dashboard_list(query, state),
+        "/_tokentap/api/summary" => summary(query, state),
         "/_tokentap/api/stream" => live_feed(state),
         "/_tokentap/api/health" => health(state),
         "/metrics" => prometheus_metrics(state),
@@ -113,7 +130,16 @@ fn route(req: &Request<Incoming>, state: &AdminState) -> Response<AdminBody> {
                 Some(stored) => json_response(StatusCode::OK, stored.json.clone()),
                 None => error_response(StatusCode::NOT_FOUND, "no recent record with this request id"),
             },
-            _ => error_response(StatusCode::NOT_FOUND, "unknown admin route; see /_tokentap/api/health"),
+            _ => match path.strip_prefix("/_tokentap/api/verdict/") {
+                Some(id) if !id.is_empty() => match state.store.get(id) {
+                    Some(stored) => {
+                        let verdict = crate::report::verdict(&stored.record, &state.slo);
+                        json_response(StatusCode::OK, serde_json::to_string(&verdict).unwrap_or_default())
+                    }
+                    None => error_response(StatusCode::NOT_FOUND, "no recent record with this request id"),
+                },
+                _ => error_response(StatusCode::NOT_FOUND, "unknown admin route; see /_tokentap/api/health"),
+            },
         },
     }
 }
@@ -184,6 +210,90 @@ fn list_requests(query: &str, state: &AdminState) -> Response<AdminBody> {
     }
     body.push_str("]}");
     json_response(StatusCode::OK, body)
+}
+
+/// The dashboard's request list: compact rows of the records in memory, filtered and paginated
+/// here so the page never downloads whole records (with every chunk) just to show a table.
+fn dashboard_list(query: &str, state: &AdminState) -> Response<AdminBody> {
+    let mut filter = RecordFilter::default();
+    let (mut limit, mut offset, mut text) = (100usize, 0usize, String::new());
+    for (key, value) in query_pairs(query) {
+        match key.as_str() {
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if (1..=10_000).contains(&n) => limit = n,
+                _ => return error_response(StatusCode::BAD_REQUEST, "limit must be 1..=10000"),
+            },
+            "offset" => match value.parse::<usize>() {
+                Ok(n) => offset = n,
+                Err(_) => return error_response(StatusCode::BAD_REQUEST, "offset must be a number"),
+            },
+            "q" => text = value,
+            "route" if !value.is_empty() => filter.route = Some(value),
+            "model" if !value.is_empty() => filter.model = Some(value),
+            "outcome" if !value.is_empty() => filter.outcome = Some(value),
+            "route" | "model" | "outcome" => {}
+            other => return error_response(StatusCode::BAD_REQUEST, &format!("unknown query parameter {other:?}")),
+        }
+    }
+    let all = state.store.recent(&RecordFilter::default(), usize::MAX);
+    let mut routes = std::collections::BTreeSet::new();
+    let mut models = std::collections::BTreeSet::new();
+    let mut total = 0usize;
+    let mut rows = Vec::new();
+    for stored in &all {
+        let r = &stored.record;
+        routes.insert(r.route.as_str());
+        if let Some(m) = &r.conditions.model {
+            models.insert(m.as_str());
+        }
+        if !filter.matches(r) {
+            continue;
+        }
+        let row = crate::report::ListRow::of(r, &state.slo);
+        if !row.matches_text(&text) {
+            continue;
+        }
+        if total >= offset && rows.len() < limit {
+            rows.push(row);
+        }
+        total += 1;
+    }
+    let body = serde_json::json!({ "total": total, "offset": offset, "rows": rows, "routes": routes, "models": models });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+/// Percentiles, stall rate and goodput over the records in memory (`report::build_report`).
+fn summary(query: &str, state: &AdminState) -> Response<AdminBody> {
+    let now = std::time::SystemTime::now();
+    let mut options = crate::report::ReportOptions {
+        slo: state.slo.clone(),
+        source: "records in memory (admin API)".into(),
+        ..Default::default()
+    };
+    for (key, value) in query_pairs(query) {
+        let time = || crate::report::summary::parse_time(&value, now);
+        match key.as_str() {
+            "window" | "since" if value.is_empty() || value == "all" => {}
+            "window" | "since" => match time() {
+                Ok(t) => options.since_unix_ns = Some(t),
+                Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+            },
+            "until" if !value.is_empty() => match time() {
+                Ok(t) => options.until_unix_ns = Some(t),
+                Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+            },
+            "until" => {}
+            "group_by" => match crate::report::GroupKey::parse_list(&value) {
+                Ok(keys) => options.group_by = keys,
+                Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+            },
+            "include_warmup" => options.include_warmup = matches!(value.as_str(), "true" | "1" | "yes" | ""),
+            other => return error_response(StatusCode::BAD_REQUEST, &format!("unknown query parameter {other:?}")),
+        }
+    }
+    let records = state.store.recent(&RecordFilter::default(), usize::MAX);
+    let report = crate::report::build_report(records.iter().map(|s| &s.record), &options);
+    json_response(StatusCode::OK, serde_json::to_string(&report).unwrap_or_default())
 }
 
 fn health(state: &AdminState) -> Response<AdminBody> {

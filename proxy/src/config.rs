@@ -125,11 +125,13 @@ pub struct TimelineConfig {
     pub max_analysis_bytes: usize,
     /// Request body bytes kept per request for analysis (model, prompt size…).
     pub max_request_bytes: usize,
+    /// After the last write, how long tokentap watches the client acknowledge the tail (ms).
+    pub ack_drain_ms: u64,
 }
 
 impl Default for TimelineConfig {
     fn default() -> Self {
-        Self { max_chunks: 50_000, max_analysis_bytes: 16 << 20, max_request_bytes: 4 << 20 }
+        Self { max_chunks: 50_000, max_analysis_bytes: 16 << 20, max_request_bytes: 4 << 20, ack_drain_ms: 10_000 }
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 
 use crate::browser::ProbeReport;
+use crate::ack::AckTracker;
 use crate::config::ValidConfig;
 use crate::export::Telemetry;
 use crate::proxy::RequestCtx;
@@ -43,6 +44,7 @@ pub struct CompletedRequest {
     response_content_type: Option<String>,
     response_content_encoding: Option<String>,
     chunks: ChunkTimeline,
+    ack: AckTracker,
     upstream_eos: bool,
     t_end_ns: Option<u64>,
     hook_ns: u64,
@@ -87,6 +89,7 @@ impl CompletedRequest {
             response_content_type: ctx.response_content_type.take(),
             response_content_encoding: ctx.response_content_encoding.take(),
             chunks: std::mem::take(&mut ctx.chunks),
+            ack: std::mem::take(&mut ctx.ack),
             upstream_eos: ctx.upstream_eos,
             t_end_ns: ctx.t_end_ns,
             hook_ns: ctx.hook_ns,
@@ -232,7 +235,9 @@ fn join_report(report: ProbeReport, store: &RecordStore, stats: &PipelineStats, 
 }
 
 /// Turns a completed request into its record: runs the request and stream analysis.
-pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
+pub fn build_record(mut c: CompletedRequest, config: &ValidConfig) -> Record {
+    let client_delivery = (!c.chunks.chunks.is_empty() || c.ack.unavailable.is_some())
+        .then(|| crate::ack::apply(&c.ack, &mut c.chunks.chunks, c.chunks.chunks_truncated));
     let request_body = c.request_body.concat();
     let request = analyze_request(&c.path, c.request_content_type.as_deref(), &request_body, c.request_body.truncated);
 
@@ -327,6 +332,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
             body_bytes: c.chunks.body.total_bytes,
             chunks_truncated: c.chunks.chunks_truncated,
             analysis_bytes_truncated: c.chunks.body.truncated,
+            client_delivery,
             chunks: c.chunks.chunks,
         },
         analysis,

@@ -2,9 +2,11 @@
 //!
 //! See ARCHITECTURE.md at the repository root for the code map and the invariants.
 
+pub mod ack;
 pub mod admin;
 pub mod browser;
 pub mod config;
+pub mod dashboard;
 pub mod demo;
 pub mod export;
 pub mod finalize;

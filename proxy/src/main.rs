@@ -130,6 +130,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     println!("tokentap listening on http://{}", bound.listen);
     if let Some(admin) = bound.admin {
         println!("tokentap admin API on http://{admin}/_tokentap/api/requests");
+        println!("tokentap dashboard on http://{admin}/_tokentap/");
     }
     println!("tokentap records in {}", data_dir.join(tokentap::store::RECORDS_FILE).display());
     server::run(pingora_server);

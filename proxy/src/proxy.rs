@@ -15,6 +15,7 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType, Result};
 
+use crate::ack::{AckSample, AckTracker, ACK_POLL};
 use crate::config::ValidConfig;
 use crate::finalize::{CompletedRequest, FinalizeQueue};
 use crate::internal::{self, ProbeIngest};
@@ -74,6 +75,8 @@ pub struct RequestCtx {
     pub response_content_encoding: Option<String>,
     pub response_protocol: Option<String>,
     pub chunks: ChunkTimeline,
+    /// Client socket readings for delivery from TCP ACKs.
+    pub ack: AckTracker,
     pub upstream_eos: bool,
     pub t_end_ns: Option<u64>,
     /// Time spent inside tokentap's hooks.
@@ -106,6 +109,7 @@ impl RequestCtx {
             response_content_encoding: None,
             response_protocol: None,
             chunks: ChunkTimeline::default(),
+            ack: AckTracker::default(),
             upstream_eos: false,
             t_end_ns: None,
             hook_ns: 0,
@@ -115,6 +119,21 @@ impl RequestCtx {
     fn charge(&mut self, entered: Instant) {
         self.hook_ns += entered.elapsed().as_nanos() as u64;
     }
+}
+
+/// Reads the client socket's TCP counters (one getsockopt), or says why it cannot.
+fn sample_ack(session: &Session, t_ns: u64) -> Result<AckSample, &'static str> {
+    let downstream = session.as_downstream();
+    if downstream.is_http2() {
+        return Err("HTTP/2 client: streams share one socket, so its ACKs are not per response");
+    }
+    let info = downstream
+        .digest()
+        .and_then(|d| d.socket_digest.as_ref())
+        .and_then(|s| s.tcp_info())
+        .ok_or("no TCP information for the client socket on this platform")?;
+    let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
+    Ok(AckSample { t_ns, written, acked: info.tcpi_bytes_acked })
 }
 
 fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
@@ -346,7 +365,7 @@ impl ProxyHttp for TapProxy {
 
     fn response_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut Self::CTX,
@@ -357,6 +376,13 @@ impl ProxyHttp for TapProxy {
         if let Some(piece) = body.as_ref() {
             if !piece.is_empty() && !ctx.internal {
                 ctx.chunks.on_handoff(piece.len(), t);
+                if ctx.ack.unavailable.is_none() {
+                    ctx.ack.max_samples = self.config.timeline.max_chunks;
+                    match sample_ack(session, t) {
+                        Ok(sample) => ctx.ack.push_handoff(sample),
+                        Err(reason) => ctx.ack.unavailable = Some(reason.to_string()),
+                    }
+                }
             }
         }
         if end_of_stream {
@@ -419,9 +445,27 @@ impl ProxyHttp for TapProxy {
         FailToProxy { error_code: code, can_reuse_downstream: false }
     }
 
-    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
         if ctx.internal {
             return;
+        }
+        // Watch the client acknowledge the tail. Until it has, it cannot have read the whole
+        // response, so this wait does not hold up a next request on the connection.
+        if e.is_none() && !ctx.chunks.chunks.is_empty() && ctx.ack.unavailable.is_none() {
+            let deadline = Instant::now() + Duration::from_millis(self.config.timeline.ack_drain_ms);
+            loop {
+                match sample_ack(session, ctx.anchor.elapsed_ns()) {
+                    Ok(sample) => ctx.ack.push_tail(sample),
+                    Err(reason) => {
+                        ctx.ack.unavailable = Some(reason.to_string());
+                        break;
+                    }
+                }
+                if ctx.ack.drained || Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(ACK_POLL).await;
+            }
         }
         if let Some(route) = &ctx.route {
             route.end_request();

@@ -95,6 +95,9 @@ pub struct TimelineRecord {
     pub chunks_truncated: bool,
     /// True when analysis saw only a prefix of the body (`timeline.max_analysis_bytes`).
     pub analysis_bytes_truncated: bool,
+    /// Delivery to the client measured from its TCP ACKs (absent without a body).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_delivery: Option<crate::ack::ClientDelivery>,
     pub chunks: Vec<ChunkStamp>,
 }
 

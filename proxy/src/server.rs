@@ -83,6 +83,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
             stats: stats.clone(),
             telemetry: telemetry.clone(),
             allowed_origins: proxy_origins(listen),
+            slo: config.slo.clone(),
         });
         std::thread::Builder::new()
             .name("tokentap-admin".into())

@@ -48,6 +48,9 @@ pub struct ChunkStamp {
     /// chunk.t_handoff: handed to the downstream connection, ns since t0.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub t_handoff_ns: Option<u64>,
+    /// chunk.t_acked: the client's TCP had acknowledged all of the chunk's bytes (sampled).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_acked_ns: Option<u64>,
 }
 
 /// How the upstream connection for this request came to be.
@@ -129,7 +132,7 @@ impl ChunkTimeline {
         self.first_chunk_ns.get_or_insert(t_up_ns);
         self.last_chunk_ns = Some(t_up_ns);
         if self.chunks.len() < max_chunks {
-            self.chunks.push(ChunkStamp { offset, len: piece.len() as u32, t_up_ns, t_handoff_ns: None });
+            self.chunks.push(ChunkStamp { offset, len: piece.len() as u32, t_up_ns, t_handoff_ns: None, t_acked_ns: None });
         } else {
             self.chunks_truncated = true;
         }

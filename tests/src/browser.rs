@@ -40,6 +40,8 @@ pub struct PageRun {
     pub reports: usize,
     pub report_mode: Reports,
     pub timeout_ms: u64,
+    /// JS expression awaited in the page after load (default `window.__done`).
+    pub result_expr: Option<String>,
 }
 
 impl PageRun {
@@ -53,6 +55,7 @@ impl PageRun {
             reports: 1,
             report_mode: Reports::Observe,
             timeout_ms: 60_000,
+            result_expr: None,
         }
     }
 }
@@ -80,6 +83,9 @@ pub fn run_page(run: &PageRun) -> serde_json::Value {
     });
     if let Some(file) = &run.page_file {
         options["page_file"] = browser_dir.join("pages").join(file).display().to_string().into();
+    }
+    if let Some(expr) = &run.result_expr {
+        options["result_expr"] = expr.clone().into();
     }
     if run.probe_fallback {
         options["probe_dir"] = root.join("proxy/assets/probe").display().to_string().into();

@@ -324,7 +324,7 @@ fn collector_down_spools_and_replays_without_slowing_traffic() {
 
     // The collector comes up: everything arrives.
     let receiver = reserved.start();
-    let received = receiver.wait_for(WAIT, "every request's spans", |r| {
+    receiver.wait_for(WAIT, "every request's spans", |r| {
         let ids: BTreeSet<&str> = r.spans().iter().filter_map(|s| attr_str(&s.attributes, "tokentap.request_id")).collect();
         ids.len() == REQUESTS
     });

@@ -63,7 +63,9 @@ pub struct BrowserTimeline {
     pub probe_span_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_path: Option<String>,
-    pub clock: BrowserClock,
+    /// Absent when the page could not estimate the clock offset (times then assume offset 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<BrowserClock>,
     pub marks: Vec<BrowserMark>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch_start_ms: Option<f64>,
@@ -97,12 +99,16 @@ pub struct BrowserTimeline {
     pub answer_chars: u64,
     pub chunks_dropped: u64,
     pub paints_dropped: u64,
+    #[serde(default)]
+    pub marks_dropped: u64,
+    #[serde(default)]
+    pub long_frames_dropped: u64,
 }
 
 /// Joins `report` to `record`.
 pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     let t0_ms = record.timeline.t0_unix_ns as f64 / 1e6;
-    let offset = report.clock.offset_ms;
+    let offset = report.clock.as_ref().map(|c| c.offset_ms).unwrap_or(0.0);
     let rel = |t_browser: f64| t_browser + offset - t0_ms;
 
     let browser_chunks: Vec<BrowserChunk> = report.fetch.as_ref().map(|f| f.chunks.clone()).unwrap_or_default();
@@ -165,7 +171,10 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     BrowserTimeline {
         probe_span_id: report.span_id.clone(),
         page_path: report.page_path.clone(),
-        clock: BrowserClock { offset_ms: offset, uncertainty_ms: report.clock.uncertainty_ms, samples: report.clock.samples },
+        clock: report
+            .clock
+            .as_ref()
+            .map(|c| BrowserClock { offset_ms: c.offset_ms, uncertainty_ms: c.uncertainty_ms, samples: c.samples }),
         marks,
         fetch_start_ms,
         response_ms: report.fetch.as_ref().and_then(|f| f.response_ms).map(rel),
@@ -193,6 +202,8 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         answer_chars,
         chunks_dropped: report.fetch.as_ref().map(|f| f.chunks_dropped).unwrap_or(0),
         paints_dropped: report.paints_dropped,
+        marks_dropped: report.marks_dropped,
+        long_frames_dropped: report.long_frames_dropped,
     }
 }
 
@@ -227,7 +238,7 @@ mod tests {
         for (i, p) in pieces.iter().enumerate() {
             let t_up_ns = (100 + 20 * i as u64) * 1_000_000;
             analyzer.push_chunk(p, t_up_ns);
-            chunks.push(ChunkStamp { offset, len: p.len() as u32, t_up_ns, t_handoff_ns: Some(t_up_ns + 1_000_000) });
+            chunks.push(ChunkStamp { offset, len: p.len() as u32, t_up_ns, t_handoff_ns: Some(t_up_ns + 1_000_000), t_acked_ns: None });
             offset += p.len() as u64;
         }
         let analysis = analyzer.finish(RequestTiming { t_upstream_headers_ns: Some(50_000_000), t_end_ns: Some(141_000_000), body_complete: true });
@@ -259,7 +270,7 @@ mod tests {
             span_id: "00f067aa0ba902b7".into(),
             page_path: Some("/chat".into()),
             request: None,
-            clock: ReportedClock { offset_ms, uncertainty_ms: 0.4, samples: 5 },
+            clock: Some(ReportedClock { offset_ms, uncertainty_ms: 0.4, samples: 5 }),
             marks: vec![Mark { name: "user_send".into(), t_ms: b(-10.0) }],
             fetch: Some(ReportedFetch {
                 start_ms: b(-2.0),
@@ -276,6 +287,9 @@ mod tests {
             paints_dropped: 0,
             long_frames: vec![],
             audio: vec![],
+            marks_dropped: 0,
+            long_frames_dropped: 0,
+            audio_dropped: 0,
         }
     }
 

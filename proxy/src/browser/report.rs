@@ -21,9 +21,14 @@ pub struct ProbeReport {
     pub page_path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<ReportedRequest>,
-    pub clock: ReportedClock,
+    /// Absent when the clock endpoint did not answer; times are then taken as on tokentap's clock
+    /// with an unknown uncertainty.
+    #[serde(default)]
+    pub clock: Option<ReportedClock>,
     #[serde(default)]
     pub marks: Vec<Mark>,
+    #[serde(default)]
+    pub marks_dropped: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch: Option<ReportedFetch>,
     #[serde(default)]
@@ -33,7 +38,11 @@ pub struct ProbeReport {
     #[serde(default)]
     pub long_frames: Vec<LongFrame>,
     #[serde(default)]
+    pub long_frames_dropped: u64,
+    #[serde(default)]
     pub audio: Vec<AudioStart>,
+    #[serde(default)]
+    pub audio_dropped: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,8 +168,10 @@ impl ProbeReport {
         if !is_hex(&self.span_id, 16) {
             return Err(invalid("span_id", "must be 16 lower-case hex digits, not all zero"));
         }
-        if !self.clock.offset_ms.is_finite() || !self.clock.uncertainty_ms.is_finite() || self.clock.uncertainty_ms < 0.0 {
-            return Err(invalid("clock", "offset_ms and uncertainty_ms must be finite, uncertainty ≥ 0"));
+        if let Some(clock) = &self.clock {
+            if !clock.offset_ms.is_finite() || !clock.uncertainty_ms.is_finite() || clock.uncertainty_ms < 0.0 {
+                return Err(invalid("clock", "offset_ms and uncertainty_ms must be finite, uncertainty ≥ 0"));
+            }
         }
         if self.marks.len() > MAX_MARKS {
             return Err(invalid("marks", format!("at most {MAX_MARKS}")));
@@ -232,6 +243,15 @@ mod tests {
     fn accepts_a_valid_report() {
         let r = ProbeReport::parse(valid().to_string().as_bytes()).unwrap();
         assert_eq!(r.fetch.unwrap().chunks.len(), 2);
+        // Without a clock estimate, and with drop counts.
+        let mut v = valid();
+        v["clock"] = serde_json::Value::Null;
+        v["marks_dropped"] = 2.into();
+        v["long_frames_dropped"] = 1.into();
+        v["audio_dropped"] = 0.into();
+        let r = ProbeReport::parse(v.to_string().as_bytes()).unwrap();
+        assert!(r.clock.is_none());
+        assert_eq!(r.marks_dropped, 2);
     }
 
     #[test]

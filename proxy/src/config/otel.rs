@@ -497,7 +497,8 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        let cases: &[(&str, &[(&str, &str)], &str)] = &[
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: &[Case] = &[
             ("[otel]\nendpoint = \"ftp://x\"\n", &[], "otel.endpoint"),
             ("[otel]\nendpoint = \"https://x\"\n", &[], "otel.endpoint"),
             ("[otel]\nendpoint = \"http://x\"\nprotocol = \"http/json\"\n", &[], "otel.protocol"),
@@ -518,6 +519,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!err.contains("secretvalue"), "{err}");
+    }
+
+    #[test]
+    fn the_readme_example_parses() {
+        // The `[otel]` and `[metrics]` example of README.md, with integers where floats are read.
+        let text = "[otel]\nendpoint = \"http://127.0.0.1:4318\"\nprotocol = \"grpc\"\nmax_events_per_span = 64\n\
+                    [otel.headers]\n\"x-api-key\" = \"k\"\n[metrics]\nprometheus = true\nslo_ttft_answer_ms = 500\nslo_tpot_ms = 50\n";
+        let file = crate::config::parse_str(text).unwrap();
+        assert_eq!(file.metrics.slo_ttft_answer_ms, 500.0);
+        let s = validate_otel(&file.otel, &OtelEnv::default(), Path::new("/d")).unwrap().unwrap();
+        assert_eq!(s.traces.unwrap().endpoint, "http://127.0.0.1:4318");
+        let err = crate::config::parse_str("[otel]\nendpont = \"x\"\n").unwrap_err();
+        assert!(err.contains("endpont"), "{err}");
+        let err = crate::config::parse_str("[metrics]\nprometheus_port = 1\n").unwrap_err();
+        assert!(err.contains("prometheus_port"), "{err}");
     }
 
     #[test]

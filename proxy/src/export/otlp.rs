@@ -408,7 +408,6 @@ pub(super) fn run(telemetry: Arc<Telemetry>, settings: OtlpSettings, spool: Opti
         spool,
     };
     exporter.publish_spool_state();
-    let _guard = runtime.enter();
 
     let mut batch: Vec<SpanPlan> = Vec::new();
     let mut batch_records = 0usize;
@@ -494,7 +493,7 @@ impl Exporter {
                 Err(SendError::Retryable(reason)) => self.unreachable(&reason),
             }
         }
-        self.to_spool(signal, items, &body);
+        self.spool_export(signal, items, &body);
     }
 
     /// Replays the spool, oldest first, until it is empty or the collector fails again.
@@ -567,7 +566,7 @@ impl Exporter {
         self.backoff = (self.backoff * 2).min(self.settings.retry_max);
     }
 
-    fn to_spool(&mut self, signal: Signal, items: u64, body: &[u8]) {
+    fn spool_export(&mut self, signal: Signal, items: u64, body: &[u8]) {
         let stats = &self.telemetry.stats;
         let Some(spool) = self.spool.as_mut() else {
             stats.count_dropped(signal, items, super::DropReason::SpoolFull);

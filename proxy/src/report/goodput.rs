@@ -87,3 +87,58 @@ pub fn verdict(record: &Record, slo: &SloConfig) -> Verdict {
     let good = succeeded && objectives.iter().all(|o| matches!(o.result, "met" | "not_applicable"));
     Verdict { good, succeeded, objectives }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(outcome: &str, metrics: serde_json::Value) -> Record {
+        serde_json::from_value(serde_json::json!({
+            "record_version": 1, "request_id": "a", "trace_id": "0af7651916cd43dd8448eb211c80319c",
+            "span_id": "b7ad6b7169203331", "started_at": "2026-01-01T00:00:00Z", "route": "/",
+            "upstream": "http://x", "method": "POST", "path": "/v1/chat/completions", "status": 200,
+            "outcome": outcome, "request_headers": [],
+            "conditions": {"request_bytes": 10, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0"},
+            "request": {},
+            "timeline": {"t0_unix_ns": 1, "chunk_count": 0, "body_bytes": 0, "chunks_truncated": false,
+                         "analysis_bytes_truncated": false, "chunks": []},
+            "analysis": {"format": "openai_chat", "event_counts": {}, "metrics": metrics,
+                         "stalls": {"threshold_ms": 1000.0, "count": 0, "total_ms": 0.0, "heartbeat_only": 0},
+                         "flags": {}},
+            "self_overhead": {"hook_time_us": 1.0}
+        }))
+        .expect("test record")
+    }
+
+    fn slo() -> SloConfig {
+        SloConfig { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: None, first_paint_ms: None }
+    }
+
+    #[test]
+    fn good_needs_success_and_every_objective() {
+        let m = serde_json::json!({"ttft_answer_ms": 400.0, "tpot_ms": 20.0, "body_bytes": 1, "chunk_count": 1});
+        assert!(verdict(&record("ok", m.clone()), &slo()).good);
+        assert!(!verdict(&record("http_error", m.clone()), &slo()).good);
+        let slow = serde_json::json!({"ttft_answer_ms": 600.0, "tpot_ms": 20.0, "body_bytes": 1, "chunk_count": 1});
+        let v = verdict(&record("ok", slow), &slo());
+        assert!(!v.good);
+        assert_eq!(v.label(Outcome::Ok), "ttft_answer");
+        // Nothing configured: every successful request is good.
+        assert!(verdict(&record("ok", m), &SloConfig::default()).good);
+    }
+
+    #[test]
+    fn undefined_values_are_unverified_except_tpot_of_a_single_event() {
+        let no_ttft = serde_json::json!({"tpot_ms": 20.0, "body_bytes": 1, "chunk_count": 1});
+        let v = verdict(&record("ok", no_ttft), &slo());
+        assert!(!v.good);
+        assert_eq!(v.label(Outcome::Ok), "ttft_answer?");
+        let single_event = serde_json::json!({"ttft_answer_ms": 100.0, "body_bytes": 1, "chunk_count": 1});
+        let v = verdict(&record("ok", single_event), &slo());
+        assert!(v.good, "{v:?}");
+        assert_eq!(v.objectives[1].result, "not_applicable");
+        let paint = SloConfig { first_paint_ms: Some(800.0), ..SloConfig::default() };
+        let m = serde_json::json!({"ttft_answer_ms": 100.0, "body_bytes": 1, "chunk_count": 1});
+        assert_eq!(verdict(&record("ok", m), &paint).label(Outcome::Ok), "first_paint?");
+    }
+}

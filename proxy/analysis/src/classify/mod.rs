@@ -20,6 +20,7 @@ use crate::timeline::Timeline;
 /// A string borrowed from the frame when it has no escapes. (serde only borrows `Cow` fields
 /// directly, not inside `Option`, hence the newtype.)
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(transparent)]
 pub(crate) struct Text<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
 

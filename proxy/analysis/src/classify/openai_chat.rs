@@ -9,15 +9,20 @@ use serde_json::Value;
 use super::{parse_failure, text, Out, Parsed, Text};
 use crate::event::EventClass;
 
+mod fast;
+
 const MAX_TOOL_SLOTS: usize = 1024;
 
 #[derive(Debug, Default)]
 pub(crate) struct OpenaiChat {
     /// (choice index, tool call index) → entry in the findings' tool call list.
     tool_slots: HashMap<(u64, u64), Option<usize>>,
+    /// The fast chunk parser's state: where the previous chunk's parse can be resumed.
+    resume: fast::Resume,
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Chunk<'a> {
     #[serde(borrow, default)]
     id: Option<Text<'a>>,
@@ -32,6 +37,7 @@ struct Chunk<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Choice<'a> {
     #[serde(default)]
     index: Option<u64>,
@@ -48,6 +54,7 @@ struct Choice<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Delta<'a> {
     #[serde(borrow, default)]
     role: Option<Text<'a>>,
@@ -69,6 +76,7 @@ struct Delta<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct ToolCallDelta<'a> {
     #[serde(default)]
     index: Option<u64>,
@@ -79,6 +87,7 @@ struct ToolCallDelta<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct FunctionDelta<'a> {
     #[serde(borrow, default)]
     name: Option<Text<'a>>,
@@ -92,9 +101,12 @@ impl OpenaiChat {
             out.piece(EventClass::Done, "");
             return Parsed::Yes;
         }
-        let chunk: Chunk<'_> = match serde_json::from_str(data) {
-            Ok(chunk) => chunk,
-            Err(_) => return parse_failure(data),
+        let chunk: Chunk<'_> = match fast::parse(&mut self.resume, data) {
+            Some(chunk) => chunk,
+            None => match serde_json::from_str(data) {
+                Ok(chunk) => chunk,
+                Err(_) => return parse_failure(data),
+            },
         };
         out.findings.note_id(text(&chunk.id));
         out.findings.note_model(text(&chunk.model));

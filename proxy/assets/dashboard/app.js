@@ -1,0 +1,447 @@
+// tokentap dashboard: a hash-routed single page served by the admin API. No dependencies; every
+// chart is SVG drawn here. Aggregation happens on the server (/_tokentap/api/summary, /api/list),
+// so the page only draws what it is given.
+//
+//   #/                  request list (live, filterable, paginated)
+//   #/r/<request_id>    one request: phase waterfall, cumulative characters per hop, event lanes,
+//                       ITL histogram, verdict, conditions
+//   #/summary           percentiles, stall rate and goodput per group over a time window
+//                       (#/summary?window=15m&group_by=route,model&include_warmup=true)
+"use strict";
+
+const API = "/_tokentap/api";
+const PAGE_SIZE = 100;
+const SVG_NS = "http://www.w3.org/2000/svg";
+const HOP_COLORS = { upstream: "#2563eb", handoff: "#16a34a", browser: "#ea580c", paint: "#9333ea" };
+const HOP_LABELS = { upstream: "upstream arrival", handoff: "proxy handoff", browser: "browser arrival", paint: "paint" };
+const CLASS_COLORS = { reasoning: "#a855f7", answer: "#2563eb", tool_call: "#ca8a04", error: "#dc2626", stall: "#f87171" };
+
+const view = document.getElementById("view");
+const state = { list: { offset: 0, q: "", route: "", model: "", outcome: "" }, summary: { window: "1h", group_by: "route,model", include_warmup: false } };
+// Tests wait for `ready` to equal the hash whose view finished drawing.
+window.__dashboard = { ready: false, view: null };
+
+// ---------- helpers ----------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  return node;
+}
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) node.setAttribute(k, v);
+  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+function fmt(v, digits = 1) {
+  if (v === undefined || v === null || Number.isNaN(v)) return "–";
+  if (Math.abs(v) >= 1000) return Math.round(v).toLocaleString("en-US");
+  return (Math.round(v * 10 ** digits) / 10 ** digits).toString();
+}
+
+function pct(v) { return v === undefined || v === null ? "–" : (v * 100).toFixed(1) + "%"; }
+
+async function getJson(path) {
+  const resp = await fetch(path, { cache: "no-store" });
+  const body = await resp.json().catch(() => ({}));
+  if (!resp.ok) throw new Error(body.error || `${resp.status} ${resp.statusText}`);
+  return body;
+}
+
+function niceTicks(min, max, count = 5) {
+  const span = max - min || 1;
+  const step0 = span / count;
+  const mag = 10 ** Math.floor(Math.log10(step0));
+  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => span / s <= count) || 10 * mag;
+  const ticks = [];
+  for (let t = Math.ceil(min / step) * step; t <= max + 1e-9; t += step) ticks.push(+t.toFixed(10));
+  return ticks;
+}
+
+// A plot frame: scales and axes. Returns {root, x, y, inner}.
+function frame({ width = 760, height = 260, xMin, xMax, yMin = 0, yMax, xLabel, yLabel, left = 56, yTicks = true }) {
+  const m = { left, right: 16, top: 10, bottom: 36 };
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height });
+  const w = width - m.left - m.right, h = height - m.top - m.bottom;
+  const xs = (xMax - xMin) || 1, ys = (yMax - yMin) || 1;
+  const x = (v) => m.left + ((v - xMin) / xs) * w;
+  const y = (v) => m.top + h - ((v - yMin) / ys) * h;
+  for (const t of yTicks ? niceTicks(yMin, yMax) : []) {
+    root.append(svg("line", { class: "grid", x1: m.left, x2: m.left + w, y1: y(t), y2: y(t) }));
+    root.append(svg("text", { x: m.left - 5, y: y(t) + 4, "text-anchor": "end" }, fmt(t, 2)));
+  }
+  for (const t of niceTicks(xMin, xMax, 8)) {
+    root.append(svg("line", { class: "axis", x1: x(t), x2: x(t), y1: m.top + h, y2: m.top + h + 4 }));
+    root.append(svg("text", { x: x(t), y: m.top + h + 16, "text-anchor": "middle" }, fmt(t, 2)));
+  }
+  root.append(svg("line", { class: "axis", x1: m.left, x2: m.left + w, y1: m.top + h, y2: m.top + h }));
+  root.append(svg("line", { class: "axis", x1: m.left, x2: m.left, y1: m.top, y2: m.top + h }));
+  if (xLabel) root.append(svg("text", { x: m.left + w / 2, y: height - 4, "text-anchor": "middle" }, xLabel));
+  if (yLabel) root.append(svg("text", { x: 12, y: m.top + h / 2, transform: `rotate(-90 12 ${m.top + h / 2})`, "text-anchor": "middle" }, yLabel));
+  return { root, x, y, inner: { left: m.left, top: m.top, w, h } };
+}
+
+// ---------- live feed ----------
+
+let feedRefresh = null;
+function startFeed() {
+  const live = document.getElementById("live");
+  const source = new EventSource(`${API}/stream`);
+  source.onopen = () => { live.textContent = "● live"; live.classList.add("on"); };
+  source.onerror = () => { live.textContent = "○ reconnecting"; live.classList.remove("on"); };
+  source.addEventListener("record", () => {
+    // The list re-asks the server for its page; several records in a burst cost one request.
+    if (window.__dashboard.view !== "list" || state.list.offset !== 0 || feedRefresh) return;
+    feedRefresh = setTimeout(() => { feedRefresh = null; if (window.__dashboard.view === "list") loadList(false); }, 250);
+  });
+}
+
+// ---------- list ----------
+
+function listQuery() {
+  const p = new URLSearchParams({ limit: PAGE_SIZE, offset: state.list.offset });
+  for (const k of ["q", "route", "model", "outcome"]) if (state.list[k]) p.set(k, state.list[k]);
+  return p.toString();
+}
+
+function renderListShell() {
+  const opt = (values, current, none) => [el("option", { value: "" }, none), ...values.map((v) => el("option", { value: v, selected: v === current }, v))];
+  const controls = el("div", { class: "controls" },
+    el("input", { id: "f-q", type: "search", placeholder: "filter: id, path, model, verdict…", value: state.list.q, size: 32,
+      oninput: (e) => { state.list.q = e.target.value; state.list.offset = 0; loadList(false); } }),
+    el("select", { id: "f-route", onchange: (e) => { state.list.route = e.target.value; state.list.offset = 0; loadList(false); } }, opt([], "", "all routes")),
+    el("select", { id: "f-model", onchange: (e) => { state.list.model = e.target.value; state.list.offset = 0; loadList(false); } }, opt([], "", "all models")),
+    el("select", { id: "f-outcome", onchange: (e) => { state.list.outcome = e.target.value; state.list.offset = 0; loadList(false); } },
+      opt(["ok", "http_error", "client_cancelled", "upstream_error", "upstream_connect_error", "upstream_timeout", "no_route", "proxy_error"], state.list.outcome, "all outcomes")),
+  );
+  const head = el("tr", {}, ["started", "route", "model", "status", "outcome", "first answer ms", "tok/s", "tokens", "stalls", "e2e ms", "first paint ms", "verdict"]
+    .map((h, i) => el("th", { class: i >= 5 && i <= 10 ? "n" : "" }, h)));
+  view.replaceChildren(
+    el("h2", {}, "Requests"),
+    controls,
+    el("div", { class: "pager", id: "pager" }),
+    el("table", { id: "requests" }, el("thead", {}, head), el("tbody", { id: "rows" })),
+  );
+}
+
+function fillSelect(id, values, current) {
+  const select = document.getElementById(id);
+  if (!select) return;
+  const known = new Set([...select.options].map((o) => o.value));
+  for (const v of values) if (!known.has(v)) select.append(el("option", { value: v }, v));
+  select.value = current;
+}
+
+let listSeq = 0;
+async function loadList(shell = true) {
+  if (shell) renderListShell();
+  const seq = ++listSeq;
+  let data;
+  try { data = await getJson(`${API}/list?${listQuery()}`); } catch (e) {
+    view.append(el("div", { class: "error" }, `cannot load the list: ${e.message}`));
+    return;
+  }
+  if (seq !== listSeq || window.__dashboard.view !== "list") return;
+  fillSelect("f-route", data.routes, state.list.route);
+  fillSelect("f-model", data.models, state.list.model);
+  const rows = data.rows.map((r) => el("tr", { class: "row", "data-id": r.request_id, onclick: () => { location.hash = `#/r/${r.request_id}`; } },
+    el("td", { title: r.started_at }, new Date(r.t0_unix_ns / 1e6).toLocaleTimeString()),
+    el("td", {}, r.route),
+    el("td", {}, r.model ?? "–"),
+    el("td", {}, r.status ?? "–"),
+    el("td", { class: r.outcome === "ok" ? "" : "bad" }, r.outcome),
+    el("td", { class: "n" }, fmt(r.ttft_answer_ms)),
+    el("td", { class: "n" }, fmt(r.output_tps)),
+    el("td", { class: "n" }, r.output_tokens ?? "–"),
+    el("td", { class: r.stalls ? "n bad" : "n" }, r.stalls),
+    el("td", { class: "n" }, fmt(r.e2e_ms)),
+    el("td", { class: "n" }, fmt(r.time_to_first_paint_ms)),
+    el("td", { class: r.good ? "good" : "bad" }, r.verdict + (r.warm_up ? " (warm-up)" : "")),
+  ));
+  document.getElementById("rows").replaceChildren(...rows);
+  const from = data.total ? data.offset + 1 : 0, to = data.offset + data.rows.length;
+  document.getElementById("pager").replaceChildren(
+    el("button", { disabled: data.offset === 0, onclick: () => { state.list.offset = Math.max(0, data.offset - PAGE_SIZE); loadList(false); } }, "← newer"),
+    el("span", { id: "list-count", "data-total": data.total }, `${from}–${to} of ${data.total} (newest first, from the records kept in memory)`),
+    el("button", { disabled: to >= data.total, onclick: () => { state.list.offset = data.offset + PAGE_SIZE; loadList(false); } }, "older →"),
+  );
+  window.__dashboard.ready = location.hash || "#/";
+}
+
+// ---------- request page ----------
+
+// The cumulative-progress series of each hop: one point per chunk that completed answer text
+// (or, for a stream without answer text, per chunk, in body bytes), at the hop's time for that chunk.
+function hopSeries(record) {
+  const chunks = record.timeline?.chunks ?? [];
+  const answers = (record.analysis?.events ?? []).filter((e) => e.class === "answer");
+  const unit = answers.length ? "answer characters" : "body bytes";
+  const browser = record.browser?.chunks ?? [];
+  const series = { upstream: [], handoff: [], browser: [], paint: [] };
+  let j = 0, cum = 0, prev = 0;
+  chunks.forEach((c, i) => {
+    const end = c.offset + c.len;
+    if (answers.length) {
+      while (j < answers.length && answers[j].end_offset <= end) { cum = Math.max(cum, answers[j].answer_chars_cum); j++; }
+    } else cum = end;
+    if (cum <= prev) return;
+    prev = cum;
+    series.upstream.push([c.t_up_ns / 1e6, cum]);
+    if (c.t_handoff_ns !== undefined) series.handoff.push([c.t_handoff_ns / 1e6, cum]);
+    if (browser[i]?.t_browser_ms !== undefined) series.browser.push([browser[i].t_browser_ms, cum]);
+    if (browser[i]?.t_paint_ms !== undefined) series.paint.push([browser[i].t_paint_ms, cum]);
+  });
+  for (const k of Object.keys(series)) if (!series[k].length) delete series[k];
+  return { unit, series };
+}
+
+function cumulativeChart(record) {
+  const { unit, series } = hopSeries(record);
+  const all = Object.values(series).flat();
+  if (!all.length) return el("p", { class: "muted" }, "No body chunks were recorded.");
+  const xMax = Math.max(...all.map((p) => p[0])) * 1.02 || 1;
+  const yMax = Math.max(...all.map((p) => p[1])) || 1;
+  const f = frame({ xMin: 0, xMax, yMax, xLabel: "ms since the request arrived at tokentap", yLabel: unit, height: 300 });
+  for (const [hop, points] of Object.entries(series)) {
+    // A step line: the hop holds its count until the next point, so a buffering hop is a staircase.
+    let d = `M${f.x(points[0][0]).toFixed(1)},${f.y(0).toFixed(1)}`;
+    let last = 0;
+    for (const [t, v] of points) { d += ` L${f.x(t).toFixed(1)},${f.y(last).toFixed(1)} L${f.x(t).toFixed(1)},${f.y(v).toFixed(1)}`; last = v; }
+    const g = svg("g", { class: `hop hop-${hop}`, "data-hop": hop, "data-points": points.length });
+    g.append(svg("path", { d, fill: "none", stroke: HOP_COLORS[hop], "stroke-width": 1.6 }, svg("title", {}, HOP_LABELS[hop])));
+    for (const [t, v] of points) g.append(svg("circle", { class: "pt", cx: f.x(t).toFixed(1), cy: f.y(v).toFixed(1), r: 2, fill: HOP_COLORS[hop] }, svg("title", {}, `${HOP_LABELS[hop]}: ${fmt(t, 2)} ms, ${v}`)));
+    f.root.append(g);
+  }
+  f.root.id = "cumulative-chart";
+  const legend = el("div", { class: "legend" }, Object.entries(series).map(([hop, pts]) => el("span", { style: `--c:${HOP_COLORS[hop]}` }, `${HOP_LABELS[hop]} (${pts.length})`)));
+  const missing = ["upstream", "handoff", "browser", "paint"].filter((h) => !series[h]).map((h) => HOP_LABELS[h]);
+  return el("div", {}, legend, f.root, missing.length ? el("p", { class: "muted" }, `Not measured for this request: ${missing.join(", ")}.`) : null);
+}
+
+// Phases: where the wait went, as bars on the request's timeline.
+function phases(record) {
+  const a = record.analysis, m = a?.metrics ?? {}, ev = a?.events ?? [], b = record.browser;
+  const span = (cls) => { const e = ev.filter((x) => x.class === cls); return e.length ? [e[0].t_ms, e[e.length - 1].t_ms] : null; };
+  const chunks = record.timeline?.chunks ?? [];
+  const ms = (ns) => (ns === undefined || ns === null ? undefined : ns / 1e6);
+  const firstOutput = Math.min(...[m.ttft_reasoning_ms, m.ttft_answer_ms, m.ttft_tool_ms, m.time_to_first_chunk_ms].filter((v) => v !== undefined));
+  const out = [];
+  const waitEnd = Number.isFinite(firstOutput) ? firstOutput : ms(record.timeline?.t_end_ns);
+  if (waitEnd !== undefined) out.push(["waiting", 0, waitEnd, `request sent ${fmt(ms(record.timeline.t_upstream_sent_ns), 2)} ms, headers ${fmt(ms(record.timeline.t_upstream_headers_ns), 2)} ms`]);
+  for (const [name, cls] of [["reasoning", "reasoning"], ["answer", "answer"], ["tool call", "tool_call"]]) {
+    const s = span(cls);
+    if (s) out.push([name, s[0], s[1], `${ev.filter((x) => x.class === cls).length} events`]);
+  }
+  const lastUp = chunks.length ? chunks[chunks.length - 1].t_up_ns / 1e6 : undefined;
+  const end = b?.fetch_end_ms ?? ms(record.timeline?.t_end_ns);
+  if (lastUp !== undefined && end !== undefined) out.push(["delivery", lastUp, Math.max(end, lastUp), b?.fetch_end_ms !== undefined ? "last upstream chunk → browser read the end" : "last upstream chunk → last byte handed to the client"]);
+  if (b?.first_paint_ms !== undefined) out.push(["render", b.first_paint_ms, b.last_paint_ms ?? b.first_paint_ms, "first → last paint of answer text"]);
+  return out;
+}
+
+function waterfall(record) {
+  const rows = phases(record);
+  if (!rows.length) return el("p", { class: "muted" }, "No phases: the request got no response.");
+  const xMax = Math.max(...rows.map((r) => r[2])) * 1.02 || 1;
+  const height = 28 + rows.length * 24 + 30;
+  const f = frame({ xMin: 0, xMax, yMax: rows.length, height, left: 90, yTicks: false, xLabel: "ms since t0" });
+  f.root.id = "waterfall";
+  rows.forEach(([name, s, e, note], i) => {
+    const y = f.inner.top + 6 + i * 24;
+    f.root.append(svg("text", { x: 84, y: y + 13, "text-anchor": "end" }, name));
+    f.root.append(svg("rect", { class: "phase", "data-phase": name, x: f.x(s), y, width: Math.max(2, f.x(e) - f.x(s)), height: 16, fill: { waiting: "#9ca3af", reasoning: CLASS_COLORS.reasoning, answer: CLASS_COLORS.answer, "tool call": CLASS_COLORS.tool_call, delivery: "#16a34a", render: "#ea580c" }[name] },
+      svg("title", {}, `${name}: ${fmt(s, 2)} → ${fmt(e, 2)} ms (${fmt(e - s, 2)} ms). ${note}`)));
+    f.root.append(svg("text", { x: Math.min(f.x(e) + 4, f.inner.left + f.inner.w - 60), y: y + 13 }, `${fmt(e - s)} ms`));
+  });
+  return f.root;
+}
+
+function lanes(record) {
+  const a = record.analysis;
+  const ev = a?.events ?? [];
+  const stalls = a?.stalls?.list ?? [];
+  const names = ["reasoning", "answer", "tool_call", "error"].filter((c) => ev.some((e) => e.class === c));
+  if (stalls.length) names.push("stall");
+  if (!names.length) return el("p", { class: "muted" }, "No content events.");
+  const xMax = Math.max(...ev.map((e) => e.t_ms), ...stalls.map((s) => s.start_ms + s.gap_ms), 1) * 1.02;
+  const f = frame({ xMin: 0, xMax, yMax: names.length, height: 30 + names.length * 22 + 30, left: 90, yTicks: false, xLabel: "ms since t0 (upstream arrival)" });
+  f.root.id = "lanes";
+  names.forEach((name, i) => {
+    const y = f.inner.top + 6 + i * 22;
+    f.root.append(svg("text", { x: 84, y: y + 12, "text-anchor": "end" }, name === "stall" ? "stalls" : name));
+    const g = svg("g", { class: `lane lane-${name}`, "data-lane": name });
+    if (name === "stall") {
+      for (const s of stalls) g.append(svg("rect", { x: f.x(s.start_ms), y, width: Math.max(2, f.x(s.start_ms + s.gap_ms) - f.x(s.start_ms)), height: 14, fill: CLASS_COLORS.stall, opacity: 0.6 },
+        svg("title", {}, `stall ${fmt(s.gap_ms)} ms from ${fmt(s.start_ms)} ms; ${s.heartbeats} heartbeats arrived`)));
+    } else {
+      for (const e of ev.filter((x) => x.class === name)) g.append(svg("line", { x1: f.x(e.t_ms), x2: f.x(e.t_ms), y1: y, y2: y + 14, stroke: CLASS_COLORS[name], "stroke-width": 1 }));
+    }
+    f.root.append(g);
+  });
+  const counts = a?.event_counts ?? {};
+  return el("div", {}, f.root, el("p", { class: "muted" }, `Heartbeats: ${counts.heartbeat ?? 0}, control: ${counts.control ?? 0}, usage: ${counts.usage ?? 0}, done: ${counts.done ?? 0} (not drawn: they carry no content).`));
+}
+
+function itlHistogram(record) {
+  const ev = (record.analysis?.events ?? []).filter((e) => e.class !== "error");
+  const gaps = [];
+  for (let i = 1; i < ev.length; i++) gaps.push(ev[i].t_ms - ev[i - 1].t_ms);
+  if (!gaps.length) return el("p", { class: "muted" }, "Fewer than two content events: no gaps.");
+  const max = Math.max(...gaps) || 1;
+  const bins = Math.min(40, Math.max(8, Math.ceil(Math.sqrt(gaps.length))));
+  const width = max / bins;
+  const counts = new Array(bins).fill(0);
+  for (const g of gaps) counts[Math.min(bins - 1, Math.floor(g / width))]++;
+  const f = frame({ xMin: 0, xMax: max, yMax: Math.max(...counts), height: 220, xLabel: "gap between content events, ms", yLabel: "gaps" });
+  f.root.id = "itl-histogram";
+  counts.forEach((c, i) => {
+    if (!c) return;
+    f.root.append(svg("rect", { class: "bin", x: f.x(i * width) + 0.5, y: f.y(c), width: Math.max(1, f.x((i + 1) * width) - f.x(i * width) - 1), height: f.y(0) - f.y(c), fill: "#60a5fa" },
+      svg("title", {}, `${fmt(i * width, 2)}–${fmt((i + 1) * width, 2)} ms: ${c}`)));
+  });
+  const d = record.analysis?.metrics?.itl_ms;
+  return el("div", {}, f.root, d ? el("p", { class: "muted" }, `itl_ms: n ${d.count}, p50 ${fmt(d.p50, 2)}, p90 ${fmt(d.p90, 2)}, p99 ${fmt(d.p99, 2)}, max ${fmt(d.max, 2)}`) : null);
+}
+
+function kv(pairs) {
+  return el("dl", { class: "kv" }, pairs.filter(([, v]) => v !== undefined && v !== null && v !== "").flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+}
+
+async function loadRequest(id) {
+  view.replaceChildren(el("p", { class: "muted" }, "loading…"));
+  let record, verdict;
+  try {
+    [record, verdict] = await Promise.all([getJson(`${API}/requests/${encodeURIComponent(id)}`), getJson(`${API}/verdict/${encodeURIComponent(id)}`)]);
+  } catch (e) {
+    view.replaceChildren(el("p", { class: "error" }, `Cannot load request ${id}: ${e.message}`), el("a", { href: "#/" }, "← requests"));
+    return;
+  }
+  if (window.__dashboard.view !== "request") return;
+  const m = record.analysis?.metrics ?? {}, c = record.conditions ?? {}, b = record.browser;
+  const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
+  const objectives = verdict.objectives.map((o) => `${o.objective} ${o.result.replace("_", " ")}: ${o.value_ms !== undefined ? `${fmt(o.value_ms)} ms` : "undefined"} (limit ${fmt(o.limit_ms)} ms)`).join("; ");
+  view.replaceChildren(
+    el("p", {}, el("a", { href: "#/" }, "← requests")),
+    el("h2", {}, `${record.method} ${record.path}`),
+    el("div", { class: "cards" },
+      card("outcome", `${record.outcome}${record.status ? " " + record.status : ""}`),
+      card("verdict", el("span", { id: "verdict", class: verdict.good ? "good" : "bad" }, verdict.good ? "good" : "not good")),
+      card("first answer", `${fmt(m.ttft_answer_ms)} ms`),
+      card("first output", `${fmt(m.time_to_first_output_ms)} ms`),
+      card("tokens/s", fmt(m.output_tps)),
+      card("stalls", record.analysis?.stalls?.count ?? "–"),
+      card("e2e", `${fmt(m.e2e_ms)} ms`),
+      card("first paint", b?.time_to_first_paint_ms !== undefined ? `${fmt(b.time_to_first_paint_ms)} ms` : "–"),
+    ),
+    el("p", { class: "muted" }, `Objectives: ${objectives || "none configured"}.`),
+    el("h3", {}, "Phases"), waterfall(record),
+    el("h3", {}, "Cumulative progress per hop"), cumulativeChart(record),
+    el("div", { class: "grid2" },
+      el("div", {}, el("h3", {}, "Event classes"), lanes(record)),
+      el("div", {}, el("h3", {}, "Inter-token latency"), itlHistogram(record))),
+    el("div", { class: "grid2" },
+      el("div", {}, el("h3", {}, "Conditions"), kv([
+        ["request id", record.request_id], ["started", record.started_at], ["route", record.route], ["upstream", record.upstream],
+        ["model", c.model], ["stream", c.stream], ["prompt bytes", record.request?.prompt_bytes], ["prompt tokens", c.prompt_tokens],
+        ["cached prompt tokens", c.cached_prompt_tokens], ["concurrency at t0", c.concurrency_at_t0],
+        ["connection", c.upstream_connection_reused === undefined ? undefined : c.upstream_connection_reused ? "reused" : "new"],
+        ["warm-up", c.warm_up], ["tokentap", c.tokentap_version], ["format", record.analysis?.format]])),
+      el("div", {}, el("h3", {}, "Metrics"), kv([
+        ["ttfb ms", fmt(m.ttfb_ms, 2)], ["first chunk ms", fmt(m.time_to_first_chunk_ms, 2)], ["first reasoning ms", fmt(m.ttft_reasoning_ms, 2)],
+        ["first answer ms", fmt(m.ttft_answer_ms, 2)], ["first tool call ms", fmt(m.ttft_tool_ms, 2)], ["tpot ms", fmt(m.tpot_ms, 2)],
+        ["output tokens", m.output_tokens ? `${m.output_tokens.total} (answer ${m.output_tokens.answer}, reasoning ${m.output_tokens.reasoning}, tool ${m.output_tokens.tool_call})` : undefined],
+        ["chunks", `${record.timeline.chunk_count} (${record.timeline.body_bytes} bytes)`],
+        ["handoff lag p99 µs", fmt(record.self_overhead?.handoff_lag_p99_us, 1)],
+        ["browser clock ±ms", b ? fmt(b.clock.uncertainty_ms, 2) : undefined],
+        ["delivery delay p50/p99 ms", b?.delivery_delay_ms ? `${fmt(b.delivery_delay_ms.p50, 2)} / ${fmt(b.delivery_delay_ms.p99, 2)}` : undefined],
+        ["render delay p50/p99 ms", b?.render_delay_ms ? `${fmt(b.render_delay_ms.p50, 2)} / ${fmt(b.render_delay_ms.p99, 2)}` : undefined]]))),
+  );
+  window.__dashboard.ready = location.hash || "#/";
+}
+
+// ---------- summary ----------
+
+const METRICS = [["ttft_answer_ms", "first answer ms"], ["time_to_first_paint_ms", "first paint ms"], ["tpot_ms", "tpot ms"], ["output_tps", "tokens/s"], ["e2e_ms", "e2e ms"]];
+
+async function loadSummary() {
+  const s = state.summary;
+  const p = new URLSearchParams({ window: s.window, group_by: s.group_by });
+  if (s.include_warmup) p.set("include_warmup", "true");
+  const groupBox = (key) => el("label", {}, el("input", { type: "checkbox", checked: s.group_by.split(",").includes(key), onchange: (e) => {
+    const keys = new Set(s.group_by.split(",").filter(Boolean));
+    e.target.checked ? keys.add(key) : keys.delete(key);
+    s.group_by = ["route", "model", "concurrency"].filter((k) => keys.has(k)).join(",");
+    loadSummary();
+  } }), ` ${key}`);
+  const controls = el("div", { class: "controls" },
+    "window",
+    el("select", { id: "s-window", onchange: (e) => { s.window = e.target.value; loadSummary(); } },
+      ["5m", "15m", "1h", "6h", "24h", "7d", "all"].map((w) => el("option", { value: w, selected: w === s.window }, w === "all" ? "everything in memory" : `last ${w}`))),
+    "group by", groupBox("route"), groupBox("model"), groupBox("concurrency"),
+    el("label", {}, el("input", { type: "checkbox", checked: s.include_warmup, onchange: (e) => { s.include_warmup = e.target.checked; loadSummary(); } }), " include warm-up"));
+  let r;
+  try { r = await getJson(`${API}/summary?${p}`); } catch (e) {
+    view.replaceChildren(el("h2", {}, "Summary"), controls, el("p", { class: "error" }, e.message));
+    return;
+  }
+  if (window.__dashboard.view !== "summary") return;
+  const groups = r.groups.length ? r.groups : [r.overall];
+  const latency = el("table", { id: "summary-latency" },
+    el("thead", {}, el("tr", {}, ["group", "metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i >= 2 ? "n" : "" }, h)))),
+    el("tbody", {}, groups.flatMap((g) => METRICS.map(([key, label]) => {
+      const d = g.metrics[key];
+      return el("tr", { "data-group": g.label, "data-metric": key },
+        el("td", {}, g.label), el("td", {}, label), el("td", { class: "n", "data-count": d ? d.count : 0 }, d ? d.count : 0),
+        ...(d ? [d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))) : [el("td", { class: "n muted", colspan: 5 }, "no samples")]));
+    }))));
+  const goodRows = r.groups.length ? [...r.groups, r.overall] : [r.overall];
+  const goodput = el("table", { id: "summary-goodput" },
+    el("thead", {}, el("tr", {}, ["group", "requests", "ok", "good", "attainment", "good tokens/s", "stalled / analysed", "stall rate"].map((h, i) => el("th", { class: i ? "n" : "" }, h)))),
+    el("tbody", {}, goodRows.map((g) => el("tr", { "data-group": g.label, "data-requests": g.requests, "data-good": g.goodput.good },
+      el("td", {}, g.label), el("td", { class: "n" }, g.requests), el("td", { class: "n" }, g.outcomes.ok ?? 0), el("td", { class: "n" }, g.goodput.good),
+      el("td", { class: "n" }, pct(g.goodput.attainment)), el("td", { class: "n" }, fmt(g.goodput.good_tokens_per_s, 2)),
+      el("td", { class: "n" }, `${g.stalls.stalled} / ${g.stalls.analysed}`), el("td", { class: "n" }, pct(g.stalls.rate))))));
+  const slo = Object.entries(r.slo).map(([k, v]) => `${k.replace(/_ms$/, "")} ≤ ${v} ms`).join(", ") || "none configured (every successful request is good)";
+  view.replaceChildren(
+    el("h2", {}, "Summary"), controls,
+    el("p", { id: "summary-counts", class: "muted", "data-used": r.records_used, "data-in-window": r.records_in_window, "data-warmup-excluded": r.warm_up_excluded },
+      `${r.records_used} requests used of ${r.records_in_window} in the window (${r.records_total} in memory); warm-up ${r.include_warmup ? "included" : `excluded (${r.warm_up_excluded} left out)`}. `,
+      `Percentiles: linear interpolation between closest ranks over successful requests. SLOs: ${slo}.`),
+    el("h3", {}, "Latency and throughput"), latency,
+    el("h3", {}, "Goodput and stalls"), goodput,
+    el("p", { class: "muted" }, `The same numbers as \`tokentap report --json\` over these records. Versions: ${Object.keys(r.conditions.record_versions).join(", ") || "–"}.`),
+  );
+  window.__dashboard.ready = location.hash || "#/";
+}
+
+// ---------- router ----------
+
+function route() {
+  const hash = location.hash || "#/";
+  window.__dashboard.ready = false;
+  let name;
+  if (hash.startsWith("#/r/")) { name = "request"; window.__dashboard.view = name; loadRequest(decodeURIComponent(hash.slice(4))); }
+  else if (hash.startsWith("#/summary")) {
+    // Deep links: #/summary?window=15m&group_by=route,model&include_warmup=true
+    const params = new URLSearchParams(hash.split("?")[1] ?? "");
+    if (params.has("window")) state.summary.window = params.get("window");
+    if (params.has("group_by")) state.summary.group_by = params.get("group_by");
+    if (params.has("include_warmup")) state.summary.include_warmup = params.get("include_warmup") === "true";
+    name = "summary"; window.__dashboard.view = name; loadSummary();
+  }
+  else { name = "list"; window.__dashboard.view = name; loadList(true); }
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.nav === (name === "request" ? "list" : name));
+}
+
+window.addEventListener("hashchange", route);
+startFeed();
+route();

@@ -1,0 +1,104 @@
+// Drives tokentap's dashboard (admin listener, /_tokentap/) in headless Chromium and prints one
+// JSON object on stdout with what each view showed. tests/tests/dashboard.rs runs it.
+//
+//   node tests/browser/dashboard.mjs '{"admin":"http://127.0.0.1:8788","request_ids":["…"],"artifacts":"tests/artifacts"}'
+//
+// Options (JSON, first argument):
+//   admin         the admin listener's origin
+//   request_ids   request pages to open
+//   summary_hash  the summary's hash route, e.g. "#/summary?window=all&group_by=route" (default "#/summary")
+//   artifacts     folder for screenshots (list.png, request-<id>.png, summary.png)
+//   timeout_ms    overall deadline (default 60000)
+//   chromium      executable (default $TOKENTAP_CHROMIUM or /usr/bin/chromium)
+//
+// Waiting is on the page's own signal: `window.__dashboard.ready` equals the hash of the view
+// that finished drawing. No timers.
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const options = JSON.parse(process.argv[2] ?? "{}");
+const timeoutMs = options.timeout_ms ?? 60000;
+const executablePath = options.chromium ?? process.env.TOKENTAP_CHROMIUM ?? "/usr/bin/chromium";
+const out = { list: null, requests: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
+const userDataDir = mkdtempSync(join(tmpdir(), "tokentap-dashboard-"));
+let context;
+const deadline = setTimeout(() => finish(`timed out after ${timeoutMs} ms`), timeoutMs);
+
+async function finish(error) {
+  clearTimeout(deadline);
+  if (error) out.error = String(error);
+  try { await context?.close(); } catch {}
+  rmSync(userDataDir, { recursive: true, force: true });
+  process.stdout.write(JSON.stringify(out) + "\n");
+  process.exit(0);
+}
+
+async function show(page, hash) {
+  await page.evaluate((h) => { location.hash = h; }, hash);
+  await page.waitForFunction((h) => window.__dashboard?.ready === h, hash, { timeout: timeoutMs });
+}
+
+async function shot(page, name) {
+  if (!options.artifacts) return;
+  mkdirSync(options.artifacts, { recursive: true });
+  const path = join(options.artifacts, name);
+  await page.screenshot({ path, fullPage: true });
+  out.screenshots.push(path);
+}
+
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath,
+    headless: true,
+    viewport: { width: 1300, height: 900 },
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  const page = context.pages()[0] ?? await context.newPage();
+  page.on("console", (m) => out.console.push(`${m.type()}: ${m.text()}`));
+  page.on("pageerror", (e) => out.page_errors.push(String(e)));
+  page.on("requestfailed", (r) => {
+    // The live feed is cut when the browser closes; that is not a failure of the page.
+    if (!r.url().endsWith("/_tokentap/api/stream")) out.failed_requests.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
+  });
+
+  await page.goto(`${options.admin}/_tokentap/`);
+  await page.waitForFunction(() => window.__dashboard?.ready === "#/", null, { timeout: timeoutMs });
+  out.list = await page.evaluate(() => ({
+    ids: [...document.querySelectorAll("#rows tr[data-id]")].map((tr) => tr.dataset.id),
+    total: Number(document.getElementById("list-count")?.dataset.total),
+    verdicts: [...document.querySelectorAll("#rows tr[data-id]")].map((tr) => tr.lastElementChild.textContent),
+  }));
+  await shot(page, "dashboard-list.png");
+
+  for (const id of options.request_ids ?? []) {
+    await show(page, `#/r/${id}`);
+    out.requests[id] = await page.evaluate(() => ({
+      hops: Object.fromEntries([...document.querySelectorAll("#cumulative-chart g.hop")].map((g) =>
+        [g.dataset.hop, { points: Number(g.dataset.points), circles: g.querySelectorAll("circle.pt").length, paths: g.querySelectorAll("path").length }])),
+      phases: [...document.querySelectorAll("#waterfall rect.phase")].map((r) => r.dataset.phase),
+      lanes: [...document.querySelectorAll("#lanes g.lane")].map((g) => ({ lane: g.dataset.lane, marks: g.children.length })),
+      itl_bins: document.querySelectorAll("#itl-histogram rect.bin").length,
+      verdict: document.getElementById("verdict")?.textContent,
+    }));
+    await shot(page, `dashboard-request-${id}.png`);
+  }
+
+  await show(page, options.summary_hash ?? "#/summary");
+  // Wait until the last requested summary is the one on screen.
+  await page.waitForFunction(() => document.getElementById("summary-counts") !== null, null, { timeout: timeoutMs });
+  out.summary = await page.evaluate(() => {
+    const counts = document.getElementById("summary-counts").dataset;
+    return {
+      used: Number(counts.used), in_window: Number(counts.inWindow), warmup_excluded: Number(counts.warmupExcluded),
+      latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count) })),
+      goodput: [...document.querySelectorAll("#summary-goodput tr[data-group]")].map((tr) => ({ group: tr.dataset.group, requests: Number(tr.dataset.requests), good: Number(tr.dataset.good) })),
+    };
+  });
+  await shot(page, "dashboard-summary.png");
+  await finish();
+} catch (e) {
+  await finish(e?.stack ?? e);
+}

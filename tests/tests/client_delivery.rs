@@ -1,0 +1,73 @@
+//! Client delivery from TCP ACKs: a slow reader behind tokentap. Handoff stamps stay smooth (the
+//! kernel takes the bytes), while ACK times show how long the client really took.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
+use tokentap_e2e::{http1, Mock, Tokentap};
+
+#[test]
+fn slow_reader_shows_in_ack_times_not_in_handoffs() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+
+    // A client with a 4 KiB receive buffer that reads 4 KiB every 10 ms (about 400 KB/s).
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&tokentap.addr.into()).unwrap();
+    let mut stream: std::net::TcpStream = socket.into();
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let request = http1::request_bytes(
+        "POST",
+        "/v1/chat/completions",
+        &[("content-type", "application/json"), ("x-mock-tokens", "60"), ("x-mock-event-bytes", "16000"), ("x-mock-ttft-ms", "5"), ("x-mock-itl-ms", "5")],
+        body,
+    );
+    stream.write_all(&request).unwrap();
+    let mut total = 0usize;
+    let mut buf = [0u8; 4096];
+    loop {
+        // Reading slowly is the scenario under test, not a way to wait for something.
+        std::thread::sleep(Duration::from_millis(10));
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+        if buf[..].windows(5).any(|w| w == b"0\r\n\r\n") && total > 900_000 {
+            break;
+        }
+    }
+    assert!(total > 900_000, "read {total} bytes");
+
+    let record = feed.next_record_for("/v1/chat/completions");
+    let delivery = &record["timeline"]["client_delivery"];
+    assert_eq!(delivery["available"], true, "{delivery}");
+    assert_eq!(delivery["drained"], true, "{delivery}");
+    assert!(delivery["backlog_max_bytes"].as_u64().unwrap() > 200_000, "{delivery}");
+    let chunks = record["timeline"]["chunks"].as_array().unwrap();
+    let ms = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap() / 1e6;
+    let handoff_lag_max = chunks.iter().map(|c| ms(c, "t_handoff_ns") - ms(c, "t_up_ns")).fold(0.0, f64::max);
+    let ack_lag_max = chunks.iter().map(|c| ms(c, "t_acked_ns") - ms(c, "t_handoff_ns")).fold(0.0, f64::max);
+    // The hold is after tokentap's handoff, in the kernel and the client.
+    assert!(ack_lag_max > 4.0 * handoff_lag_max.max(5.0), "ack lag {ack_lag_max} ms vs handoff lag {handoff_lag_max} ms");
+    for pair in chunks.windows(2) {
+        assert!(ms(&pair[0], "t_acked_ns") <= ms(&pair[1], "t_acked_ns"));
+    }
+}
+
+#[test]
+fn fast_client_acks_follow_handoffs() {
+    let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "5", "--tokens", "20"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], br#"{"model":"m","stream":true,"messages":[]}"#);
+    assert!(resp.complete);
+    let record = feed.next_record_for("/v1/chat/completions");
+    let delivery = &record["timeline"]["client_delivery"];
+    assert_eq!(delivery["available"], true, "{delivery}");
+    for c in record["timeline"]["chunks"].as_array().unwrap() {
+        assert!(c["t_acked_ns"].as_u64().unwrap() >= c["t_handoff_ns"].as_u64().unwrap(), "{c}");
+    }
+}

@@ -1,0 +1,209 @@
+//! The dashboard in headless Chromium, after a scripted run through the real tokentap and
+//! tokentap-mock: the list shows the records, a request page draws one line per hop present with
+//! one point per chunk that completed answer text, and the summary shows the right counts.
+//!
+//! `tests/browser/dashboard.mjs` drives the page and waits on the page's own "drawn" signal; the
+//! expected values are computed here from the records. Screenshots go to
+//! `tests/artifacts/dashboard/`.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde_json::{json, Value};
+use tokentap_e2e::browser::{repo_root, run_page, PageRun};
+use tokentap_e2e::{http1, Mock, Tokentap};
+
+const CHAT: &str = "/v1/chat/completions";
+
+/// Points per hop, by the rule the page documents: walk the chunks; a chunk that raises the
+/// cumulative answer characters (completed answer events, by end offset) is a point of every hop
+/// that has a time for it.
+fn expected_hops(record: &Value) -> BTreeMap<String, usize> {
+    let chunks = record["timeline"]["chunks"].as_array().unwrap();
+    let answers: Vec<&Value> = record["analysis"]["events"]
+        .as_array()
+        .map(|e| e.iter().filter(|e| e["class"] == "answer").collect())
+        .unwrap_or_default();
+    let browser = record["browser"]["chunks"].as_array().cloned().unwrap_or_default();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut cum, mut prev) = (0u64, 0u64);
+    for (i, c) in chunks.iter().enumerate() {
+        let end = c["offset"].as_u64().unwrap() + c["len"].as_u64().unwrap();
+        cum = if answers.is_empty() {
+            end
+        } else {
+            answers
+                .iter()
+                .filter(|e| e["end_offset"].as_u64().unwrap() <= end)
+                .map(|e| e["answer_chars_cum"].as_u64().unwrap())
+                .max()
+                .unwrap_or(cum)
+        };
+        if cum <= prev {
+            continue;
+        }
+        prev = cum;
+        *counts.entry("upstream".into()).or_default() += 1;
+        if c["t_handoff_ns"].is_u64() {
+            *counts.entry("handoff".into()).or_default() += 1;
+        }
+        if browser.get(i).is_some_and(|b| b["t_browser_ms"].is_number()) {
+            *counts.entry("browser".into()).or_default() += 1;
+        }
+        if browser.get(i).is_some_and(|b| b["t_paint_ms"].is_number()) {
+            *counts.entry("paint".into()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Runs tests/browser/dashboard.mjs and returns its JSON.
+fn drive_dashboard(options: &Value) -> Value {
+    let dir = repo_root().join("tests/browser");
+    assert!(dir.join("node_modules/playwright-core").exists(), "playwright-core is not installed: run scripts/setup.sh test");
+    let output = Command::new("node")
+        .arg(dir.join("dashboard.mjs"))
+        .arg(options.to_string())
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node (scripts/setup.sh test installs it): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
+        panic!("the dashboard driver printed no JSON; stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&output.stderr))
+    });
+    serde_json::from_str(line).unwrap()
+}
+
+fn chat_body() -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "model": "mock-gpt", "stream": true,
+        "messages": [{"role": "user", "content": "Plot me."}],
+    }))
+    .unwrap()
+}
+
+/// The stream test page's query for a mock schedule (see tests/tests/browser_probe.rs).
+fn page_query(mock_headers: &[(&str, &str)]) -> String {
+    let mock: serde_json::Map<String, Value> = mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
+    let encoded: String = Value::Object(mock)
+        .to_string()
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    format!("?mock={encoded}")
+}
+
+#[test]
+fn dashboard_shows_the_records_the_hops_and_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    std::fs::write(&config, "[analysis]\nwarmup_requests = 1\n[slo]\nttft_answer_ms = 60000\n").unwrap();
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+
+    let mut records: Vec<Value> = Vec::new();
+    let scenarios: &[&[(&str, &str)]] = &[
+        &[("x-mock-tokens", "30"), ("x-mock-itl-ms", "5"), ("x-mock-ttft-ms", "30")],
+        // The upstream itself bursts: five tokens per event, so fewer, taller steps.
+        &[("x-mock-tokens", "40"), ("x-mock-tokens-per-chunk", "5"), ("x-mock-itl-ms", "20")],
+        &[("x-mock-status", "500")],
+        &[("x-mock-tokens", "12"), ("x-mock-itl-ms", "5"), ("x-mock-stall-at", "5"), ("x-mock-stall-ms", "1100"), ("x-mock-heartbeat-ms", "200")],
+        &[("x-mock-scenario", "reasoning"), ("x-mock-tokens", "10"), ("x-mock-reasoning-tokens", "6")],
+    ];
+    for extra in scenarios {
+        let mut headers = vec![("content-type", "application/json")];
+        headers.extend_from_slice(extra);
+        http1::post(tokentap.addr, CHAT, &headers, &chat_body());
+        records.push(feed.next_record_for(CHAT));
+    }
+    // A page in Chromium streams through tokentap; its probe report adds the browser hops.
+    let page = run_page(&PageRun::test_page(
+        &format!("http://{}", tokentap.addr),
+        "stream.html",
+        &page_query(&[("x-mock-tokens", "25"), ("x-mock-itl-ms", "10"), ("x-mock-ttft-ms", "50")]),
+    ));
+    assert!(page["error"].is_null(), "browser run failed: {page:#}");
+    let browser_id = page["result"]["request_id"].as_str().expect("request id").to_string();
+    let joined = loop {
+        let r = feed.next_record();
+        if r["request_id"] == browser_id.as_str() && r["browser"].is_object() {
+            break r;
+        }
+    };
+    records.push(joined);
+
+    let artifacts = repo_root().join("tests/artifacts/dashboard");
+    let ids: Vec<&str> = records.iter().map(|r| r["request_id"].as_str().unwrap()).collect();
+    let out = drive_dashboard(&json!({
+        "admin": format!("http://{}", tokentap.admin),
+        "request_ids": ids,
+        "summary_hash": "#/summary?window=all&group_by=model&include_warmup=true",
+        "artifacts": artifacts.display().to_string(),
+    }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], json!([]), "{out:#}");
+    assert_eq!(out["failed_requests"], json!([]), "{out:#}");
+
+    // The list: every record, newest first.
+    let mut newest_first = records.clone();
+    newest_first.sort_by_key(|r| std::cmp::Reverse(r["timeline"]["t0_unix_ns"].as_u64().unwrap()));
+    let expected_ids: Vec<&str> = newest_first.iter().map(|r| r["request_id"].as_str().unwrap()).collect();
+    assert_eq!(out["list"]["ids"], json!(expected_ids), "{:#}", out["list"]);
+    assert_eq!(out["list"]["total"], records.len());
+
+    // Each request page: one line per hop present, one point per chunk that completed answer text.
+    for r in &records {
+        let id = r["request_id"].as_str().unwrap();
+        let shown = &out["requests"][id];
+        let expected = expected_hops(r);
+        let hops: BTreeMap<String, usize> = shown["hops"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no chart for {id}: {shown}"))
+            .iter()
+            .map(|(hop, v)| {
+                assert_eq!(v["paths"], 1, "{id} {hop}: one line");
+                assert_eq!(v["circles"], v["points"], "{id} {hop}: {v}");
+                (hop.clone(), v["points"].as_u64().unwrap() as usize)
+            })
+            .collect();
+        assert_eq!(hops, expected, "request {id} ({})", r["outcome"]);
+        assert_eq!(shown["verdict"], if r["outcome"] == "ok" { "good" } else { "not good" }, "{id}");
+        if r["outcome"] == "ok" {
+            assert!(shown["phases"].as_array().unwrap().contains(&json!("answer")), "{id}: {shown}");
+        }
+    }
+    let browser_hops = &out["requests"][browser_id.as_str()]["hops"];
+    for hop in ["upstream", "handoff", "browser", "paint"] {
+        assert!(browser_hops[hop]["points"].as_u64().unwrap() > 0, "the browser request shows the {hop} hop: {browser_hops}");
+    }
+    let reasoning = &out["requests"][records[4]["request_id"].as_str().unwrap()];
+    assert!(reasoning["phases"].as_array().unwrap().contains(&json!("reasoning")), "{reasoning}");
+    let stalled = &out["requests"][records[3]["request_id"].as_str().unwrap()];
+    assert!(stalled["lanes"].as_array().unwrap().iter().any(|l| l["lane"] == "stall"), "{stalled}");
+
+    // The summary: everything in memory, warm-up included, grouped by model.
+    let s = &out["summary"];
+    assert_eq!(s["used"], records.len(), "{s:#}");
+    assert_eq!(s["warmup_excluded"], 0);
+    let ok: Vec<&Value> = records.iter().filter(|r| r["outcome"] == "ok").collect();
+    let all = s["goodput"].as_array().unwrap().iter().find(|g| g["group"] == "all").unwrap();
+    assert_eq!(all["requests"], records.len());
+    assert_eq!(all["good"], ok.len(), "the SLO is generous: every successful request is good");
+    for row in s["latency"].as_array().unwrap() {
+        let metric = row["metric"].as_str().unwrap();
+        let expected = ok
+            .iter()
+            .filter(|r| {
+                if metric == "time_to_first_paint_ms" {
+                    r["browser"]["time_to_first_paint_ms"].is_number()
+                } else {
+                    r["analysis"]["metrics"][metric].is_number()
+                }
+            })
+            .count();
+        assert_eq!(row["group"], "model=mock-gpt");
+        assert_eq!(row["count"], expected, "{metric}: {s:#}");
+    }
+    assert!(artifacts.join("dashboard-summary.png").exists());
+}

@@ -1,0 +1,93 @@
+//! The demo chat page in headless Chromium: it streams an answer through tokentap from the mock,
+//! the probe's report joins the record, and the page shows the user's own breakdown.
+
+use std::io::Write;
+
+use serde_json::Value;
+use tokentap_e2e::browser::{run_page, PageRun, Reports};
+use tokentap_e2e::{Mock, Tokentap};
+
+/// Fills in the form, sends, and waits until the page shows the breakdown (or 30 s pass).
+const SEND_AND_WAIT: &str = r##"(async () => {
+  const wait = async (cond, ms) => { const end = Date.now() + ms; while (!cond()) { if (Date.now() > end) return false; await new Promise(r => setTimeout(r, 20)); } return true; };
+  if (!await wait(() => window.tokentapProbe, 10000)) return { error: "probe did not load" };
+  document.querySelector("#scenario").value = "reasoning";
+  document.querySelector("#send").click();
+  const shown = await wait(() => !document.querySelector("#breakdown").hidden, 30000);
+  return {
+    shown,
+    status: document.querySelector("#status").textContent,
+    answer: document.querySelector("#answer").textContent,
+    ttfp: document.querySelector("#ttfp").textContent,
+    legend: [...document.querySelectorAll("#legend span")].map(s => s.textContent),
+    metrics_rows: document.querySelectorAll("#metrics tbody tr").length,
+  };
+})()"##;
+
+#[test]
+fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
+    let mock = Mock::start(&["--ttft-ms", "80", "--itl-ms", "15", "--tokens", "30", "--reasoning-tokens", "0"]);
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    writeln!(config, "demo_page = true").unwrap();
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let run = PageRun {
+        origin: format!("http://{}", tokentap.addr),
+        path: "/_tokentap/demo/".into(),
+        page_file: None,
+        probe_fallback: false,
+        reports: 1,
+        report_mode: Reports::Observe,
+        timeout_ms: 60_000,
+        result_expr: Some(SEND_AND_WAIT.into()),
+    };
+    let out = run_page(&run);
+    assert!(out["error"].is_null(), "{out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let result = &out["result"];
+    assert_eq!(result["shown"], true, "the page never showed the breakdown: {out:#}");
+    assert_eq!(result["status"], "done");
+    assert!(result["ttfp"].as_str().unwrap().contains("ms"), "{result}");
+    assert!(result["metrics_rows"].as_u64().unwrap() >= 8);
+    let legend = result["legend"].to_string();
+    assert!(legend.contains("reasoning") && legend.contains("render"), "{legend}");
+
+    // The record of the chat request, first as written, then again with the browser joined.
+    let first = feed.next_record_for("/v1/chat/completions");
+    assert!(first["browser"].is_null());
+    let joined = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(joined["request_id"], first["request_id"]);
+    assert_eq!(out["report_answers"][0]["status"], 202, "{out:#}");
+    // The probe's fetch span is the parent of tokentap's span, and the provider saw the same trace.
+    assert_eq!(joined["parent_span_id"], joined["browser"]["probe_span_id"]);
+    let last = mock.control("/_mock/last_request").1;
+    let trace_id = joined["trace_id"].as_str().unwrap();
+    assert!(last.to_string().contains(&format!("00-{trace_id}-")), "{last}");
+
+    let browser = &joined["browser"];
+    assert_eq!(browser["bytes_match"], true, "{browser:#}");
+    assert_eq!(browser["painted_chars"], browser["answer_chars"], "{browser:#}");
+    assert_eq!(browser["time_to_first_paint_from"], "user_send");
+    let chunks = joined["timeline"]["chunks"].as_array().unwrap();
+    let joined_chunks = browser["chunks"].as_array().unwrap();
+    assert_eq!(chunks.len(), joined_chunks.len());
+    let uncertainty = browser["clock"]["uncertainty_ms"].as_f64().unwrap_or(1.0) + 0.5;
+    let mut painted = 0;
+    for (c, b) in chunks.iter().zip(joined_chunks) {
+        let up = c["t_up_ns"].as_f64().unwrap() / 1e6;
+        let handoff = c["t_handoff_ns"].as_f64().unwrap() / 1e6;
+        let arrival = b["t_browser_ms"].as_f64().expect("every chunk reached the page");
+        assert!(up <= handoff, "{c}");
+        assert!(handoff <= arrival + uncertainty, "browser arrival {arrival} before handoff {handoff}");
+        if let Some(paint) = b["t_paint_ms"].as_f64() {
+            painted += 1;
+            assert!(arrival <= paint, "paint {paint} before arrival {arrival}");
+        }
+    }
+    assert!(painted >= 25, "{painted} chunks painted of {}", chunks.len());
+    for key in ["delivery_delay_ms", "render_delay_ms"] {
+        assert!(browser[key]["count"].as_u64().unwrap() > 0, "{key}: {browser:#}");
+    }
+    let value = |v: &Value| v.as_f64().unwrap();
+    assert!(value(&browser["first_paint_ms"]) >= value(&joined["analysis"]["metrics"]["ttft_answer_ms"]) - uncertainty);
+}

@@ -1,0 +1,82 @@
+//! Abuse of the probe ingest is rejected with a reason, and never disturbs proxied streams.
+
+use std::thread;
+
+use tokentap_e2e::{http1, Mock, Tokentap};
+
+const INGEST: &str = "/_tokentap/v1/probe";
+
+fn report(trace_id: &str) -> String {
+    serde_json::json!({
+        "schema": "tokentap.probe/1", "trace_id": trace_id, "span_id": "b7ad6b7169203331",
+        "clock": {"offset_ms": 0.0, "uncertainty_ms": 0.5, "samples": 5},
+        "marks": [], "paints": [], "long_frames": [], "audio": []
+    })
+    .to_string()
+}
+
+fn post(tokentap: &Tokentap, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let resp = http1::post(tokentap.addr, INGEST, headers, body);
+    (resp.status, String::from_utf8_lossy(&resp.body).into_owned())
+}
+
+#[test]
+fn bad_reports_are_rejected_with_reasons() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let text = [("content-type", "text/plain")];
+    // A trace tokentap proxied, so that only the named defect is wrong in each case.
+    let mut feed = tokentap.feed();
+    let ok = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], br#"{"model":"m","stream":true,"messages":[]}"#);
+    assert_eq!(ok.status, 200);
+    let trace_id = feed.next_record()["trace_id"].as_str().unwrap().to_string();
+
+    let cases: Vec<(Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+        (text.to_vec(), report("0af7651916cd43dd8448eb211c80319c").into_bytes(), 404, "unknown or expired trace id"),
+        (text.to_vec(), b"{not json".to_vec(), 400, "not valid JSON"),
+        (text.to_vec(), report(&trace_id).replace("tokentap.probe/1", "tokentap.probe/9").into_bytes(), 400, "unsupported schema"),
+        (text.to_vec(), vec![b' '; 300 * 1024], 413, "larger than"),
+        (vec![("content-type", "application/x-www-form-urlencoded")], report(&trace_id).into_bytes(), 415, "content type"),
+        (vec![("content-type", "text/plain"), ("origin", "https://evil.example")], report(&trace_id).into_bytes(), 403, "origin not allowed"),
+    ];
+    for (headers, body, status, reason) in cases {
+        let (got, text) = post(&tokentap, &headers, &body);
+        assert_eq!(got, status, "{reason}: {text}");
+        assert!(text.contains(reason), "{reason}: {text}");
+    }
+    // A cross-origin preflight from a page that is not allowed is refused too.
+    let preflight = http1::send(tokentap.addr, &http1::request_bytes("OPTIONS", INGEST, &[("origin", "https://evil.example")], b""));
+    assert_eq!(preflight.status, 403);
+    // A page on the proxy's own origin (the host it was reached as) may post; the report is accepted.
+    let (got, text) = post(&tokentap, &[("content-type", "text/plain"), ("origin", "http://tokentap.test")], report(&trace_id).as_bytes());
+    assert_eq!(got, 202, "{text}");
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(health["browser_reports"]["accepted"], 1, "{health}");
+}
+
+#[test]
+fn a_burst_of_reports_is_rate_limited_while_streams_stay_byte_exact() {
+    let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "2", "--tokens", "200"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let chat = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let headers = [("content-type", "application/json")];
+    let direct = http1::post(mock.addr, "/v1/chat/completions", &headers, chat);
+    let streams = thread::scope(|scope| {
+        let streams: Vec<_> = (0..4).map(|_| scope.spawn(|| http1::post(tokentap.addr, "/v1/chat/completions", &headers, chat))).collect();
+        let body = report("0af7651916cd43dd8448eb211c80319c");
+        let mut statuses = std::collections::BTreeMap::new();
+        for _ in 0..1000 {
+            let (status, _) = post(&tokentap, &[("content-type", "text/plain")], body.as_bytes());
+            *statuses.entry(status).or_insert(0) += 1;
+        }
+        // Every report is refused: the first ones for their unknown trace, the rest by the rate limit.
+        assert_eq!(statuses.values().sum::<i32>(), 1000);
+        assert!(statuses.get(&429).copied().unwrap_or(0) >= 800, "{statuses:?}");
+        assert_eq!(statuses.keys().filter(|s| **s != 429 && **s != 404).count(), 0, "{statuses:?}");
+        streams.into_iter().map(|s| s.join().unwrap()).collect::<Vec<_>>()
+    });
+    for s in streams {
+        assert!(s.complete);
+        assert_eq!(s.body, direct.body);
+    }
+}
