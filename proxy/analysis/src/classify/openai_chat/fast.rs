@@ -996,29 +996,67 @@ mod tests {
     }
 
     /// Several chunks of one stream: the same bytes up to `choices[0].delta.content`, then each
-    /// its own content value and remaining members.
+    /// its own content value and remaining members. Prefixes and tails are realistic ones or
+    /// generated ones.
     fn resumable_stream() -> impl Strategy<Value = Vec<String>> {
-        let suffix = (
-            text_value(),
+        let generated_tail = (
             split_members(delta_fields()),
             split_members(choice_fields()),
             prop::collection::vec(choice(), 0..2),
             split_members(top_fields()),
         )
-            .prop_map(|(content, (_, delta_after), (_, choice_after), more, (_, top_after))| {
+            .prop_map(|((_, delta_after), (_, choice_after), more, (_, top_after))| {
                 let more: String = more.iter().map(|c| format!(",{c}")).collect();
-                format!("{content}{delta_after}}}{choice_after}}}{more}]{top_after}}}")
+                format!("{delta_after}}}{choice_after}}}{more}]{top_after}}}")
             });
-        (
+        let tail = prop_oneof![
+            1 => generated_tail,
+            4 => prop::sample::select(vec![
+                "}}]}",
+                "},\"logprobs\":null,\"finish_reason\":null}]}",
+                " } , \"finish_reason\" : null , \"index\" : 0 } ] , \"obfuscation\" : \"a1\" }",
+                ",\"refusal\":null},\"finish_reason\":null}],\"usage\":null}",
+                "}},{\"index\":1,\"delta\":{\"content\":\"b\"}}]}",
+                "},\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}",
+                "},\"finish_reason\":\"stop\"}]}",
+                ",\"content\":\"dup\"}}]}",
+                "}}],\"usage\":{\"total_tokens\":1}}",
+                "}}]",
+                "}}]}x",
+            ])
+            .prop_map(str::to_owned),
+        ];
+        let generated_prefix = (
             split_members(top_fields()),
             split_members(choice_fields()),
             split_members(delta_fields()),
-            prop::collection::vec(suffix, 1..5),
         )
-            .prop_map(|((top, _), (choice, _), (delta, _), suffixes)| {
-                let prefix = format!("{{{top}\"choices\":[{{{choice}\"delta\":{{{delta}\"content\":");
-                suffixes.iter().map(|s| format!("{prefix}{s}")).collect()
-            })
+            .prop_map(|((top, _), (choice, _), (delta, _))| {
+                format!("{{{top}\"choices\":[{{{choice}\"delta\":{{{delta}\"content\":")
+            });
+        let prefix = prop_oneof![
+            1 => generated_prefix,
+            4 => prop::sample::select(vec![
+                format!("{{{ID},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":"),
+                format!("{{{ID},\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":"),
+                "{\"id\":\"a\\u0041\\n\",\"model\":null,\"choices\":[{\"delta\":{\"reasoning\":\"r\",\"content\": ".to_owned(),
+                "{ \"choices\" : [ { \"content_filter_results\" : { } , \"index\" : 3 , \"delta\" : { \"content\" :".to_owned(),
+                "{\"choices\":[{\"text\":\"t\",\"finish_reason\":null,\"delta\":{\"refusal\":\"no\",\"content\":".to_owned(),
+            ]),
+        ];
+        let content = prop_oneof![
+            6 => prop::sample::select(vec![
+                "\"Hello\"", "\" world\"", "\"\"", "\"\\n\\n\"", "\"\\u00e9t\\u00E9\"",
+                "\"\\ud83d\\udc4d\"", "\"tab\\there \\\"q\\\" \\\\ \\/\"", "\"東京 👍\"",
+            ])
+            .prop_map(str::to_owned),
+            2 => string_literal(),
+            1 => Just("null".to_owned()),
+            1 => any_value(),
+        ];
+        (prefix, prop::collection::vec((content, tail), 1..5)).prop_map(|(prefix, suffixes)| {
+            suffixes.iter().map(|(c, t)| format!("{prefix}{c}{t}")).collect()
+        })
     }
 
     proptest! {
