@@ -69,6 +69,8 @@ if [ "$mode" = test ]; then
   ensure_apt chromium chromium-driver
   # promtool lints tokentap's /metrics, and a real Prometheus scrapes it (tests/tests/prometheus.rs).
   ensure_apt prometheus
+  # A real nginx in front of tokentap for the re-buffering verdict tests (tests/tests/hops_nginx.rs).
+  ensure_apt nginx
   # The official Python SDKs the tests drive tokentap with.
   venv="$root/.cache/venv"
   req="$root/tests/sdk/requirements.txt"

@@ -142,6 +142,8 @@ PER-REQUEST HEADERS (override the flags for one request):
                                 (429 adds retry-after: 1)
   x-mock-seed: N                seed for jitter, words and ids
   x-mock-tool-call: 1           same as the tool_call part of the scenarios: call the request's first tool
+  x-mock-response-header: N: V  add response header N with value V (repeatable), e.g.
+                                \"x-mock-response-header: X-Accel-Buffering: no\"
 
 CONTROL ENDPOINTS (for tests):
   GET /_mock/stats              {\"requests\",\"completed\",\"cancelled\",\"reset\",\"in_flight\"}

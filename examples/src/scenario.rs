@@ -76,6 +76,8 @@ pub(crate) struct ResponsePlan {
     pub(crate) event_bytes: Option<usize>,
     pub(crate) status: Option<u16>,
     pub(crate) seed: u64,
+    /// Extra response headers (`x-mock-response-header: Name: value`, repeatable).
+    pub(crate) response_headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 /// What the request body itself asks for (e.g. Anthropic `thinking`), independent of mock headers.
@@ -177,6 +179,22 @@ impl ResponsePlan {
         if let Some(value) = header_str(headers, "x-mock-tool-call") {
             tool_call = matches!(value.trim(), "1" | "true" | "yes");
         }
+        let mut response_headers = Vec::new();
+        for value in headers.get_all("x-mock-response-header") {
+            let invalid = || InvalidMockHeader {
+                name: "x-mock-response-header",
+                value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            };
+            let (name, value) = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.split_once(':'))
+                .ok_or_else(invalid)?;
+            let name =
+                http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid())?;
+            let value = http::HeaderValue::from_str(value.trim()).map_err(|_| invalid())?;
+            response_headers.push((name, value));
+        }
 
         let stall = match (stall_at, stall_ms) {
             (Some(at), Some(ms)) if ms > 0 => Some(Stall {
@@ -218,6 +236,7 @@ impl ResponsePlan {
             event_bytes: event_bytes.filter(|n| *n > 0),
             status: status.filter(|s| *s >= 400),
             seed,
+            response_headers,
         })
     }
 }
@@ -275,6 +294,20 @@ mod tests {
             headers.insert(*k, v.parse().unwrap());
         }
         ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default()).unwrap()
+    }
+
+    #[test]
+    fn response_headers_are_parsed_and_typos_rejected() {
+        let p = plan(&[("x-mock-response-header", "X-Accel-Buffering: no")]);
+        assert_eq!(p.response_headers.len(), 1);
+        assert_eq!(p.response_headers[0].0, "x-accel-buffering");
+        assert_eq!(p.response_headers[0].1, "no");
+        let mut headers = HeaderMap::new();
+        headers.insert("x-mock-response-header", "no-colon".parse().unwrap());
+        assert!(
+            ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default())
+                .is_err()
+        );
     }
 
     #[test]

@@ -288,6 +288,9 @@ async fn respond(
         }
     };
     insert_request_id(&mut response, request_id);
+    for (name, value) in &plan.response_headers {
+        response.headers_mut().append(name.clone(), value.clone());
+    }
     response
 }
 

@@ -223,6 +223,7 @@ fn join_report(report: ProbeReport, store: &RecordStore, stats: &PipelineStats, 
     };
     let mut record = stored.record.clone();
     record.browser = Some(crate::browser::join(&record, &report));
+    record.diagnosis = crate::hops::diagnose(&record);
     match store.update(record) {
         Ok(()) => {
             stats.browser_joined.fetch_add(1, Ordering::Relaxed);
@@ -292,7 +293,7 @@ pub fn build_record(mut c: CompletedRequest, config: &ValidConfig) -> Record {
     let warm_up = c.route.is_some() && c.route_request_index < config.analysis.warmup_requests;
     let cached_prompt_tokens = analysis.as_ref().and_then(|a| a.usage.as_ref()).and_then(|u| u.cached_tokens);
     let trace = c.trace.unwrap_or_else(|| TraceContext::from_incoming(None));
-    Record {
+    let mut record = Record {
         record_version: crate::record::RECORD_VERSION,
         request_id: c.request_id,
         trace_id: trace.trace_id,
@@ -339,5 +340,8 @@ pub fn build_record(mut c: CompletedRequest, config: &ValidConfig) -> Record {
         self_overhead,
         content,
         browser: None,
-    }
+        diagnosis: None,
+    };
+    record.diagnosis = crate::hops::diagnose(&record);
+    record
 }

@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod demo;
 pub mod export;
 pub mod finalize;
+pub mod hops;
 pub mod internal;
 pub mod pages;
 pub mod privacy;

@@ -28,6 +28,23 @@ enum Command {
     CheckConfig(ServeArgs),
     /// Percentile tables, stall rate and goodput over recorded requests (markdown, JSON or HTML).
     Report(ReportArgs),
+    /// Where one request's answer text waited: the re-buffering verdict and a timeline per hop.
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct ExplainArgs {
+    /// The request id (the `x-tokentap-request-id` response header).
+    request_id: String,
+    /// Ask a running tokentap's admin API, e.g. http://127.0.0.1:8788.
+    #[arg(long, conflicts_with = "data_dir")]
+    admin: Option<String>,
+    /// Read the local record store instead [default: ./tokentap-data].
+    #[arg(long, env = "TOKENTAP_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Print the diagnosis as JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -192,6 +209,49 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let record = match &args.admin {
+        Some(admin) => admin_record(admin, &args.request_id)?,
+        None => {
+            let dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from("tokentap-data"));
+            let loaded = tokentap::report::load_data_dir(&dir)?;
+            loaded
+                .records
+                .into_iter()
+                .find(|r| r.request_id == args.request_id)
+                .with_context(|| format!("no record {} in {}", args.request_id, dir.display()))?
+        }
+    };
+    // Recomputed from the stamps, so records written before the diagnosis existed explain too.
+    let diagnosis = tokentap::hops::diagnose(&record);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&diagnosis)?);
+    } else {
+        print!("{}", tokentap::hops::explain(&record, diagnosis.as_ref()));
+    }
+    Ok(())
+}
+
+/// GET `/_tokentap/api/requests/{id}` from a plain-HTTP admin API (no client library needed).
+fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap::record::Record> {
+    use std::io::{Read, Write};
+    let authority = admin.trim_start_matches("http://").trim_end_matches('/');
+    anyhow::ensure!(!authority.contains('/') && !admin.starts_with("https://"), "--admin takes http://HOST:PORT, got {admin}");
+    anyhow::ensure!(request_id.bytes().all(|b| b.is_ascii_alphanumeric()), "a request id is hex digits, got {request_id:?}");
+    let mut stream = std::net::TcpStream::connect(authority).with_context(|| format!("cannot connect to {authority}"))?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    write!(stream, "GET /_tokentap/api/requests/{request_id} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").context("malformed answer from the admin API")?;
+    let head = String::from_utf8_lossy(&response[..split]);
+    let body = &response[split + 4..];
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    anyhow::ensure!(status == "200", "the admin API answered {status}: {}", String::from_utf8_lossy(body).trim());
+    anyhow::ensure!(!head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "unexpected chunked answer from the admin API");
+    serde_json::from_slice(body).context("the admin API's record is not a record of this version")
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging();
@@ -200,6 +260,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Serve(args)) => serve(&args),
         Some(Command::CheckConfig(args)) => check_config(&args),
         Some(Command::Report(args)) => report(&args),
+        Some(Command::Explain(args)) => explain(&args),
         Some(Command::Demo(args)) => {
             demo::run(DemoOptions { listen: args.listen, admin_listen: args.admin_listen, data_dir: args.data_dir })
                 .context("cannot start the demo")

@@ -165,4 +165,8 @@ pub struct Record {
     /// written again; the last line for a request id is the complete one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub browser: Option<crate::browser::BrowserTimeline>,
+    /// Where answer text waited on its way to the user (`hops.rs`): per-hop delays and a verdict.
+    /// Computed for the proxy hops when the record is built, again when a browser report joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<crate::hops::Diagnosis>,
 }

@@ -72,7 +72,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
     let stats = Arc::new(PipelineStats::default());
     // Metrics for /metrics, and OTLP export when configured (its own thread; never on the
     // forwarding path).
-    let telemetry = Telemetry::start(&config.metrics, config.otel.clone(), config.privacy.capture_content, stats.clone())?;
+    let telemetry = Telemetry::start(&config.metrics, &config.slo, config.otel.clone(), config.privacy.capture_content, stats.clone())?;
     let (queue, _worker) =
         finalize::start(config.clone(), store.clone(), stats.clone(), options.observer.take(), telemetry.clone())
             .map_err(ServeError::Thread)?;

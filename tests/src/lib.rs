@@ -7,6 +7,7 @@
 pub mod browser;
 pub mod feed;
 pub mod http1;
+pub mod nginx;
 pub mod otlp_receiver;
 pub mod process;
 pub mod upstream;

@@ -87,6 +87,11 @@ impl Proc {
         }
     }
 
+    /// The exit status, if the process has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

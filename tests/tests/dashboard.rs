@@ -47,6 +47,9 @@ fn expected_hops(record: &Value) -> BTreeMap<String, usize> {
         if c["t_handoff_ns"].is_u64() {
             *counts.entry("handoff".into()).or_default() += 1;
         }
+        if c["t_acked_ns"].is_u64() {
+            *counts.entry("ack".into()).or_default() += 1;
+        }
         if browser.get(i).is_some_and(|b| b["t_browser_ms"].is_number()) {
             *counts.entry("browser".into()).or_default() += 1;
         }

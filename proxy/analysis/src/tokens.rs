@@ -309,6 +309,7 @@ mod tests {
         use proptest::prelude::*;
 
         /// Characters from every class the pattern distinguishes.
+        #[rustfmt::skip]
         const ALPHABET: &[char] = &[
             'a', 'b', 'z', 'A', 'Z', 's', 'S', 't', 'T', 'r', 'e', 'v', 'm', 'l', 'd', 'D', 'L',
             '\'', '0', '1', '9', ' ', ' ', ' ', '\t', '\n', '\r', '\u{b}', '\u{c}', '\u{85}',

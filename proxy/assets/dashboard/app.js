@@ -12,8 +12,8 @@
 const API = "/_tokentap/api";
 const PAGE_SIZE = 100;
 const SVG_NS = "http://www.w3.org/2000/svg";
-const HOP_COLORS = { upstream: "#2563eb", handoff: "#16a34a", browser: "#ea580c", paint: "#9333ea" };
-const HOP_LABELS = { upstream: "upstream arrival", handoff: "proxy handoff", browser: "browser arrival", paint: "paint" };
+const HOP_COLORS = { upstream: "#2563eb", handoff: "#16a34a", ack: "#0891b2", browser: "#ea580c", paint: "#9333ea" };
+const HOP_LABELS = { upstream: "upstream arrival", handoff: "proxy handoff", ack: "client TCP ACK", browser: "browser arrival", paint: "paint" };
 const CLASS_COLORS = { reasoning: "#a855f7", answer: "#2563eb", tool_call: "#ca8a04", error: "#dc2626", stall: "#f87171" };
 
 const view = document.getElementById("view");
@@ -186,7 +186,7 @@ function hopSeries(record) {
   const answers = (record.analysis?.events ?? []).filter((e) => e.class === "answer");
   const unit = answers.length ? "answer characters" : "body bytes";
   const browser = record.browser?.chunks ?? [];
-  const series = { upstream: [], handoff: [], browser: [], paint: [] };
+  const series = { upstream: [], handoff: [], ack: [], browser: [], paint: [] };
   let j = 0, cum = 0, prev = 0;
   chunks.forEach((c, i) => {
     const end = c.offset + c.len;
@@ -197,6 +197,8 @@ function hopSeries(record) {
     prev = cum;
     series.upstream.push([c.t_up_ns / 1e6, cum]);
     if (c.t_handoff_ns !== undefined) series.handoff.push([c.t_handoff_ns / 1e6, cum]);
+    // ACK times are sampled: a chunk without one simply has no point on that line.
+    if (c.t_acked_ns !== undefined) series.ack.push([c.t_acked_ns / 1e6, cum]);
     if (browser[i]?.t_browser_ms !== undefined) series.browser.push([browser[i].t_browser_ms, cum]);
     if (browser[i]?.t_paint_ms !== undefined) series.paint.push([browser[i].t_paint_ms, cum]);
   });
@@ -223,7 +225,7 @@ function cumulativeChart(record) {
   }
   f.root.id = "cumulative-chart";
   const legend = el("div", { class: "legend" }, Object.entries(series).map(([hop, pts]) => el("span", { style: `--c:${HOP_COLORS[hop]}` }, `${HOP_LABELS[hop]} (${pts.length})`)));
-  const missing = ["upstream", "handoff", "browser", "paint"].filter((h) => !series[h]).map((h) => HOP_LABELS[h]);
+  const missing = ["upstream", "handoff", "ack", "browser", "paint"].filter((h) => !series[h]).map((h) => HOP_LABELS[h]);
   return el("div", {}, legend, f.root, missing.length ? el("p", { class: "muted" }, `Not measured for this request: ${missing.join(", ")}.`) : null);
 }
 

@@ -98,15 +98,11 @@ pub struct MetricsConfig {
     /// Label sets kept per metric; past it, new ones are folded into a series with model `_OTHER`
     /// (model names come from request bodies, so they are not trusted to be few).
     pub max_series_per_metric: usize,
-    /// Goodput objectives: a request is good when it succeeded and met each of these. 0 = not checked.
-    pub slo_ttft_answer_ms: f64,
-    pub slo_tpot_ms: f64,
-    pub slo_e2e_ms: f64,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
-        Self { prometheus: true, max_series_per_metric: 2000, slo_ttft_answer_ms: 500.0, slo_tpot_ms: 50.0, slo_e2e_ms: 30_000.0 }
+        Self { prometheus: true, max_series_per_metric: 2000 }
     }
 }
 
@@ -416,15 +412,6 @@ pub(super) fn validate_metrics(metrics: &MetricsConfig) -> Result<(), ConfigErro
     if metrics.max_series_per_metric == 0 {
         return Err(invalid("metrics.max_series_per_metric", "must be greater than 0"));
     }
-    for (key, value) in [
-        ("metrics.slo_ttft_answer_ms", metrics.slo_ttft_answer_ms),
-        ("metrics.slo_tpot_ms", metrics.slo_tpot_ms),
-        ("metrics.slo_e2e_ms", metrics.slo_e2e_ms),
-    ] {
-        if !value.is_finite() || value < 0.0 {
-            return Err(invalid(key, "must be 0 (not checked) or a positive number of milliseconds"));
-        }
-    }
     Ok(())
 }
 
@@ -525,9 +512,8 @@ mod tests {
     fn the_readme_example_parses() {
         // The `[otel]` and `[metrics]` example of README.md, with integers where floats are read.
         let text = "[otel]\nendpoint = \"http://127.0.0.1:4318\"\nprotocol = \"grpc\"\nmax_events_per_span = 64\n\
-                    [otel.headers]\n\"x-api-key\" = \"k\"\n[metrics]\nprometheus = true\nslo_ttft_answer_ms = 500\nslo_tpot_ms = 50\n";
+                    [otel.headers]\n\"x-api-key\" = \"k\"\n[metrics]\nprometheus = true\n";
         let file = crate::config::parse_str(text).unwrap();
-        assert_eq!(file.metrics.slo_ttft_answer_ms, 500.0);
         let s = validate_otel(&file.otel, &OtelEnv::default(), Path::new("/d")).unwrap().unwrap();
         assert_eq!(s.traces.unwrap().endpoint, "http://127.0.0.1:4318");
         let err = crate::config::parse_str("[otel]\nendpont = \"x\"\n").unwrap_err();
@@ -541,7 +527,7 @@ mod tests {
         assert!(validate_metrics(&MetricsConfig::default()).is_ok());
         let bad = MetricsConfig { max_series_per_metric: 0, ..MetricsConfig::default() };
         assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.max_series_per_metric"));
-        let bad = MetricsConfig { slo_tpot_ms: -1.0, ..MetricsConfig::default() };
-        assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.slo_tpot_ms"));
+        let bad = MetricsConfig { max_series_per_metric: 0, ..MetricsConfig::default() };
+        assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.max_series_per_metric"));
     }
 }

@@ -850,14 +850,9 @@ pub struct Observation {
     pub value: f64,
 }
 
-/// Service-level objectives that make a request "good" (docs/metrics.md, goodput). A `None`
-/// objective is not checked.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Objectives {
-    pub ttft_answer_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub e2e_ms: Option<f64>,
-}
+/// Service-level objectives that make a request "good": the `[slo]` section (docs/metrics.md,
+/// goodput). The one goodput rule lives in `report::goodput`; metrics use it too.
+pub type Objectives = crate::config::SloConfig;
 
 /// Longest label value kept (model names come from request bodies, so they are capped).
 pub const MAX_LABEL_CHARS: usize = 128;
@@ -885,18 +880,9 @@ pub fn request_labels(record: &Record) -> Labels {
     labels
 }
 
-/// Whether a request counts towards goodput.
+/// Whether a request counts towards goodput (the same verdict the dashboard and reports show).
 pub fn is_good(record: &Record, objectives: &Objectives) -> bool {
-    if record.outcome != Outcome::Ok || error_type(record).is_some() {
-        return false;
-    }
-    let Some(m) = record.analysis.as_ref().map(|a| &a.metrics) else { return false };
-    let first_output = m.ttft_answer_ms.or(m.time_to_first_output_ms);
-    let meets = |objective: Option<f64>, value: Option<f64>| match (objective, value) {
-        (Some(limit), Some(v)) => v <= limit,
-        _ => true,
-    };
-    meets(objectives.ttft_answer_ms, first_output) && meets(objectives.tpot_ms, m.tpot_ms) && meets(objectives.e2e_ms, m.e2e_ms)
+    crate::report::verdict(record, objectives).good
 }
 
 /// Everything one record adds to the metrics.

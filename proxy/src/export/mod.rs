@@ -167,16 +167,12 @@ impl Telemetry {
     /// Builds the registry and, when `otlp` is set, opens the spool and starts the export thread.
     pub fn start(
         metrics: &MetricsConfig,
+        slo: &crate::config::SloConfig,
         otlp: Option<OtlpSettings>,
         capture_content: bool,
         pipeline: Arc<PipelineStats>,
     ) -> Result<Arc<Telemetry>, ExportError> {
-        let objective = |ms: f64| (ms > 0.0).then_some(ms);
-        let objectives = Objectives {
-            ttft_answer_ms: objective(metrics.slo_ttft_answer_ms),
-            tpot_ms: objective(metrics.slo_tpot_ms),
-            e2e_ms: objective(metrics.slo_e2e_ms),
-        };
+        let objectives: Objectives = slo.clone();
         let span_options = SpanOptions {
             max_events_per_span: otlp.as_ref().map_or(64, |o| o.max_events_per_span),
             capture_content: capture_content && otlp.as_ref().is_some_and(|o| o.capture_content),

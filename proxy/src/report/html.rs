@@ -134,6 +134,6 @@ th{{background:#f5f5f5}}h1{{font-size:22px}}h2{{font-size:17px;margin-top:28px}}
     let conditions = markdown.split("## Conditions (reproducibility)").nth(1).unwrap_or("");
     let _ = write!(b, "<pre>{}</pre>", escape(conditions.trim()));
     let json = serde_json::to_string_pretty(report).unwrap_or_default();
-    let _ = write!(b, "<details><summary>report as JSON</summary><pre>{}</pre></details></body></html>\n", escape(&json));
+    let _ = writeln!(b, "<details><summary>report as JSON</summary><pre>{}</pre></details></body></html>", escape(&json));
     b
 }

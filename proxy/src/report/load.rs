@@ -30,7 +30,7 @@ pub fn records_files(data_dir: &Path) -> Vec<PathBuf> {
             Some((n, entry.path()))
         })
         .collect();
-    rotated.sort_by(|a, b| b.0.cmp(&a.0));
+    rotated.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut files: Vec<PathBuf> = rotated.into_iter().map(|(_, p)| p).collect();
     let current = data_dir.join(RECORDS_FILE);
     if current.exists() {

@@ -307,7 +307,7 @@ fn content_is_attached_only_when_asked() {
 #[test]
 fn observations_follow_the_conventions() {
     let r = record(record_json());
-    let objectives = Objectives { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: Some(30_000.0) };
+    let objectives = Objectives { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: Some(30_000.0), first_paint_ms: None };
     let obs = metric_observations(&r, &objectives);
     let values = |metric: MetricId| obs.iter().filter(|o| o.metric == metric).map(|o| o.value).collect::<Vec<_>>();
     assert_eq!(values(MetricId::Requests), [1.0]);
@@ -334,7 +334,7 @@ fn observations_follow_the_conventions() {
     assert_eq!(keys, [attr::OPERATION_NAME, attr::PROVIDER_NAME, attr::REQUEST_MODEL, attr::ROUTE, attr::OUTCOME]);
 
     // A slow first answer is not good.
-    let strict = Objectives { ttft_answer_ms: Some(100.0), ..objectives };
+    let strict = Objectives { ttft_answer_ms: Some(100.0), ..objectives.clone() };
     assert!(metric_observations(&r, &strict).iter().all(|o| o.metric != MetricId::GoodRequests));
     // A non-streaming request has no streaming metrics.
     let mut json = record_json();

@@ -53,10 +53,29 @@ pub(super) struct Resume {
 struct Snapshot {
     /// The bytes before the value of `choices[0].delta.content`.
     prefix: Vec<u8>,
-    /// Known members before it, per object, as (field index, value offset).
-    top: Vec<(usize, usize)>,
-    choice: Vec<(usize, usize)>,
-    delta: Vec<(usize, usize)>,
+    /// Known members before it, per object.
+    top: Vec<Saved>,
+    choice: Vec<Saved>,
+    delta: Vec<Saved>,
+}
+
+/// A known member before the resume point: its field index, the offset of its value, and how to
+/// get the value back from a chunk with the same prefix.
+#[derive(Debug, Clone, Copy)]
+struct Saved {
+    field: usize,
+    at: usize,
+    value: SavedValue,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum SavedValue {
+    /// A text member that was `null`.
+    Null,
+    /// A text member without escapes: the same bytes, so the same slice of the new chunk.
+    Slice(usize, usize),
+    /// Anything else: parsed again from the same bytes.
+    Parse,
 }
 
 /// Parses `data` if it has the common shape; `None` means "use serde_json".
@@ -74,15 +93,96 @@ pub(super) fn parse<'d>(resume: &mut Resume, data: &'d str) -> Option<Chunk<'d>>
     if p.i != p.b.len() {
         return None;
     }
-    if let (Some(mark), Some(choice), Some(delta)) = (p.mark, &p.choice0, &p.delta0) {
-        resume.snapshot = Some(Snapshot {
-            prefix: data.as_bytes()[..mark].to_vec(),
-            top: top.before(mark, Some(CHOICES)),
-            choice: choice.before(mark, Some(DELTA)),
-            delta: delta.before(mark, None),
-        });
+    if let (Some(mark), Some(choice_members), Some(delta_members)) = (p.mark, &p.choice0, &p.delta0)
+    {
+        let choice = chunk.choices.as_ref().and_then(|c| c.first());
+        let delta = choice.and_then(|c| c.delta.as_ref());
+        if let (Some(choice), Some(delta)) = (choice, delta) {
+            resume.snapshot = Some(Snapshot {
+                prefix: data.as_bytes()[..mark].to_vec(),
+                top: top.saved(mark, Some(CHOICES), |f| top_text(&chunk, f), data),
+                choice: choice_members.saved(mark, Some(DELTA), |f| choice_text(choice, f), data),
+                delta: delta_members.saved(mark, None, |f| delta_text(delta, f), data),
+            });
+        }
     }
     Some(chunk)
+}
+
+/// The text members of each object, by field index (others are parsed again when resuming).
+fn top_text<'x, 'a>(chunk: &'x Chunk<'a>, field: usize) -> Option<&'x Option<Text<'a>>> {
+    match field {
+        0 => Some(&chunk.id),
+        1 => Some(&chunk.model),
+        _ => None,
+    }
+}
+
+fn choice_text<'x, 'a>(choice: &'x Choice<'a>, field: usize) -> Option<&'x Option<Text<'a>>> {
+    match field {
+        3 => Some(&choice.text),
+        4 => Some(&choice.finish_reason),
+        _ => None,
+    }
+}
+
+fn delta_text<'x, 'a>(delta: &'x Delta<'a>, field: usize) -> Option<&'x Option<Text<'a>>> {
+    match field {
+        0 => Some(&delta.role),
+        CONTENT => Some(&delta.content),
+        2 => Some(&delta.reasoning_content),
+        4 => Some(&delta.refusal),
+        _ => None,
+    }
+}
+
+fn set_top<'a>(chunk: &mut Chunk<'a>, field: usize, value: Option<Text<'a>>) {
+    match field {
+        0 => chunk.id = value,
+        _ => chunk.model = value,
+    }
+}
+
+fn set_choice<'a>(choice: &mut Choice<'a>, field: usize, value: Option<Text<'a>>) {
+    match field {
+        3 => choice.text = value,
+        _ => choice.finish_reason = value,
+    }
+}
+
+fn set_delta<'a>(delta: &mut Delta<'a>, field: usize, value: Option<Text<'a>>) {
+    match field {
+        0 => delta.role = value,
+        CONTENT => delta.content = value,
+        2 => delta.reasoning_content = value,
+        _ => delta.refusal = value,
+    }
+}
+
+/// Restores saved members into one object: `set` for text members, `parse` for the others.
+fn restore<'d, T>(
+    saved: &[Saved],
+    data: &'d str,
+    target: &mut T,
+    members: &mut Members,
+    set: impl Fn(&mut T, usize, Option<Text<'d>>),
+    mut parse: impl FnMut(&mut T, &mut Members, Saved) -> Option<()>,
+) -> Option<()> {
+    for &m in saved {
+        match m.value {
+            SavedValue::Null => members.first(m.field, m.at)?,
+            SavedValue::Slice(start, end) => {
+                members.first(m.field, m.at)?;
+                set(
+                    target,
+                    m.field,
+                    Some(Text(Cow::Borrowed(data.get(start..end)?))),
+                );
+            }
+            SavedValue::Parse => parse(target, members, m)?,
+        }
+    }
+    Some(())
 }
 
 impl Snapshot {
@@ -90,22 +190,43 @@ impl Snapshot {
         let mut p = Parser::new(data);
         let mut chunk = empty_chunk();
         let mut top = Members::default();
-        for &(field, at) in &self.top {
-            p.i = at;
-            p.top_member(&mut chunk, &mut top, field)?;
-        }
+        restore(
+            &self.top,
+            data,
+            &mut chunk,
+            &mut top,
+            set_top,
+            |c, m, saved| {
+                p.i = saved.at;
+                p.top_member(c, m, saved.field)
+            },
+        )?;
         let mut choice = empty_choice();
         let mut choice_members = Members::default();
-        for &(field, at) in &self.choice {
-            p.i = at;
-            p.choice_member(&mut choice, &mut choice_members, field)?;
-        }
+        restore(
+            &self.choice,
+            data,
+            &mut choice,
+            &mut choice_members,
+            set_choice,
+            |c, m, saved| {
+                p.i = saved.at;
+                p.choice_member(c, m, saved.field)
+            },
+        )?;
         let mut delta = empty_delta();
         let mut delta_members = Members::default();
-        for &(field, at) in &self.delta {
-            p.i = at;
-            p.delta_member(&mut delta, &mut delta_members, field)?;
-        }
+        restore(
+            &self.delta,
+            data,
+            &mut delta,
+            &mut delta_members,
+            set_delta,
+            |d, m, saved| {
+                p.i = saved.at;
+                p.delta_member(d, m, saved.field)
+            },
+        )?;
         top.first(CHOICES, 0)?;
         choice_members.first(DELTA, 0)?;
         // From the content value on, exactly the fresh parse's path.
@@ -147,11 +268,38 @@ impl Members {
         Some(())
     }
 
-    /// The members whose values start before `mark`, except `enclosing` (the one holding `mark`).
-    fn before(&self, mark: usize, enclosing: Option<usize>) -> Vec<(usize, usize)> {
+    /// The members whose values start before `mark`, except `enclosing` (the one holding `mark`),
+    /// with how to restore each: `text(field)` gives a text member's parsed value.
+    fn saved<'x, 'a: 'x>(
+        &self,
+        mark: usize,
+        enclosing: Option<usize>,
+        text: impl Fn(usize) -> Option<&'x Option<Text<'a>>>,
+        data: &str,
+    ) -> Vec<Saved> {
         (0..self.at.len())
             .filter(|&f| self.seen & (1 << f) != 0 && self.at[f] < mark && Some(f) != enclosing)
-            .map(|f| (f, self.at[f]))
+            .map(|field| {
+                let value = match text(field) {
+                    Some(None) => SavedValue::Null,
+                    Some(Some(Text(Cow::Borrowed(s)))) => {
+                        // Borrowed from `data`, so this is the slice's offset in it; it lies in
+                        // the prefix, whose bytes every resumed chunk repeats.
+                        let start = (s.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+                        if start.checked_add(s.len()).is_some_and(|end| end <= mark) {
+                            SavedValue::Slice(start, start + s.len())
+                        } else {
+                            SavedValue::Parse
+                        }
+                    }
+                    _ => SavedValue::Parse,
+                };
+                Saved {
+                    field,
+                    at: self.at[field],
+                    value,
+                }
+            })
             .collect()
     }
 }
@@ -711,8 +859,15 @@ mod tests {
         let fast = parse(resume, data);
         if let Some(fast) = &fast {
             let slow = serde_json::from_str::<Chunk<'_>>(data);
-            assert!(slow.is_ok(), "fast path accepted what serde rejects: {data:?}");
-            assert_eq!(Some(fast), slow.ok().as_ref(), "different chunk for {data:?}");
+            assert!(
+                slow.is_ok(),
+                "fast path accepted what serde rejects: {data:?}"
+            );
+            assert_eq!(
+                Some(fast),
+                slow.ok().as_ref(),
+                "different chunk for {data:?}"
+            );
         }
         fast.is_some()
     }
@@ -852,15 +1007,25 @@ mod tests {
             Just("null".to_owned()),
             Just("true".to_owned()),
             Just("false".to_owned()),
-            prop::sample::select(vec!["0", "7", "-1", "1.5", "-0.0e-7", "1E+2", "123456789012345678901234"])
-                .prop_map(str::to_owned),
+            prop::sample::select(vec![
+                "0",
+                "7",
+                "-1",
+                "1.5",
+                "-0.0e-7",
+                "1E+2",
+                "123456789012345678901234"
+            ])
+            .prop_map(str::to_owned),
             string_literal(),
         ];
         leaf.prop_recursive(3, 12, 4, |inner| {
             prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
                 prop::collection::vec((string_literal(), inner), 0..4).prop_map(|v| {
-                    let members: Vec<String> = v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                    let members: Vec<String> =
+                        v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
                     format!("{{{}}}", members.join(","))
                 }),
             ]
@@ -894,11 +1059,16 @@ mod tests {
         let n = fields.len();
         let options: Vec<_> = fields
             .into_iter()
-            .map(|(key, value)| prop::option::weighted(0.6, value.prop_map(move |v| (key.to_owned(), v))))
+            .map(|(key, value)| {
+                prop::option::weighted(0.6, value.prop_map(move |v| (key.to_owned(), v)))
+            })
             .collect();
         (
             options,
-            prop::collection::vec(prop::sample::select(vec!["x", "logprobs", "index", "content", "id"]), 0..2),
+            prop::collection::vec(
+                prop::sample::select(vec!["x", "logprobs", "index", "content", "id"]),
+                0..2,
+            ),
             prop::collection::vec(any_value(), 2),
             prop::collection::vec(ws(), n + 2),
             any::<u64>(),
@@ -922,7 +1092,8 @@ mod tests {
     fn members(
         fields: Vec<(&'static str, BoxedStrategy<String>)>,
     ) -> impl Strategy<Value = String> {
-        member_list(fields).prop_map(|(members, spaces)| format!("{{{}}}", render(&members, &spaces)))
+        member_list(fields)
+            .prop_map(|(members, spaces)| format!("{{{}}}", render(&members, &spaces)))
     }
 
     fn delta_fields() -> Vec<(&'static str, BoxedStrategy<String>)> {
@@ -932,8 +1103,14 @@ mod tests {
             ("reasoning_content", text_value().boxed()),
             ("reasoning", text_value().boxed()),
             ("refusal", text_value().boxed()),
-            ("tool_calls", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
-            ("function_call", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            (
+                "tool_calls",
+                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
+            ),
+            (
+                "function_call",
+                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
+            ),
         ]
     }
 
@@ -948,8 +1125,14 @@ mod tests {
         ];
         vec![
             ("index", index.boxed()),
-            ("delta", prop_oneof![6 => delta(), 1 => Just("null".to_owned()), 1 => any_value()].boxed()),
-            ("message", prop_oneof![8 => Just("null".to_owned()), 1 => delta()].boxed()),
+            (
+                "delta",
+                prop_oneof![6 => delta(), 1 => Just("null".to_owned()), 1 => any_value()].boxed(),
+            ),
+            (
+                "message",
+                prop_oneof![8 => Just("null".to_owned()), 1 => delta()].boxed(),
+            ),
             ("text", text_value().boxed()),
             ("finish_reason", text_value().boxed()),
             ("logprobs", any_value().boxed()),
@@ -970,8 +1153,14 @@ mod tests {
             ("id", text_value().boxed()),
             ("model", text_value().boxed()),
             ("choices", choices.boxed()),
-            ("usage", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
-            ("error", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            (
+                "usage",
+                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
+            ),
+            (
+                "error",
+                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
+            ),
             ("object", string_literal().boxed()),
         ]
     }
@@ -989,8 +1178,16 @@ mod tests {
             let before = render(&members[..at], &spaces);
             let after = render(&members[at..], &spaces);
             (
-                if before.is_empty() { before } else { before + "," },
-                if after.is_empty() { after } else { format!(",{after}") },
+                if before.is_empty() {
+                    before
+                } else {
+                    before + ","
+                },
+                if after.is_empty() {
+                    after
+                } else {
+                    format!(",{after}")
+                },
             )
         })
     }
@@ -1005,20 +1202,25 @@ mod tests {
             prop::collection::vec(choice(), 0..2),
             split_members(top_fields()),
         )
-            .prop_map(|((_, delta_after), (_, choice_after), more, (_, top_after))| {
-                let more: String = more.iter().map(|c| format!(",{c}")).collect();
-                format!("{delta_after}}}{choice_after}}}{more}]{top_after}}}")
-            });
+            .prop_map(
+                |((_, delta_after), (_, choice_after), more, (_, top_after))| {
+                    let more: String = more.iter().map(|c| format!(",{c}")).collect();
+                    format!("{delta_after}}}{choice_after}}}{more}]{top_after}}}")
+                },
+            );
         let tail = prop_oneof![
             1 => generated_tail,
-            4 => prop::sample::select(vec![
+            6 => prop::sample::select(vec![
                 "}}]}",
                 "},\"logprobs\":null,\"finish_reason\":null}]}",
-                " } , \"finish_reason\" : null , \"index\" : 0 } ] , \"obfuscation\" : \"a1\" }",
+                " } , \"finish_reason\" : null , \"logprobs\" : null } ] , \"obfuscation\" : \"a1\" }",
                 ",\"refusal\":null},\"finish_reason\":null}],\"usage\":null}",
                 "}},{\"index\":1,\"delta\":{\"content\":\"b\"}}]}",
                 "},\"content_filter_results\":{\"hate\":{\"filtered\":false,\"severity\":\"safe\"}}}]}",
                 "},\"finish_reason\":\"stop\"}]}",
+            ])
+            .prop_map(str::to_owned),
+            1 => prop::sample::select(vec![
                 ",\"content\":\"dup\"}}]}",
                 "}}],\"usage\":{\"total_tokens\":1}}",
                 "}}]",
@@ -1055,7 +1257,10 @@ mod tests {
             1 => any_value(),
         ];
         (prefix, prop::collection::vec((content, tail), 1..5)).prop_map(|(prefix, suffixes)| {
-            suffixes.iter().map(|(c, t)| format!("{prefix}{c}{t}")).collect()
+            suffixes
+                .iter()
+                .map(|(c, t)| format!("{prefix}{c}{t}"))
+                .collect()
         })
     }
 
@@ -1111,9 +1316,13 @@ mod tests {
     #[test]
     fn a_stream_resumes_after_its_first_content_chunk() {
         let chunk = |content: &str| {
-            format!(r#"{{{ID},"choices":[{{"index":0,"delta":{{"content":"{content}"}},"logprobs":null,"finish_reason":null}}],"obfuscation":"{content}"}}"#)
+            format!(
+                r#"{{{ID},"choices":[{{"index":0,"delta":{{"content":"{content}"}},"logprobs":null,"finish_reason":null}}],"obfuscation":"{content}"}}"#
+            )
         };
-        let role = format!(r#"{{{ID},"choices":[{{"index":0,"delta":{{"role":"assistant","content":"","refusal":null}},"logprobs":null,"finish_reason":null}}]}}"#);
+        let role = format!(
+            r#"{{{ID},"choices":[{{"index":0,"delta":{{"role":"assistant","content":"","refusal":null}},"logprobs":null,"finish_reason":null}}]}}"#
+        );
         let mut resume = Resume::default();
         assert!(agrees_after(&mut resume, &role));
         assert!(agrees_after(&mut resume, &chunk("Hello")));
@@ -1126,7 +1335,10 @@ mod tests {
         for data in [
             chunk("a\\ud800"),
             chunk("x").replace(r#""logprobs":null"#, r#""logprobs":nul"#),
-            chunk("x").replace(r#""finish_reason":null"#, r#""finish_reason":"stop","index":1"#),
+            chunk("x").replace(
+                r#""finish_reason":null"#,
+                r#""finish_reason":"stop","index":1"#,
+            ),
             chunk("x") + " x",
         ] {
             assert!(!agrees_after(&mut resume, &data), "{data}");
@@ -1134,25 +1346,6 @@ mod tests {
         let usage = chunk("x").replace(r#""obfuscation""#, r#""usage":{"total_tokens":3},"o""#);
         assert!(!agrees_after(&mut resume, &usage));
         assert!(agrees_after(&mut resume, &chunk("again")));
-    }
-
-    #[test]
-    fn tmp_count_resumes() {
-        use proptest::strategy::ValueTree;
-        use proptest::test_runner::TestRunner;
-        let mut runner = TestRunner::deterministic();
-        let strategy = resumable_stream();
-        let (mut resumed_ok, mut total) = (0, 0);
-        for _ in 0..1000 {
-            let stream = strategy.new_tree(&mut runner).unwrap().current();
-            let mut resume = Resume::default();
-            for data in &stream {
-                total += 1;
-                let had = resume.snapshot.as_ref().map(|s| data.as_bytes().starts_with(&s.prefix)).unwrap_or(false);
-                if agrees_after(&mut resume, data) && had { resumed_ok += 1; }
-            }
-        }
-        panic!("resumed_ok {resumed_ok} of {total}");
     }
 
     #[test]
@@ -1169,6 +1362,9 @@ mod tests {
                 fast += 1;
             }
         }
-        assert!(fast > 300, "only {fast} of 2000 generated chunks took the fast path");
+        assert!(
+            fast > 300,
+            "only {fast} of 2000 generated chunks took the fast path"
+        );
     }
 }

@@ -1,0 +1,473 @@
+//! Hop diagnosis: where on its way to the user did answer text wait? Pure arithmetic over one
+//! record, no IO.
+//!
+//! The hops, in order: upstream arrival → tokentap handoff → client TCP ACK → browser arrival →
+//! paint. Text is aligned across hops by cumulative answer characters: each answer event of
+//! `analysis.events` is placed in the chunk that completed it (by `end_offset`), and that chunk's
+//! stamps (`timeline.chunks[i]`, `browser.chunks[i]`) are the event's times at every hop.
+//!
+//! Per hop and event, the **added delay** is the time since the previous hop that saw the event.
+//! A constant added delay is latency, not re-buffering (and on the browser hops it also contains
+//! the clock estimate's error), so the **hold** is the added delay minus the hop's smallest added
+//! delay. Text is **held** at a hop when its hold reaches [`HOLD_MS`] (plus the clock estimate's
+//! uncertainty on the hop that crosses clocks). A hop **re-buffers** when at least
+//! [`HELD_FRACTION`] of the answer's characters are held there. The verdict names the first hop
+//! that re-buffers; docs/metrics.md ("Re-buffering verdict") lists the thresholds and why.
+
+use serde::{Deserialize, Serialize};
+use tokentap_analysis::{Distribution, EventClass};
+
+use crate::record::Record;
+
+/// A hop adds at least this much to an event's delay, beyond the hop's smallest added delay, for
+/// the event's text to count as held there. Smooth streams stay within a frame or two (≤ 35 ms
+/// of jitter was the most seen in the test suite); the buffering proxies it is meant to catch
+/// hold for hundreds of milliseconds.
+pub const HOLD_MS: f64 = 100.0;
+
+/// A hop re-buffers when at least this share of the answer's characters is held there.
+pub const HELD_FRACTION: f64 = 0.2;
+
+/// Events released at a hop within this time of the previous one belong to the same release;
+/// a release that contains held text is a **burst**.
+pub const BURST_GAP_MS: f64 = 10.0;
+
+/// A held event is explained by the browser's main thread when its release at the hop falls
+/// inside a long animation frame or at most this long after one ended (the next frame).
+pub const LONG_FRAME_SLACK_MS: f64 = 50.0;
+
+/// Share of a browser hop's held characters that long frames must explain for the verdict to
+/// blame the main thread rather than the network path.
+pub const LONG_FRAME_FRACTION: f64 = 0.5;
+
+/// A hold before tokentap's handoff is the client's back-pressure (pingora waits for the socket)
+/// when the client left at least this many bytes unacknowledged.
+pub const BACKLOG_BYTES: u64 = 64 * 1024;
+
+/// One place where answer text is seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hop {
+    /// tokentap handed the chunk to the client connection (`timeline.chunks[].t_handoff_ns`).
+    Handoff,
+    /// The client's TCP stack acknowledged the chunk (`timeline.chunks[].t_acked_ns`).
+    ClientAck,
+    /// The page had read the chunk (`browser.chunks[].t_browser_ms`). Crosses clocks.
+    BrowserArrival,
+    /// A frame showed the text (`browser.chunks[].t_paint_ms`).
+    Paint,
+}
+
+impl Hop {
+    pub const ALL: [Hop; 4] = [Hop::Handoff, Hop::ClientAck, Hop::BrowserArrival, Hop::Paint];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hop::Handoff => "handoff",
+            Hop::ClientAck => "client_ack",
+            Hop::BrowserArrival => "browser_arrival",
+            Hop::Paint => "paint",
+        }
+    }
+}
+
+/// What the verdict says, for machines. `Diagnosis::verdict` says it for people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// No observed hop re-buffers.
+    NoRebuffering,
+    /// Fewer than two aligned answer events: nothing to compare.
+    InsufficientData,
+    /// Held before tokentap's handoff without a client backlog: tokentap itself (or back-pressure
+    /// it could not measure).
+    AtHandoff,
+    /// Held after tokentap's handoff: the kernel's send buffer in front of a slow client.
+    ClientBacklog,
+    /// Held between tokentap and the page: a buffering proxy, compression, a CDN or tunnel.
+    BetweenProxyAndBrowser,
+    /// Held in the browser while its main thread ran long tasks.
+    BrowserMainThread,
+    /// Arrived on time, painted late, without long tasks to explain it.
+    BrowserPaint,
+}
+
+impl VerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::NoRebuffering => "no_rebuffering",
+            VerdictKind::InsufficientData => "insufficient_data",
+            VerdictKind::AtHandoff => "at_handoff",
+            VerdictKind::ClientBacklog => "client_backlog",
+            VerdictKind::BetweenProxyAndBrowser => "between_proxy_and_browser",
+            VerdictKind::BrowserMainThread => "browser_main_thread",
+            VerdictKind::BrowserPaint => "browser_paint",
+        }
+    }
+}
+
+/// The largest release of held text at a hop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Burst {
+    /// Answer characters released together.
+    pub chars: u64,
+    /// The longest hold among them (ms).
+    pub hold_ms: f64,
+    /// When the burst was released at the hop (ms since t0).
+    pub t_ms: f64,
+}
+
+/// One hop's view of the answer text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HopDelay {
+    pub hop: Hop,
+    /// Aligned answer events seen at this hop.
+    pub events: u64,
+    /// Per event: this hop's time − upstream arrival (ms).
+    pub delay_ms: Distribution,
+    /// Per event: this hop's time − the previous hop's time for the same text (ms).
+    pub added_ms: Distribution,
+    /// The held threshold used for this hop: [`HOLD_MS`], plus the clock uncertainty when the hop
+    /// crosses clocks.
+    pub hold_threshold_ms: f64,
+    /// Answer characters held at this hop, and their share of the aligned characters.
+    pub held_chars: u64,
+    pub held_fraction: f64,
+    /// Median hold of the held events (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_p50_ms: Option<f64>,
+    /// Releases at this hop that contained held text.
+    pub bursts: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_burst: Option<Burst>,
+    /// Held characters whose release falls in or just after a long animation frame (browser hops).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held_chars_in_long_frames: u64,
+    /// True when this hop re-buffers (held_fraction ≥ [`HELD_FRACTION`]).
+    pub rebuffers: bool,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The record's `diagnosis`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub kind: VerdictKind,
+    /// One sentence naming the first hop where text is held, or "no re-buffering".
+    pub verdict: String,
+    /// The hop the verdict names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop: Option<Hop>,
+    /// Answer events and characters aligned across hops.
+    pub events: u64,
+    pub answer_chars: u64,
+    /// Per observed hop, in order.
+    pub hops: Vec<HopDelay>,
+    /// Hops that could not be observed, and why.
+    pub unobserved: Vec<Unobserved>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unobserved {
+    pub hop: Hop,
+    pub reason: String,
+}
+
+/// One answer event placed in its chunk, with its time at every hop (ms since t0).
+struct Aligned {
+    chars: u64,
+    t_up: f64,
+    at: [Option<f64>; 4],
+}
+
+/// Diagnoses a record. `None` when the response carried no answer text (errors, tool calls
+/// only, no response).
+pub fn diagnose(record: &Record) -> Option<Diagnosis> {
+    let analysis = record.analysis.as_ref()?;
+    let chunks = &record.timeline.chunks;
+    let browser = record.browser.as_ref();
+    let mut aligned = Vec::new();
+    let mut cursor = 0;
+    for e in analysis.events.iter().filter(|e| e.class == EventClass::Answer && e.chars > 0) {
+        while cursor < chunks.len() && chunks[cursor].offset + u64::from(chunks[cursor].len) < e.end_offset {
+            cursor += 1;
+        }
+        let Some(chunk) = chunks.get(cursor) else { break };
+        let page = browser.and_then(|b| b.chunks.get(cursor));
+        aligned.push(Aligned {
+            chars: e.chars,
+            t_up: chunk.t_up_ns as f64 / 1e6,
+            at: [
+                chunk.t_handoff_ns.map(|t| t as f64 / 1e6),
+                chunk.t_acked_ns.map(|t| t as f64 / 1e6),
+                page.and_then(|p| p.t_browser_ms),
+                page.and_then(|p| p.t_paint_ms),
+            ],
+        });
+    }
+    if analysis.events.iter().all(|e| e.class != EventClass::Answer || e.chars == 0) {
+        return None;
+    }
+
+    let uncertainty = browser.and_then(|b| b.clock.as_ref()).map(|c| c.uncertainty_ms).unwrap_or(0.0);
+    let long_frames: Vec<(f64, f64)> = browser
+        .map(|b| b.long_frames.iter().map(|f| (f.start_ms, f.start_ms + f.duration_ms)).collect())
+        .unwrap_or_default();
+    let mut unobserved = Vec::new();
+    let mut hops = Vec::new();
+    for (index, hop) in Hop::ALL.into_iter().enumerate() {
+        if aligned.iter().all(|a| a.at[index].is_none()) {
+            unobserved.push(Unobserved { hop, reason: unobserved_reason(record, hop) });
+            continue;
+        }
+        // The browser arrival is the one hop whose previous hop is on the other clock.
+        let threshold = if hop == Hop::BrowserArrival { HOLD_MS + uncertainty } else { HOLD_MS };
+        let frames: &[(f64, f64)] = if matches!(hop, Hop::BrowserArrival | Hop::Paint) { &long_frames } else { &[] };
+        hops.push(hop_delay(hop, index, &aligned, threshold, frames));
+    }
+
+    let answer_chars: u64 = aligned.iter().map(|a| a.chars).sum();
+    let backlog = record.timeline.client_delivery.as_ref().filter(|d| d.available || d.backlog_max_bytes > 0).map(|d| d.backlog_max_bytes);
+    let (kind, hop, verdict) = verdict(&aligned, &hops, &unobserved, backlog);
+    Some(Diagnosis { kind, verdict, hop, events: aligned.len() as u64, answer_chars, hops, unobserved })
+}
+
+fn unobserved_reason(record: &Record, hop: Hop) -> String {
+    match hop {
+        Hop::Handoff => "no handoff stamps".into(),
+        Hop::ClientAck => match &record.timeline.client_delivery {
+            Some(d) if !d.available => d.reason.clone().unwrap_or_else(|| "no ACK data".into()),
+            _ => "no ACK data".into(),
+        },
+        Hop::BrowserArrival | Hop::Paint if record.browser.is_none() => "no browser probe report".into(),
+        Hop::BrowserArrival => "the probe saw no chunk arrivals".into(),
+        Hop::Paint => "the probe saw no paints".into(),
+    }
+}
+
+fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_frames: &[(f64, f64)]) -> HopDelay {
+    // (release time, added delay, chars) per event seen at this hop.
+    let seen: Vec<(f64, f64, f64, u64)> = aligned
+        .iter()
+        .filter_map(|a| {
+            let t = a.at[index]?;
+            let previous = a.at[..index].iter().rev().find_map(|t| *t).unwrap_or(a.t_up);
+            Some((t, t - a.t_up, t - previous, a.chars))
+        })
+        .collect();
+    let baseline = seen.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
+    let total_chars: u64 = seen.iter().map(|s| s.3).sum();
+    let held = |s: &(f64, f64, f64, u64)| s.2 - baseline >= threshold;
+
+    let mut held_chars = 0;
+    let mut held_holds = Vec::new();
+    let mut in_long_frames = 0;
+    for s in seen.iter().filter(|s| held(s)) {
+        held_chars += s.3;
+        held_holds.push(s.2 - baseline);
+        if long_frames.iter().any(|&(start, end)| start <= s.0 && s.0 <= end + LONG_FRAME_SLACK_MS) {
+            in_long_frames += s.3;
+        }
+    }
+
+    // Releases: consecutive events (in upstream order) released within BURST_GAP_MS of each other.
+    let mut bursts = 0;
+    let mut largest: Option<Burst> = None;
+    let mut i = 0;
+    while i < seen.len() {
+        let mut j = i + 1;
+        while j < seen.len() && (seen[j].0 - seen[j - 1].0).abs() <= BURST_GAP_MS {
+            j += 1;
+        }
+        let release = &seen[i..j];
+        if release.iter().any(held) {
+            bursts += 1;
+            let burst = Burst {
+                chars: release.iter().map(|s| s.3).sum(),
+                hold_ms: release.iter().map(|s| s.2 - baseline).fold(0.0, f64::max),
+                t_ms: release.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max),
+            };
+            if largest.as_ref().is_none_or(|l| burst.chars > l.chars) {
+                largest = Some(burst);
+            }
+        }
+        i = j;
+    }
+
+    let held_fraction = if total_chars > 0 { held_chars as f64 / total_chars as f64 } else { 0.0 };
+    let delays: Vec<f64> = seen.iter().map(|s| s.1).collect();
+    let added: Vec<f64> = seen.iter().map(|s| s.2).collect();
+    HopDelay {
+        hop,
+        events: seen.len() as u64,
+        delay_ms: Distribution::from_samples(&delays).expect("a hop with samples"),
+        added_ms: Distribution::from_samples(&added).expect("a hop with samples"),
+        hold_threshold_ms: threshold,
+        held_chars,
+        held_fraction,
+        held_p50_ms: Distribution::from_samples(&held_holds).map(|d| d.p50),
+        bursts,
+        largest_burst: largest,
+        held_chars_in_long_frames: in_long_frames,
+        rebuffers: seen.len() >= 2 && held_fraction >= HELD_FRACTION,
+    }
+}
+
+fn verdict(aligned: &[Aligned], hops: &[HopDelay], unobserved: &[Unobserved], backlog: Option<u64>) -> (VerdictKind, Option<Hop>, String) {
+    if aligned.len() < 2 {
+        let n = aligned.len();
+        return (VerdictKind::InsufficientData, None, format!("not enough data: {n} aligned answer event{}, nothing to compare", if n == 1 { "" } else { "s" }));
+    }
+    let Some(first) = hops.iter().find(|h| h.rebuffers) else {
+        let seen: Vec<&str> = hops.iter().map(|h| h.hop.as_str()).collect();
+        let mut text = format!("no re-buffering (hops observed: {})", seen.join(", "));
+        if !unobserved.is_empty() {
+            let missing: Vec<String> = unobserved.iter().map(|u| format!("{}: {}", u.hop.as_str(), u.reason)).collect();
+            text.push_str(&format!("; not observed: {}", missing.join("; ")));
+        }
+        return (VerdictKind::NoRebuffering, None, text);
+    };
+    let held = format!(
+        "{:.0}% of text held a median {} in {} burst{}",
+        first.held_fraction * 100.0,
+        ms(first.held_p50_ms.unwrap_or(0.0)),
+        first.bursts,
+        if first.bursts == 1 { "" } else { "s" }
+    );
+    let largest = first
+        .largest_burst
+        .as_ref()
+        .map(|b| format!("; largest burst {} characters held up to {}", b.chars, ms(b.hold_ms)))
+        .unwrap_or_default();
+    let in_long_frames = first.held_chars > 0 && first.held_chars_in_long_frames as f64 >= LONG_FRAME_FRACTION * first.held_chars as f64;
+    let (kind, text) = match first.hop {
+        Hop::Handoff | Hop::ClientAck if backlog.is_some_and(|b| b >= BACKLOG_BYTES) => (
+            VerdictKind::ClientBacklog,
+            format!("after tokentap's handoff: client/kernel backlog up to {}; {held} — the client reads slower than the text arrives", bytes(backlog.unwrap_or(0))),
+        ),
+        Hop::Handoff => (VerdictKind::AtHandoff, format!("at tokentap's handoff: {held} — tokentap or back-pressure from the client connection")),
+        Hop::ClientAck => (
+            VerdictKind::ClientBacklog,
+            format!("after tokentap's handoff: client/kernel backlog up to {}; {held}", bytes(backlog.unwrap_or(0))),
+        ),
+        Hop::BrowserArrival | Hop::Paint if in_long_frames => (
+            VerdictKind::BrowserMainThread,
+            format!(
+                "in the browser: {} delayed by long tasks; {held}",
+                if first.hop == Hop::Paint { "paint" } else { "reading and paint" }
+            ),
+        ),
+        Hop::BrowserArrival => (
+            VerdictKind::BetweenProxyAndBrowser,
+            format!("between tokentap and the browser: {held} — typical of a buffering proxy or compression"),
+        ),
+        Hop::Paint => (VerdictKind::BrowserPaint, format!("in the browser: paint delayed (no long tasks seen); {held}")),
+    };
+    (kind, Some(first.hop), format!("{text}{largest}"))
+}
+
+fn ms(v: f64) -> String {
+    if v >= 10_000.0 { format!("{:.1} s", v / 1000.0) } else { format!("{v:.0} ms") }
+}
+
+fn bytes(b: u64) -> String {
+    match b {
+        b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        b if b >= 1_000 => format!("{:.0} KB", b as f64 / 1e3),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// A compact text timeline per hop, for `tokentap explain`.
+pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
+    let mut out = String::new();
+    out.push_str(&format!("request {}  {} {}  route {}  outcome {}\n", record.request_id, record.method, record.path, record.route, record.outcome.as_str()));
+    let Some(d) = diagnosis else {
+        out.push_str("no answer text: nothing to diagnose\n");
+        return out;
+    };
+    out.push_str(&format!("verdict: {}\n", d.verdict));
+    out.push_str(&format!("aligned {} answer events, {} characters\n\n", d.events, d.answer_chars));
+    out.push_str("hop              delay vs upstream (ms)        added (ms)   held   bursts  largest burst\n");
+    out.push_str("                 p50      p99      max          p50\n");
+    for h in &d.hops {
+        let burst = h.largest_burst.as_ref().map(|b| format!("{} chars, {}", b.chars, ms(b.hold_ms))).unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:<16} {:>8.1} {:>8.1} {:>8.1}     {:>8.1}   {:>4.0}%   {:>6}  {}{}\n",
+            h.hop.as_str(),
+            h.delay_ms.p50,
+            h.delay_ms.p99,
+            h.delay_ms.max,
+            h.added_ms.p50,
+            h.held_fraction * 100.0,
+            h.bursts,
+            burst,
+            if h.rebuffers { "  <- re-buffers" } else { "" }
+        ));
+    }
+    for u in &d.unobserved {
+        out.push_str(&format!("{:<16} not observed: {}\n", u.hop.as_str(), u.reason));
+    }
+    if let Some(delivery) = &record.timeline.client_delivery {
+        out.push_str(&format!("client backlog high-water mark: {}\n", bytes(delivery.backlog_max_bytes)));
+    }
+    if let Some(b) = &record.browser {
+        if let Some(c) = &b.clock {
+            out.push_str(&format!("browser clock uncertainty: ±{:.1} ms\n", c.uncertainty_ms));
+        }
+        if !b.long_frames.is_empty() {
+            let longest = b.long_frames.iter().map(|f| f.duration_ms).fold(0.0, f64::max);
+            out.push_str(&format!("long animation frames: {} (longest {})\n", b.long_frames.len(), ms(longest)));
+        }
+    }
+    out.push_str(&timeline_strip(record, d));
+    out
+}
+
+/// One line per hop: when each tenth of the answer's characters got there (ms since t0).
+fn timeline_strip(record: &Record, d: &Diagnosis) -> String {
+    let Some(analysis) = &record.analysis else { return String::new() };
+    let events: Vec<_> = analysis.events.iter().filter(|e| e.class == EventClass::Answer && e.chars > 0).collect();
+    if events.len() < 2 {
+        return String::new();
+    }
+    let chunks = &record.timeline.chunks;
+    let chunk_of = |end: u64| chunks.iter().position(|c| c.offset + u64::from(c.len) >= end);
+    let total = events.last().map(|e| e.answer_chars_cum).unwrap_or(0).max(1);
+    let mut out = String::from("\nwhen each 10% of the answer text got there (ms since t0):\n");
+    let deciles: Vec<_> = (1..=10)
+        .filter_map(|k| events.iter().find(|e| e.answer_chars_cum * 10 >= total * k).map(|e| (e, chunk_of(e.end_offset))))
+        .collect();
+    let mut line = |name: &str, at: &dyn Fn(usize, f64) -> Option<f64>| {
+        out.push_str(&format!("{name:<16}"));
+        for (e, chunk) in &deciles {
+            match chunk.and_then(|c| at(c, e.t_ms)) {
+                Some(t) => out.push_str(&format!(" {t:>7.0}")),
+                None => out.push_str("       -"),
+            }
+        }
+        out.push('\n');
+    };
+    line("upstream", &|_, t| Some(t));
+    let observed = |h: Hop| d.hops.iter().any(|x| x.hop == h);
+    if observed(Hop::Handoff) {
+        line("handoff", &|c, _| chunks[c].t_handoff_ns.map(|t| t as f64 / 1e6));
+    }
+    if observed(Hop::ClientAck) {
+        line("client_ack", &|c, _| chunks[c].t_acked_ns.map(|t| t as f64 / 1e6));
+    }
+    if let Some(b) = &record.browser {
+        if observed(Hop::BrowserArrival) {
+            line("browser_arrival", &|c, _| b.chunks.get(c).and_then(|x| x.t_browser_ms));
+        }
+        if observed(Hop::Paint) {
+            line("paint", &|c, _| b.chunks.get(c).and_then(|x| x.t_paint_ms));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,314 @@
+//! The verdict on synthetic timelines: one per verdict, and the edge cases (no browser, no ACK
+//! data, one event, clock uncertainty).
+
+use tokentap_analysis::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
+
+use super::*;
+use crate::ack::ClientDelivery;
+use crate::browser::join::{BrowserChunkJoin, BrowserClock, BrowserLongFrame};
+use crate::browser::BrowserTimeline;
+use crate::timeline::ChunkStamp;
+
+const ITL_MS: f64 = 25.0;
+
+fn event(text: &str) -> Vec<u8> {
+    format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n").into_bytes()
+}
+
+/// `n` answer events of 5 characters, one per chunk, arriving every 25 ms from 100 ms; handed off
+/// 0.1 ms and acknowledged 0.5 ms later.
+fn record(n: usize) -> Record {
+    let mut analyzer = StreamAnalyzer::new(
+        StreamContext {
+            request_path: "/v1/chat/completions".into(),
+            provider_hint: None,
+            response_content_type: Some("text/event-stream".into()),
+            response_status: Some(200),
+        },
+        AnalysisLimits::default(),
+    );
+    let mut chunks = Vec::new();
+    let mut offset = 0u64;
+    for i in 0..n {
+        let piece = event("abcde");
+        let t_up_ns = ((100.0 + ITL_MS * i as f64) * 1e6) as u64;
+        analyzer.push_chunk(&piece, t_up_ns);
+        chunks.push(ChunkStamp {
+            offset,
+            len: piece.len() as u32,
+            t_up_ns,
+            t_handoff_ns: Some(t_up_ns + 100_000),
+            t_acked_ns: Some(t_up_ns + 500_000),
+        });
+        offset += piece.len() as u64;
+    }
+    let t_end = chunks.last().map(|c| c.t_up_ns + 100_000);
+    let analysis = analyzer.finish(RequestTiming { t_upstream_headers_ns: Some(50_000_000), t_end_ns: t_end, body_complete: true });
+    let mut record: Record = serde_json::from_value(serde_json::json!({
+        "record_version": 1, "request_id": "0123456789abcdef01234567", "trace_id": "0af7651916cd43dd8448eb211c80319c",
+        "span_id": "b7ad6b7169203331", "started_at": "2027-01-15T08:00:00Z", "route": "/",
+        "upstream": "http://x", "method": "POST", "path": "/v1/chat/completions", "status": 200,
+        "outcome": "ok", "request_headers": [],
+        "conditions": {"request_bytes": 10, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0"},
+        "request": {},
+        "timeline": {"t0_unix_ns": 1_800_000_000_000_000_000u64, "chunk_count": n, "body_bytes": offset, "chunks_truncated": false,
+                     "analysis_bytes_truncated": false, "chunks": []},
+        "self_overhead": {"hook_time_us": 1.0}
+    }))
+    .unwrap();
+    record.timeline.chunks = chunks;
+    record.timeline.client_delivery = Some(ClientDelivery { available: true, reason: None, backlog_max_bytes: 300, drained: true, samples: n as u64 * 2 });
+    record.analysis = Some(analysis);
+    record
+}
+
+fn t_up(record: &Record, i: usize) -> f64 {
+    record.timeline.chunks[i].t_up_ns as f64 / 1e6
+}
+
+/// Joins a browser timeline: chunk i arrives at `arrival(i)` and is painted at `paint(i)` (ms since t0).
+fn with_browser(mut record: Record, arrival: &dyn Fn(usize) -> f64, paint: &dyn Fn(usize) -> f64, uncertainty_ms: f64, long_frames: Vec<(f64, f64)>) -> Record {
+    let n = record.timeline.chunks.len();
+    let chunks = (0..n).map(|i| BrowserChunkJoin { t_browser_ms: Some(arrival(i)), t_paint_ms: Some(paint(i)) }).collect();
+    record.browser = Some(BrowserTimeline {
+        probe_span_id: "00f067aa0ba902b7".into(),
+        page_path: None,
+        clock: Some(BrowserClock { offset_ms: 0.0, uncertainty_ms, samples: 5 }),
+        marks: vec![],
+        fetch_start_ms: None,
+        response_ms: None,
+        fetch_end_ms: None,
+        first_paint_ms: None,
+        last_paint_ms: None,
+        time_to_first_paint_ms: None,
+        time_to_first_paint_from: None,
+        delivery_delay_ms: None,
+        render_delay_ms: None,
+        chunks,
+        long_frames: long_frames.into_iter().map(|(start_ms, duration_ms)| BrowserLongFrame { start_ms, duration_ms, blocking_ms: None }).collect(),
+        audio: vec![],
+        browser_bytes: record.timeline.body_bytes,
+        bytes_match: true,
+        painted_chars: 5 * n as u64,
+        answer_chars: 5 * n as u64,
+        chunks_dropped: 0,
+        paints_dropped: 0,
+        marks_dropped: 0,
+        long_frames_dropped: 0,
+    });
+    record
+}
+
+/// A browser that gets each chunk 2 ms after upstream arrival and paints it within the next frame.
+fn smooth_browser(record: Record) -> Record {
+    let ups: Vec<f64> = (0..record.timeline.chunks.len()).map(|i| t_up(&record, i)).collect();
+    let ups2 = ups.clone();
+    with_browser(record, &|i| ups[i] + 2.0, &|i| ups2[i] + 2.0 + (i % 3) as f64 * 6.0 + 10.0, 0.5, vec![])
+}
+
+fn hop(d: &Diagnosis, hop: Hop) -> &HopDelay {
+    d.hops.iter().find(|h| h.hop == hop).unwrap_or_else(|| panic!("{hop:?} not observed: {d:#?}"))
+}
+
+#[test]
+fn smooth_stream_has_no_rebuffering_at_any_hop() {
+    let d = diagnose(&smooth_browser(record(60))).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+    assert!(d.verdict.starts_with("no re-buffering"), "{}", d.verdict);
+    assert_eq!(d.hops.len(), 4);
+    assert!(d.unobserved.is_empty());
+    assert_eq!((d.events, d.answer_chars), (60, 300));
+    for h in &d.hops {
+        assert_eq!((h.held_chars, h.bursts), (0, 0), "{h:?}");
+        assert!(!h.rebuffers);
+    }
+    assert!((hop(&d, Hop::BrowserArrival).delay_ms.p50 - 2.0).abs() < 1e-6);
+}
+
+#[test]
+fn buffering_proxy_names_the_hop_between_tokentap_and_the_browser() {
+    // Like nginx with proxy_buffering on: every 13th chunk flushes what came before it.
+    let r = record(65);
+    let ups: Vec<f64> = (0..65).map(|i| t_up(&r, i)).collect();
+    let flush = move |i: usize| ups[(i / 13) * 13 + 12] + 3.0;
+    let r = with_browser(r, &flush, &|i| flush(i) + 12.0, 0.8, vec![]);
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.kind, VerdictKind::BetweenProxyAndBrowser, "{d:#?}");
+    assert_eq!(d.hop, Some(Hop::BrowserArrival));
+    let h = hop(&d, Hop::BrowserArrival);
+    assert_eq!(h.bursts, 5, "{h:?}");
+    // Held beyond 100.8 ms (100 ms + the clock's uncertainty): the first 8 of every 13; the 9th
+    // waits exactly 100 ms.
+    assert_eq!(h.held_chars, 5 * 8 * 5, "{h:?}");
+    let largest = h.largest_burst.as_ref().unwrap();
+    assert_eq!(largest.chars, 13 * 5);
+    assert!((largest.hold_ms - 300.0).abs() < 1e-6, "{largest:?}");
+    assert!(d.verdict.starts_with("between tokentap and the browser: 62% of text held a median 21"), "{}", d.verdict);
+    assert!(d.verdict.contains(" ms in 5 bursts"), "{}", d.verdict);
+    assert!(d.verdict.contains("buffering proxy or compression"));
+    // Paint follows arrival: the paint hop adds nothing of its own.
+    assert!(!hop(&d, Hop::Paint).rebuffers);
+}
+
+#[test]
+fn slow_client_names_the_kernel_backlog() {
+    // Handoffs stay smooth; ACKs fall further and further behind, as with a slow reader.
+    let mut r = record(60);
+    for (i, c) in r.timeline.chunks.iter_mut().enumerate() {
+        c.t_acked_ns = Some(c.t_up_ns + (i as u64 * 20_000_000));
+    }
+    r.timeline.client_delivery.as_mut().unwrap().backlog_max_bytes = 2_100_000;
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.kind, VerdictKind::ClientBacklog, "{d:#?}");
+    assert_eq!(d.hop, Some(Hop::ClientAck));
+    assert!(d.verdict.starts_with("after tokentap's handoff: client/kernel backlog up to 2.1 MB"), "{}", d.verdict);
+    assert!(!hop(&d, Hop::Handoff).rebuffers);
+    assert_eq!(d.unobserved.len(), 2, "no browser: {d:#?}");
+    assert!(d.unobserved.iter().all(|u| u.reason == "no browser probe report"));
+}
+
+#[test]
+fn back_pressure_at_handoff_is_the_client_when_it_left_a_backlog() {
+    let mut r = record(40);
+    for (i, c) in r.timeline.chunks.iter_mut().enumerate() {
+        let t = c.t_up_ns + i as u64 * 15_000_000;
+        c.t_handoff_ns = Some(t);
+        c.t_acked_ns = Some(t + 1_000_000);
+    }
+    r.timeline.client_delivery.as_mut().unwrap().backlog_max_bytes = 900_000;
+    let d = diagnose(&r).unwrap();
+    assert_eq!((d.kind, d.hop), (VerdictKind::ClientBacklog, Some(Hop::Handoff)), "{d:#?}");
+    assert!(d.verdict.contains("900 KB"), "{}", d.verdict);
+    // Without a backlog, tokentap itself held the text.
+    r.timeline.client_delivery.as_mut().unwrap().backlog_max_bytes = 2_000;
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.kind, VerdictKind::AtHandoff, "{d:#?}");
+    assert!(d.verdict.starts_with("at tokentap's handoff"), "{}", d.verdict);
+}
+
+#[test]
+fn long_tasks_delaying_paint_name_rendering() {
+    // Every 20th chunk starts a 300 ms block: text that arrives meanwhile is painted after it.
+    let r = record(60);
+    let ups: Vec<f64> = (0..60).map(|i| t_up(&r, i)).collect();
+    let blocks: Vec<(f64, f64)> = (0..3).map(|k| (ups[k * 20] + 2.0, 300.0)).collect();
+    let b2 = blocks.clone();
+    let paint = move |i: usize| {
+        let arrival = ups[i] + 2.0;
+        b2.iter().find(|&&(s, d)| s <= arrival && arrival <= s + d).map(|&(s, d)| s + d + 8.0).unwrap_or(arrival + 10.0)
+    };
+    let ups = (0..60).map(|i| t_up(&r, i)).collect::<Vec<_>>();
+    let d = diagnose(&with_browser(r.clone(), &|i| ups[i] + 2.0, &paint, 0.5, blocks.clone())).unwrap();
+    assert_eq!((d.kind, d.hop), (VerdictKind::BrowserMainThread, Some(Hop::Paint)), "{d:#?}");
+    assert!(d.verdict.starts_with("in the browser: paint delayed by long tasks"), "{}", d.verdict);
+    assert_eq!(hop(&d, Hop::Paint).bursts, 3);
+    assert!(!hop(&d, Hop::BrowserArrival).rebuffers);
+
+    // The same delays without long frames to explain them.
+    let ups = (0..60).map(|i| t_up(&r, i)).collect::<Vec<_>>();
+    let d = diagnose(&with_browser(r, &|i| ups[i] + 2.0, &paint, 0.5, vec![])).unwrap();
+    assert_eq!(d.kind, VerdictKind::BrowserPaint, "{d:#?}");
+}
+
+#[test]
+fn long_tasks_delaying_reads_name_the_browser_not_the_network() {
+    // The app reads the stream on the main thread: a block delays the read stamps too.
+    let r = record(60);
+    let ups: Vec<f64> = (0..60).map(|i| t_up(&r, i)).collect();
+    let blocks: Vec<(f64, f64)> = (0..3).map(|k| (ups[k * 20] + 2.0, 300.0)).collect();
+    let b2 = blocks.clone();
+    let arrival = move |i: usize| {
+        let t = ups[i] + 2.0;
+        b2.iter().find(|&&(s, d)| s < t && t <= s + d).map(|&(s, d)| s + d + 1.0).unwrap_or(t)
+    };
+    let d = diagnose(&with_browser(r, &arrival, &|i| arrival(i) + 10.0, 0.5, blocks)).unwrap();
+    assert_eq!((d.kind, d.hop), (VerdictKind::BrowserMainThread, Some(Hop::BrowserArrival)), "{d:#?}");
+    assert!(d.verdict.starts_with("in the browser: reading and paint delayed by long tasks"), "{}", d.verdict);
+}
+
+#[test]
+fn without_ack_data_the_browser_hop_compares_with_the_handoff() {
+    // An HTTP/2 client: no per-chunk ACK times, and the record says why.
+    let mut r = record(65);
+    for c in &mut r.timeline.chunks {
+        c.t_acked_ns = None;
+    }
+    r.timeline.client_delivery = Some(ClientDelivery { available: false, reason: Some("HTTP/2 client".into()), backlog_max_bytes: 0, drained: false, samples: 0 });
+    let d = diagnose(&smooth_browser(r.clone())).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+    assert_eq!(d.unobserved, vec![Unobserved { hop: Hop::ClientAck, reason: "HTTP/2 client".into() }]);
+    assert!(d.verdict.contains("client_ack: HTTP/2 client"), "{}", d.verdict);
+
+    let ups: Vec<f64> = (0..65).map(|i| t_up(&r, i)).collect();
+    let flush = move |i: usize| ups[(i / 13) * 13 + 12] + 3.0;
+    let d = diagnose(&with_browser(r, &flush, &|i| flush(i) + 12.0, 0.8, vec![])).unwrap();
+    assert_eq!(d.kind, VerdictKind::BetweenProxyAndBrowser, "{d:#?}");
+}
+
+#[test]
+fn without_browser_data_only_proxy_hops_are_judged() {
+    let d = diagnose(&record(30)).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering);
+    assert_eq!(d.hops.iter().map(|h| h.hop).collect::<Vec<_>>(), [Hop::Handoff, Hop::ClientAck]);
+    assert!(d.verdict.contains("browser_arrival: no browser probe report"), "{}", d.verdict);
+}
+
+#[test]
+fn one_event_is_not_enough_to_judge() {
+    let d = diagnose(&record(1)).unwrap();
+    assert_eq!(d.kind, VerdictKind::InsufficientData);
+    assert_eq!(d.hop, None);
+    assert!(d.hops.iter().all(|h| !h.rebuffers));
+    assert!(d.verdict.contains("1 aligned answer event,"), "{}", d.verdict);
+}
+
+#[test]
+fn no_answer_text_means_no_diagnosis() {
+    let mut r = record(3);
+    r.analysis = None;
+    assert!(diagnose(&r).is_none());
+    let mut r = record(3);
+    r.analysis.as_mut().unwrap().events.clear();
+    assert!(diagnose(&r).is_none());
+}
+
+#[test]
+fn clock_uncertainty_raises_the_browser_threshold_and_offsets_cancel() {
+    // A constant 400 ms clock error is latency, not re-buffering.
+    let r = record(40);
+    let ups: Vec<f64> = (0..40).map(|i| t_up(&r, i)).collect();
+    let u2 = ups.clone();
+    let d = diagnose(&with_browser(r.clone(), &|i| ups[i] + 400.0, &|i| u2[i] + 410.0, 0.5, vec![])).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+
+    // Every other pair of chunks held 120 ms: re-buffering with a precise clock, within the
+    // uncertainty of a poor one.
+    let ups: Vec<f64> = (0..40).map(|i| t_up(&r, i)).collect();
+    let arrival = move |i: usize| ups[i] + if i % 4 < 2 { 120.0 } else { 0.0 };
+    let d = diagnose(&with_browser(r.clone(), &arrival, &|i| arrival(i) + 10.0, 1.0, vec![])).unwrap();
+    assert_eq!(d.kind, VerdictKind::BetweenProxyAndBrowser, "{d:#?}");
+    let d = diagnose(&with_browser(r, &arrival, &|i| arrival(i) + 10.0, 40.0, vec![])).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+    assert!((hop(&d, Hop::BrowserArrival).hold_threshold_ms - (HOLD_MS + 40.0)).abs() < 1e-9);
+}
+
+#[test]
+fn explain_prints_the_verdict_and_every_hop() {
+    let r = smooth_browser(record(20));
+    let d = diagnose(&r);
+    let text = explain(&r, d.as_ref());
+    assert!(text.contains("verdict: no re-buffering"), "{text}");
+    for name in ["handoff", "client_ack", "browser_arrival", "paint", "upstream"] {
+        assert!(text.contains(name), "{name}: {text}");
+    }
+}
+
+#[test]
+fn diagnosis_round_trips_through_json() {
+    let d = diagnose(&smooth_browser(record(10))).unwrap();
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["kind"], "no_rebuffering");
+    assert_eq!(json["hops"][1]["hop"], "client_ack");
+    let back: Diagnosis = serde_json::from_value(json).unwrap();
+    assert_eq!(back, d);
+}
