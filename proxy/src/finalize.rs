@@ -203,11 +203,11 @@ fn run_worker(
                 // A report that came before its record can be joined now.
                 if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
                     if let Some((_, report)) = pending.remove(i) {
-                        join_report(report, store, stats, &mut pending);
+                        join_report(report, store, stats, telemetry, &mut pending);
                     }
                 }
             }
-            WorkItem::BrowserReport(report) => join_report(*report, store, stats, &mut pending),
+            WorkItem::BrowserReport(report) => join_report(*report, store, stats, telemetry, &mut pending),
         }
         while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
             pending.pop_front();
@@ -216,7 +216,13 @@ fn run_worker(
     }
 }
 
-fn join_report(report: ProbeReport, store: &RecordStore, stats: &PipelineStats, pending: &mut VecDeque<(Instant, ProbeReport)>) {
+fn join_report(
+    report: ProbeReport,
+    store: &RecordStore,
+    stats: &PipelineStats,
+    telemetry: &Telemetry,
+    pending: &mut VecDeque<(Instant, ProbeReport)>,
+) {
     let Some(stored) = store.find_by_trace(&report.trace_id, &report.span_id) else {
         pending.push_back((Instant::now(), report));
         return;
@@ -224,6 +230,7 @@ fn join_report(report: ProbeReport, store: &RecordStore, stats: &PipelineStats, 
     let mut record = stored.record.clone();
     record.browser = Some(crate::browser::join(&record, &report));
     record.diagnosis = crate::hops::diagnose(&record);
+    telemetry.observe_browser(&record);
     match store.update(record) {
         Ok(()) => {
             stats.browser_joined.fetch_add(1, Ordering::Relaxed);

@@ -125,7 +125,9 @@ pub struct HopDelay {
     pub events: u64,
     /// Per event: this hop's time − upstream arrival (ms).
     pub delay_ms: Distribution,
-    /// Per event: this hop's time − the previous hop's time for the same text (ms).
+    /// Per event: this hop's time − the previous hop's time for the same text (ms). The browser
+    /// arrival is compared with the handoff; the ACK hop counts only the certain wait (the last
+    /// handoff sample before the ACK was seen).
     pub added_ms: Distribution,
     /// The held threshold used for this hop: [`HOLD_MS`], plus the clock uncertainty when the hop
     /// crosses clocks.
@@ -136,6 +138,8 @@ pub struct HopDelay {
     /// Median hold of the held events (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_p50_ms: Option<f64>,
+    /// The longest hold at this hop, held or not (ms): how close the hop came to the threshold.
+    pub hold_max_ms: f64,
     /// Releases at this hop that contained held text.
     pub bursts: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +184,28 @@ struct Aligned {
     chars: u64,
     t_up: f64,
     at: [Option<f64>; 4],
+    /// The latest moment the client certainly had not acknowledged the chunk yet (see
+    /// [`certain_ack_wait`]).
+    ack_not_before: Option<f64>,
+}
+
+/// ACK times are sampled: at every handoff, then every `ack::ACK_POLL` while the tail drains
+/// (`ack.rs`). A chunk's `t_acked` is the first sample that saw it acknowledged, so the real
+/// ACK lies between the sample before it and `t_acked`. With one sample per handoff, a chunk is
+/// normally "acknowledged" at the next chunk's handoff, one inter-chunk gap late. Holds at the
+/// ACK hop are therefore measured to the sample before `t_acked`: the last handoff before it,
+/// or one poll interval earlier once the tail is being polled.
+fn certain_ack_wait(chunks: &[crate::timeline::ChunkStamp], k: usize) -> Option<f64> {
+    let acked = chunks[k].t_acked_ns?;
+    let before = chunks[k..].iter().filter_map(|c| c.t_handoff_ns).take_while(|&h| h < acked).last();
+    let last_handoff = chunks.iter().rev().find_map(|c| c.t_handoff_ns);
+    let not_before = match (before, last_handoff) {
+        // Seen in the tail, which is polled every ACK_POLL after the last write.
+        (Some(b), Some(last)) if b == last => b.max(acked.saturating_sub(crate::ack::ACK_POLL.as_nanos() as u64)),
+        (Some(b), _) => b,
+        (None, _) => acked,
+    };
+    Some(not_before as f64 / 1e6)
 }
 
 /// Diagnoses a record. `None` when the response carried no answer text (errors, tool calls
@@ -205,6 +231,7 @@ pub fn diagnose(record: &Record) -> Option<Diagnosis> {
                 page.and_then(|p| p.t_browser_ms),
                 page.and_then(|p| p.t_paint_ms),
             ],
+            ack_not_before: certain_ack_wait(chunks, cursor),
         });
     }
     if analysis.events.iter().all(|e| e.class != EventClass::Answer || e.chars == 0) {
@@ -253,8 +280,12 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
         .iter()
         .filter_map(|a| {
             let t = a.at[index]?;
-            let previous = a.at[..index].iter().rev().find_map(|t| *t).unwrap_or(a.t_up);
-            Some((t, t - a.t_up, t - previous, a.chars))
+            // The browser arrival is compared with the handoff: sampled ACK times are late by up
+            // to one chunk gap, and the browser hop is about what happens after tokentap.
+            let earlier = if hop == Hop::BrowserArrival { &a.at[..1] } else { &a.at[..index] };
+            let previous = earlier.iter().rev().find_map(|t| *t).unwrap_or(a.t_up);
+            let held_until = if hop == Hop::ClientAck { a.ack_not_before.unwrap_or(t) } else { t };
+            Some((t, t - a.t_up, held_until - previous, a.chars))
         })
         .collect();
     let baseline = seen.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
@@ -308,6 +339,7 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
         held_chars,
         held_fraction,
         held_p50_ms: Distribution::from_samples(&held_holds).map(|d| d.p50),
+        hold_max_ms: seen.iter().map(|s| s.2 - baseline).fold(0.0, f64::max),
         bursts,
         largest_burst: largest,
         held_chars_in_long_frames: in_long_frames,

@@ -5,6 +5,7 @@
 //! succeeds, and results are awaited through long-polls and the live record feed.
 
 pub mod browser;
+pub mod diagnosis;
 pub mod feed;
 pub mod http1;
 pub mod nginx;

@@ -27,9 +27,10 @@ pub struct Nginx {
 }
 
 impl Nginx {
-    /// Starts nginx with `location / { proxy_pass http://upstream; … location_directives }`.
-    /// The Host header is passed through (`$http_host`), so tokentap sees the origin the page
-    /// was loaded from, as with a same-origin deployment.
+    /// Starts nginx with `location / { proxy_pass http://upstream; … location_directives }`,
+    /// otherwise nginx's defaults (HTTP/1.0 to the upstream, `proxy_buffering on`, 4 KiB
+    /// buffers). The Host header is passed through (`$http_host`), so tokentap sees the origin
+    /// the page was loaded from, as with a same-origin deployment.
     pub fn start(upstream: SocketAddr, location_directives: &str) -> Nginx {
         let bin = nginx_bin();
         assert!(bin.exists(), "{} not found: run scripts/setup.sh test (it installs nginx)", bin.display());
@@ -97,9 +98,7 @@ http {{
         listen 127.0.0.1:{port};
         location / {{
             proxy_pass http://{upstream};
-            proxy_http_version 1.1;
             proxy_set_header Host $http_host;
-            proxy_set_header Connection "";
             {location_directives}
         }}
     }}

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use serde_json::Value;
 use tokentap_e2e::browser::{run_page, PageRun, Reports};
+use tokentap_e2e::otlp_receiver::{hex, OtlpReceiver};
 use tokentap_e2e::{Mock, Tokentap};
 
 /// Fills in the form, sends, and waits until the page shows the breakdown (or 30 s pass).
@@ -27,8 +28,9 @@ const SEND_AND_WAIT: &str = r##"(async () => {
 #[test]
 fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
     let mock = Mock::start(&["--ttft-ms", "80", "--itl-ms", "15", "--tokens", "30", "--reasoning-tokens", "0"]);
+    let receiver = OtlpReceiver::start();
     let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(config, "demo_page = true").unwrap();
+    writeln!(config, "demo_page = true\n[otel]\nendpoint = \"{}\"\nbatch_delay_ms = 50", receiver.http_endpoint()).unwrap();
     let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
     let mut feed = tokentap.feed();
     let run = PageRun {
@@ -88,6 +90,20 @@ fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
     for key in ["delivery_delay_ms", "render_delay_ms"] {
         assert!(browser[key]["count"].as_u64().unwrap() > 0, "{key}: {browser:#}");
     }
+    // The browser's spans join the same trace: the page's fetch is the parent of tokentap's span.
+    let probe_span = joined["browser"]["probe_span_id"].as_str().unwrap().to_string();
+    let received = receiver.wait_for(std::time::Duration::from_secs(60), "the browser's spans", |r| {
+        r.spans().iter().any(|s| hex(&s.span_id) == probe_span) && r.spans().iter().any(|s| s.name == "browser render")
+    });
+    let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace_id).collect();
+    let fetch = spans.iter().find(|s| hex(&s.span_id) == probe_span).expect("browser fetch span");
+    let request = spans.iter().find(|s| hex(&s.span_id) == joined["span_id"].as_str().unwrap()).expect("tokentap's request span");
+    assert_eq!(hex(&request.parent_span_id), probe_span);
+    assert!(fetch.start_time_unix_nano <= request.start_time_unix_nano);
+    let render = spans.iter().find(|s| s.name == "browser render").unwrap();
+    assert_eq!(hex(&render.parent_span_id), probe_span);
+    assert!(render.start_time_unix_nano >= fetch.start_time_unix_nano && render.end_time_unix_nano <= fetch.end_time_unix_nano);
+
     let value = |v: &Value| v.as_f64().unwrap();
     assert!(value(&browser["first_paint_ms"]) >= value(&joined["analysis"]["metrics"]["ttft_answer_ms"]) - uncertainty);
 }

@@ -236,6 +236,18 @@ impl Telemetry {
         }
     }
 
+    /// Takes a record that a browser report has just joined: queues the browser's spans (the
+    /// request's own spans and metrics went out when the record was first built).
+    pub fn observe_browser(&self, record: &Record) {
+        if let Some(tx) = &self.spans_tx {
+            let spans = conventions::browser_spans(record, &self.span_options);
+            let n = spans.len() as u64;
+            if n > 0 && tx.try_send(spans).is_err() {
+                self.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
+            }
+        }
+    }
+
     /// The metrics, with the counters kept elsewhere (finalize queue, export) brought up to date.
     pub fn metrics_snapshot(&self) -> Vec<MetricSnapshot> {
         let dropped = self.pipeline.dropped.load(Ordering::Relaxed);

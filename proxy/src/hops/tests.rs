@@ -168,6 +168,27 @@ fn slow_client_names_the_kernel_backlog() {
 }
 
 #[test]
+fn sampled_ack_times_of_an_irregular_stream_are_not_holds() {
+    // Gaps alternate 50 ms and 600 ms; each chunk is seen acknowledged only at the next handoff,
+    // up to 600 ms after it really was. That is sampling, not a hold.
+    let mut r = record(40);
+    let mut t = 100_000_000u64;
+    for (i, c) in r.timeline.chunks.iter_mut().enumerate() {
+        c.t_up_ns = t;
+        c.t_handoff_ns = Some(t + 100_000);
+        t += if i % 2 == 0 { 50_000_000 } else { 600_000_000 };
+    }
+    let handoffs: Vec<u64> = r.timeline.chunks.iter().map(|c| c.t_handoff_ns.unwrap()).collect();
+    for (i, c) in r.timeline.chunks.iter_mut().enumerate() {
+        c.t_acked_ns = Some(handoffs.get(i + 1).copied().unwrap_or(handoffs[i] + 2_000_000));
+    }
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+    let ack = hop(&d, Hop::ClientAck);
+    assert!(ack.delay_ms.max > 590.0 && ack.hold_max_ms < 1.0, "{ack:?}");
+}
+
+#[test]
 fn back_pressure_at_handoff_is_the_client_when_it_left_a_backlog() {
     let mut r = record(40);
     for (i, c) in r.timeline.chunks.iter_mut().enumerate() {

@@ -359,3 +359,42 @@ fn server_address_parses_the_upstream() {
     assert_eq!(server_address("http://[::1]:81/x"), Some(("::1".into(), 81)));
     assert_eq!(server_address("nonsense"), None);
 }
+
+#[test]
+fn browser_spans_continue_the_trace_from_the_probe() {
+    let mut json = record_json();
+    json["parent_span_id"] = "00f067aa0ba902b7".into();
+    json["browser"] = serde_json::json!({
+        "probe_span_id": "00f067aa0ba902b7", "page_path": "/chat",
+        "clock": {"offset_ms": 0.1, "uncertainty_ms": 0.4, "samples": 5},
+        "marks": [{"name": "user_send", "t_ms": -12.0}],
+        "fetch_start_ms": -10.0, "response_ms": 3.0, "fetch_end_ms": 400.0,
+        "first_paint_ms": 215.0, "last_paint_ms": 405.0,
+        "time_to_first_paint_ms": 227.0, "time_to_first_paint_from": "user_send",
+        "render_delay_ms": {"count": 3, "p50": 8.0, "p90": 9.0, "p95": 9.5, "p99": 9.9, "max": 10.0},
+        "chunks": [], "long_frames": [{"start_ms": 300.0, "duration_ms": 80.0}], "audio": [],
+        "browser_bytes": 10, "bytes_match": true, "painted_chars": 3, "answer_chars": 3,
+        "chunks_dropped": 0, "paints_dropped": 0
+    });
+    let r = record(json);
+    assert!(request_spans(&r, &SpanOptions::default()).iter().any(|s| s.parent_span_id == Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])));
+    let spans = browser_spans(&r, &SpanOptions::default());
+    assert_eq!(spans.len(), 2);
+    let fetch = &spans[0];
+    assert_eq!(hex(&fetch.span_id), "00f067aa0ba902b7");
+    assert_eq!(hex(&fetch.trace_id), r.trace_id);
+    assert_eq!(fetch.kind, SpanKind::Client);
+    assert_eq!(r.timeline.t0_unix_ns, T0);
+    assert_eq!(fetch.start_unix_ns, T0 - 10_000_000);
+    assert_eq!(fetch.end_unix_ns, ms(405));
+    assert_eq!(fetch.attribute(attr::BROWSER_TIME_TO_FIRST_PAINT_MS), Some(&AttrValue::F64(227.0)));
+    let names: Vec<_> = fetch.events.iter().map(|e| e.name).collect();
+    assert_eq!(names, [event::BROWSER_MARK, event::FIRST_PAINT, event::LONG_FRAME]);
+    assert!(fetch.events.windows(2).all(|w| w[0].time_unix_ns <= w[1].time_unix_ns));
+    let render = &spans[1];
+    assert_eq!(render.parent_span_id, Some(fetch.span_id));
+    assert!(render.start_unix_ns >= fetch.start_unix_ns && render.end_unix_ns <= fetch.end_unix_ns);
+    assert_eq!(render.start_unix_ns, ms(215));
+    // No browser part: no browser spans.
+    assert!(browser_spans(&record(record_json()), &SpanOptions::default()).is_empty());
+}
