@@ -330,10 +330,19 @@ impl ProxyHttp for TapProxy {
 
     async fn response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
+        // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a body of unknown length
+        // is delimited by closing the connection instead. Same bytes, framed the way it can read.
+        if session.req_header().version == http::Version::HTTP_10
+            && upstream_response.headers.get("content-length").is_none()
+            && upstream_response.status.as_u16() != 101
+        {
+            upstream_response.remove_header("transfer-encoding");
+            upstream_response.insert_header("connection", "close")?;
+        }
         if self.config.response_request_id_header && !ctx.internal {
             upstream_response.insert_header(REQUEST_ID_HEADER, ctx.request_id.as_str())?;
         }

@@ -7,13 +7,11 @@
 //! The probe's report also goes through nginx, and tokentap joins it to the record, whose
 //! `diagnosis` is then judged. The stream is ~300-byte events every 25 ms.
 //!
-//! What nginx holds depends on how its upstream frames the body. tokentap answers in chunked
-//! encoding, and nginx passes each complete chunk on at once even with `proxy_buffering on`, so
-//! nginx directly in front of tokentap does not re-buffer a fast reader (a test below says so).
-//! An upstream that answers nginx's default HTTP/1.0 request correctly (no chunked encoding; the
-//! body ends at close) is what nginx's buffers hold, page by page. The "edge" scenarios put one
-//! such hop in between: an inner nginx with buffering off, which answers HTTP/1.0 that way. With
-//! 4 KiB buffers and ~300-byte events, the edge then fills a buffer about every 330 ms.
+//! nginx asks its upstream with HTTP/1.0 by default, and tokentap answers such a client with a
+//! close-delimited body (an HTTP/1.0 client cannot read chunked encoding). That is the body nginx's
+//! buffers hold, page by page: with 4 KiB buffers and ~300-byte events, nginx fills a buffer about
+//! every 330 ms. The scenarios run both with nginx directly in front of tokentap and with an edge
+//! nginx in front of an inner one (buffering off), as in deployments with a CDN or ingress.
 //!
 //! Each scenario runs three times with the same verdict expected every time; each run prints its
 //! numbers (`--nocapture`) so the margins to the thresholds in docs/metrics.md can be read off.
@@ -128,8 +126,15 @@ fn nginx_gzip_of_event_streams_is_flagged() {
 }
 
 #[test]
-fn nginx_buffering_directly_in_front_of_tokentap_passes_each_chunk_on() {
-    // tokentap's chunked answer lets nginx forward every complete chunk at once, buffering on or
-    // not: nothing is held, and the verdict says so.
-    scenario("direct buffering on", Topology::Direct("proxy_buffering on;"), &SCHEDULE, "no_rebuffering");
+fn nginx_with_default_buffering_directly_in_front_of_tokentap_is_flagged() {
+    for record in scenario("direct buffering on", Topology::Direct("proxy_buffering on;"), &SCHEDULE, "between_proxy_and_browser") {
+        let d = &record["diagnosis"];
+        assert_eq!(d["hop"], "browser_arrival");
+        assert!(d["hops"][2]["bursts"].as_u64().unwrap() >= 3, "nginx flushed a full buffer several times: {d:#}");
+    }
+}
+
+#[test]
+fn nginx_with_buffering_off_directly_in_front_of_tokentap_is_no_rebuffering() {
+    scenario("direct buffering off", Topology::Direct("proxy_buffering off;"), &SCHEDULE, "no_rebuffering");
 }

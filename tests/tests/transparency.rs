@@ -178,3 +178,24 @@ fn headers_pass_through_except_hop_by_hop() {
     assert_eq!(resp.body, b"{\"ok\":true}");
     assert!(resp.header("x-tokentap-request-id").is_some());
 }
+
+#[test]
+fn http_1_0_clients_get_a_close_delimited_body_not_chunked() {
+    let upstream = ScriptedUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let pieces: Vec<(Duration, Vec<u8>)> = (0..5).map(|i| (Duration::from_millis(i), format!("data: {i}\n\n").into_bytes())).collect();
+    let script = Script {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into())],
+        framing: Framing::Chunked,
+        pieces,
+    };
+    let expected = script.body();
+    upstream.register("/v1/old", script);
+    let raw = b"GET /v1/old HTTP/1.0\r\nhost: tokentap.test\r\n\r\n";
+    let resp = http1::send(tokentap.addr, raw);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("transfer-encoding"), None, "an HTTP/1.0 client cannot read chunked encoding");
+    assert!(resp.complete, "the body ends when the connection closes");
+    assert_eq!(resp.body, expected);
+}
