@@ -102,3 +102,16 @@ pub fn run_page(run: &PageRun) -> serde_json::Value {
     });
     serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON from the browser driver ({e}): {line}"))
 }
+
+/// The query of tests/browser/pages/stream.html for a mock schedule (x-mock-* request headers),
+/// plus `extra` (e.g. "&block_every=20").
+pub fn page_query(mock_headers: &[(&str, &str)], extra: &str) -> String {
+    let mock: serde_json::Map<String, serde_json::Value> =
+        mock_headers.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
+    let encoded: String = serde_json::Value::Object(mock)
+        .to_string()
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    format!("?mock={encoded}{extra}")
+}

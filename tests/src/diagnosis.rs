@@ -3,16 +3,7 @@
 
 use serde_json::Value;
 
-/// The query of tests/browser/pages/stream.html for a mock schedule (x-mock-* request headers).
-pub fn page_query(mock_headers: &[(&str, &str)], extra: &str) -> String {
-    let mock: serde_json::Map<String, Value> = mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
-    let encoded: String = Value::Object(mock)
-        .to_string()
-        .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect();
-    format!("?mock={encoded}{extra}")
-}
+pub use crate::browser::page_query;
 
 /// The record's verdict and, per hop, the held share, the longest hold, the threshold and bursts.
 pub fn summary(record: &Value) -> String {

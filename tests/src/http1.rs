@@ -229,3 +229,30 @@ impl StreamedResponse {
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
+
+/// Streams one chat response through `addr` to a slow reader: a client with a 4 KiB receive buffer
+/// that reads 4 KiB every 10 ms (about 400 KB/s), while the mock sends about 960 KB in half a
+/// second. Returns the bytes read.
+pub fn slow_read_chat(addr: SocketAddr) -> usize {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_recv_buffer_size(4096).expect("small receive buffer");
+    socket.connect(&addr.into()).expect("connect");
+    let mut stream: TcpStream = socket.into();
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let headers = [("content-type", "application/json"), ("x-mock-tokens", "60"), ("x-mock-event-bytes", "16000"), ("x-mock-ttft-ms", "5"), ("x-mock-itl-ms", "5")];
+    stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
+    let mut total = 0usize;
+    let mut buf = [0u8; 4096];
+    loop {
+        // Reading slowly is the scenario under test, not a way to wait for something.
+        std::thread::sleep(Duration::from_millis(10));
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+        if buf[..].windows(5).any(|w| w == b"0\r\n\r\n") && total > 900_000 {
+            break;
+        }
+    }
+    total
+}

@@ -10,16 +10,7 @@ use serde_json::Value;
 use tokentap_e2e::browser::{run_page, PageRun};
 use tokentap_e2e::{Mock, RecordFeed, Tokentap};
 
-/// The page's query for a mock schedule (x-mock-* headers).
-fn query(mock_headers: &[(&str, &str)], extra: &str) -> String {
-    let mock: serde_json::Map<String, Value> = mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
-    let encoded: String = Value::Object(mock)
-        .to_string()
-        .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect();
-    format!("?mock={encoded}{extra}")
-}
+use tokentap_e2e::browser::page_query as query;
 
 fn f64_at(v: &Value, what: &str) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("{what} is not a number: {v}"))

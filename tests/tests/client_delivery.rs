@@ -1,10 +1,6 @@
 //! Client delivery from TCP ACKs: a slow reader behind tokentap. Handoff stamps stay smooth (the
 //! kernel takes the bytes), while ACK times show how long the client really took.
 
-use std::io::{Read, Write};
-use std::time::Duration;
-
-use socket2::{Domain, Socket, Type};
 use tokentap_e2e::{http1, Mock, Tokentap};
 
 #[test]
@@ -14,31 +10,7 @@ fn slow_reader_shows_in_ack_times_not_in_handoffs() {
     let mut feed = tokentap.feed();
 
     // A client with a 4 KiB receive buffer that reads 4 KiB every 10 ms (about 400 KB/s).
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&tokentap.addr.into()).unwrap();
-    let mut stream: std::net::TcpStream = socket.into();
-    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let request = http1::request_bytes(
-        "POST",
-        "/v1/chat/completions",
-        &[("content-type", "application/json"), ("x-mock-tokens", "60"), ("x-mock-event-bytes", "16000"), ("x-mock-ttft-ms", "5"), ("x-mock-itl-ms", "5")],
-        body,
-    );
-    stream.write_all(&request).unwrap();
-    let mut total = 0usize;
-    let mut buf = [0u8; 4096];
-    loop {
-        // Reading slowly is the scenario under test, not a way to wait for something.
-        std::thread::sleep(Duration::from_millis(10));
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => total += n,
-        }
-        if buf[..].windows(5).any(|w| w == b"0\r\n\r\n") && total > 900_000 {
-            break;
-        }
-    }
+    let total = http1::slow_read_chat(tokentap.addr);
     assert!(total > 900_000, "read {total} bytes");
 
     let record = feed.next_record_for("/v1/chat/completions");

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use tokentap_e2e::browser::{repo_root, run_page, PageRun};
+use tokentap_e2e::browser::{page_query, repo_root, run_page, PageRun};
 use tokentap_e2e::{http1, Mock, Tokentap};
 
 const CHAT: &str = "/v1/chat/completions";
@@ -85,17 +85,6 @@ fn chat_body() -> Vec<u8> {
     .unwrap()
 }
 
-/// The stream test page's query for a mock schedule (see tests/tests/browser_probe.rs).
-fn page_query(mock_headers: &[(&str, &str)]) -> String {
-    let mock: serde_json::Map<String, Value> = mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
-    let encoded: String = Value::Object(mock)
-        .to_string()
-        .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
-        .collect();
-    format!("?mock={encoded}")
-}
-
 #[test]
 fn dashboard_shows_the_records_the_hops_and_the_summary() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,7 +113,7 @@ fn dashboard_shows_the_records_the_hops_and_the_summary() {
     let page = run_page(&PageRun::test_page(
         &format!("http://{}", tokentap.addr),
         "stream.html",
-        &page_query(&[("x-mock-tokens", "25"), ("x-mock-itl-ms", "10"), ("x-mock-ttft-ms", "50")]),
+        &page_query(&[("x-mock-tokens", "25"), ("x-mock-itl-ms", "10"), ("x-mock-ttft-ms", "50")], ""),
     ));
     assert!(page["error"].is_null(), "browser run failed: {page:#}");
     let browser_id = page["result"]["request_id"].as_str().expect("request id").to_string();

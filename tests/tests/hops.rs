@@ -4,11 +4,8 @@
 //! every time; each run prints its numbers (`--nocapture`) for the margins in docs/metrics.md.
 //! `tokentap explain` is checked on the slow reader's record, from the admin API and the store.
 
-use std::io::{Read, Write};
-use std::time::Duration;
 
 use serde_json::Value;
-use socket2::{Domain, Socket, Type};
 use tokentap_e2e::browser::{run_page, PageRun};
 use tokentap_e2e::diagnosis::{page_query, summary};
 use tokentap_e2e::process::run_tokentap;
@@ -16,34 +13,9 @@ use tokentap_e2e::{http1, Mock, Tokentap};
 
 const RUNS: usize = 3;
 
-/// One response read by a client with a 4 KiB receive buffer that reads 4 KiB every 10 ms
-/// (about 400 KB/s) while tokentap receives ~960 KB within about half a second.
+/// One response read by a slow client (see `http1::slow_read_chat`).
 fn slow_read(tokentap: &Tokentap) {
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    socket.connect(&tokentap.addr.into()).unwrap();
-    let mut stream: std::net::TcpStream = socket.into();
-    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let request = http1::request_bytes(
-        "POST",
-        "/v1/chat/completions",
-        &[("content-type", "application/json"), ("x-mock-tokens", "60"), ("x-mock-event-bytes", "16000"), ("x-mock-ttft-ms", "5"), ("x-mock-itl-ms", "5")],
-        body,
-    );
-    stream.write_all(&request).unwrap();
-    let mut total = 0usize;
-    let mut buf = [0u8; 4096];
-    loop {
-        // Reading slowly is the scenario under test, not a way to wait for something.
-        std::thread::sleep(Duration::from_millis(10));
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => total += n,
-        }
-        if buf[..].windows(5).any(|w| w == b"0\r\n\r\n") && total > 900_000 {
-            break;
-        }
-    }
+    let total = http1::slow_read_chat(tokentap.addr);
     assert!(total > 900_000, "read {total} bytes");
 }
 
