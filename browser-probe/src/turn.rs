@@ -55,7 +55,7 @@ pub struct LongFrame {
 /// Where an audio start was observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AudioKind {
-    /// `AudioContext.getOutputTimestamp()` plus `outputLatency`.
+    /// `AudioContext.getOutputTimestamp()`, mapped to the performance timeline.
     AudioContext,
     /// An `<audio>`/`<video>` element's `playing` event plus the latency estimate.
     MediaElement,

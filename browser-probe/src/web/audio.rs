@@ -1,11 +1,12 @@
 //! When audio actually becomes audible.
 //!
-//! An AudioContext says which context time is leaving the speakers at which `performance.now()`
-//! (`getOutputTimestamp()`), and how long the output path takes (`outputLatency`). The probe polls
-//! that once per frame until the output clock has passed the app's first sound, then maps that
-//! context time to wall-clock time and adds the output latency. A media element only says when
-//! playback started (`playing`); the probe adds the output latency of a tracked AudioContext if
-//! there is one, else reports the latency as unknown.
+//! An AudioContext says which context time is leaving the output device at which
+//! `performance.now()` (`getOutputTimestamp()`): the output latency is already in that pair
+//! (Chromium subtracts the playout delay from the position). The probe polls it once per frame
+//! until the output clock has passed the app's first sound, then maps that context time to
+//! wall-clock time. It reports `outputLatency` alongside, without adding it. A media element only
+//! says when playback started (`playing`); the probe adds the output latency of a tracked
+//! AudioContext if there is one, else reports the latency as unknown.
 
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
@@ -37,10 +38,12 @@ fn poll(context: AudioContext, start: Option<f64>, polls: u32) {
     if running && performance_time > 0.0 && context_time > threshold {
         let latency_ms = get(&context, "outputLatency").as_f64().map(|s| s * 1000.0);
         with_probe(|p| {
-            // Where the first sound's context time falls on the performance timeline.
+            // Where the first sound's context time falls on the performance timeline. That is
+            // when it left the output device: `performanceTime` already includes the output
+            // latency, so adding `outputLatency` again would count it twice.
             let at_ms = performance_time + (threshold.max(0.0) - context_time) * 1000.0;
             let at_ms = if start.is_some() { at_ms } else { performance_time };
-            let audible_ms = p.time_origin + at_ms + latency_ms.unwrap_or(0.0);
+            let audible_ms = p.time_origin + at_ms;
             p.audio_output_latency_ms = latency_ms.or(p.audio_output_latency_ms);
             p.turns.audio(AudioStart { kind: AudioKind::AudioContext, audible_ms, output_latency_ms: latency_ms });
         });
