@@ -345,6 +345,7 @@ async function loadRequest(id) {
       card("first paint", b?.time_to_first_paint_ms !== undefined ? `${fmt(b.time_to_first_paint_ms)} ms` : "–"),
     ),
     el("p", { class: "muted" }, `Objectives: ${objectives || "none configured"}.`),
+    record.diagnosis ? el("p", { id: "diagnosis", class: record.diagnosis.kind === "no_rebuffering" ? "good" : "bad" }, `Re-buffering: ${record.diagnosis.verdict}`) : el("span", {}),
     el("h3", {}, "Phases"), waterfall(record),
     el("h3", {}, "Cumulative progress per hop"), cumulativeChart(record),
     el("div", { class: "grid2" },
