@@ -91,6 +91,9 @@ pub struct RouteConfig {
     pub ca_file: Option<PathBuf>,
     /// Offer HTTP/2 to HTTPS upstreams (ALPN h2, falling back to HTTP/1.1). Default true.
     pub http2: Option<bool>,
+    /// The route's place in a multi-hop chain: "ingress" (browser → tokentap → app) or "egress"
+    /// (app → tokentap → provider). Records of both roles in one trace are joined. Default: none.
+    pub role: Option<String>,
 }
 
 /// `[timeouts]`: how long tokentap waits on the upstream. Streams that think for minutes need long reads.
@@ -365,6 +368,7 @@ pub fn validate_with_env(file: FileConfig, overrides: &Overrides, otel_env: &Ote
             name: None,
             ca_file: None,
             http2: None,
+            role: None,
         });
     }
     if route_configs.is_empty() {
@@ -481,8 +485,16 @@ fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
         }
         None => None,
     };
+    let role = match rc.role.as_deref() {
+        None => None,
+        Some("ingress") => Some(crate::route::RouteRole::Ingress),
+        Some("egress") => Some(crate::route::RouteRole::Egress),
+        Some(other) => return Err(invalid(key("role"), format!("{other:?} is not one of ingress, egress"))),
+    };
     let prefix = if rc.prefix.len() > 1 { rc.prefix.trim_end_matches('/').to_string() } else { rc.prefix };
-    Ok(Route::new(rc.name.unwrap_or_else(|| prefix.clone()), prefix, upstream, rc.provider, ca, rc.http2.unwrap_or(true)))
+    let mut route = Route::new(rc.name.unwrap_or_else(|| prefix.clone()), prefix, upstream, rc.provider, ca, rc.http2.unwrap_or(true));
+    route.role = role;
+    Ok(route)
 }
 
 #[cfg(test)]
@@ -527,12 +539,23 @@ mod tests {
             ("[[route]]\nprefix = \"/\"\nupstream = \"http://a\"\nprovider = \"acme\"\n", "route[0].provider"),
             ("[[route]]\nprefix = \"/\"\nupstream = \"http://a\"\nca_file = \"/x.pem\"\n", "route[0].ca_file"),
             ("[[route]]\nprefix = \"/a\"\nupstream = \"http://a\"\n[[route]]\nprefix = \"/a/\"\nupstream = \"http://b\"\n", "route.prefix"),
+            ("[[route]]\nprefix = \"/\"\nupstream = \"http://a\"\nrole = \"middle\"\n", "route[0].role"),
         ];
         for (text, key) in cases {
             let file = parse_str(text).unwrap();
             let err = validate(file, &Overrides::default()).unwrap_err().to_string();
             assert!(err.contains(key), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn route_roles_are_parsed() {
+        let text = "[[route]]\nprefix = \"/app\"\nupstream = \"http://a\"\nrole = \"ingress\"\n[[route]]\nprefix = \"/provider\"\nupstream = \"http://b\"\nrole = \"egress\"\n[[route]]\nprefix = \"/\"\nupstream = \"http://c\"\n";
+        let c = validate(parse_str(text).unwrap(), &Overrides::default()).unwrap();
+        let role = |path: &str| c.routes.find(path).unwrap().role;
+        assert_eq!(role("/app/x"), Some(crate::route::RouteRole::Ingress));
+        assert_eq!(role("/provider/x"), Some(crate::route::RouteRole::Egress));
+        assert_eq!(role("/x"), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::config::ValidConfig;
 use crate::export::Telemetry;
 use crate::proxy::RequestCtx;
 use crate::record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
-use crate::route::Route;
+use crate::route::{Route, RouteRole};
 use crate::store::RecordStore;
 use crate::timeline::{Anchor, CapturedBody, ChunkTimeline, UpstreamConnection};
 use crate::trace::TraceContext;
@@ -191,6 +191,7 @@ fn run_worker(
                 // Metrics and spans (never blocks: a full export queue drops and counts).
                 telemetry.observe(&record);
                 let trace_id = record.trace_id.clone();
+                let chain_peer = record.route_role.map(|_| record.clone());
                 match store.append(record) {
                     Ok(()) => {
                         stats.written.fetch_add(1, Ordering::Relaxed);
@@ -199,6 +200,11 @@ fn run_worker(
                         stats.store_errors.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(error = %e, "could not write a record");
                     }
+                }
+                // An ingress and an egress record of one user turn are joined in whichever order
+                // they end (the ingress request usually ends last).
+                if let Some(record) = chain_peer {
+                    join_chain(&record, store, stats);
                 }
                 // A report that came before its record can be joined now.
                 if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
@@ -229,7 +235,7 @@ fn join_report(
     };
     let mut record = stored.record.clone();
     record.browser = Some(crate::browser::join(&record, &report));
-    record.diagnosis = crate::hops::diagnose(&record);
+    record.diagnosis = rediagnose(&record, store);
     telemetry.observe_browser(&record);
     match store.update(record) {
         Ok(()) => {
@@ -239,6 +245,37 @@ fn join_report(
             stats.store_errors.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %e, "could not write a joined record");
         }
+    }
+}
+
+/// The record's diagnosis: over the whole chain when an egress record is joined to it.
+fn rediagnose(record: &Record, store: &RecordStore) -> Option<crate::hops::Diagnosis> {
+    if let Some(egress) = record.chain.as_ref().and_then(|c| store.get(&c.egress_request_id)) {
+        return crate::hops::diagnose_chain(record, &egress.record);
+    }
+    crate::hops::diagnose(record)
+}
+
+/// When `record` is one end of a chain (an ingress or egress route) and the other end of the same
+/// trace is in the store, writes the ingress record again with the chain's diagnosis.
+fn join_chain(record: &Record, store: &RecordStore, stats: &PipelineStats) {
+    let Some(pair) = store.find_chain_peer(record) else { return };
+    let (ingress, egress) = match record.route_role {
+        Some(RouteRole::Ingress) => (record.clone(), pair.record.clone()),
+        Some(RouteRole::Egress) => (pair.record.clone(), record.clone()),
+        None => return,
+    };
+    let Some(diagnosis) = crate::hops::diagnose_chain(&ingress, &egress) else { return };
+    let mut joined = ingress;
+    joined.chain = Some(crate::hops::Chain {
+        egress_request_id: egress.request_id.clone(),
+        egress_route: egress.route.clone(),
+        aligned_events: diagnosis.events,
+    });
+    joined.diagnosis = Some(diagnosis);
+    if let Err(e) = store.update(joined) {
+        stats.store_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(error = %e, "could not write a chained record");
     }
 }
 
@@ -308,6 +345,7 @@ pub fn build_record(mut c: CompletedRequest, config: &ValidConfig) -> Record {
         parent_span_id: trace.parent_span_id,
         started_at: humantime::format_rfc3339_micros(c.anchor.wall).to_string(),
         route: c.route.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+        route_role: c.route.as_ref().and_then(|r| r.role),
         upstream: c.route.as_ref().map(|r| r.upstream.url()).unwrap_or_default(),
         provider: c.route.as_ref().and_then(|r| r.provider_hint.clone()),
         method: c.method,
@@ -348,6 +386,7 @@ pub fn build_record(mut c: CompletedRequest, config: &ValidConfig) -> Record {
         content,
         browser: None,
         diagnosis: None,
+        chain: None,
     };
     record.diagnosis = crate::hops::diagnose(&record);
     record

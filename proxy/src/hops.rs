@@ -48,6 +48,12 @@ pub const BACKLOG_BYTES: u64 = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Hop {
+    /// Chains only: tokentap's egress route handed the provider's chunk to the app (the egress
+    /// record's `t_handoff_ns`). The chain's upstream arrival is the egress record's `t_up_ns`.
+    EgressHandoff,
+    /// Chains only: the app's output reached tokentap's ingress route (the ingress record's
+    /// `t_up_ns`). Its added delay is the time the text spent in the app.
+    App,
     /// tokentap handed the chunk to the client connection (`timeline.chunks[].t_handoff_ns`).
     Handoff,
     /// The client's TCP stack acknowledged the chunk (`timeline.chunks[].t_acked_ns`).
@@ -59,10 +65,20 @@ pub enum Hop {
 }
 
 impl Hop {
+    /// The hops of one record.
     pub const ALL: [Hop; 4] = [Hop::Handoff, Hop::ClientAck, Hop::BrowserArrival, Hop::Paint];
+    /// The hops of a joined ingress + egress chain (`diagnose_chain`).
+    pub const CHAIN: [Hop; 6] = [Hop::EgressHandoff, Hop::App, Hop::Handoff, Hop::ClientAck, Hop::BrowserArrival, Hop::Paint];
+
+    /// Index into [`Aligned::at`].
+    fn slot(self) -> usize {
+        self as usize
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Hop::EgressHandoff => "egress_handoff",
+            Hop::App => "app",
             Hop::Handoff => "handoff",
             Hop::ClientAck => "client_ack",
             Hop::BrowserArrival => "browser_arrival",
@@ -90,6 +106,9 @@ pub enum VerdictKind {
     BrowserMainThread,
     /// Arrived on time, painted late, without long tasks to explain it.
     BrowserPaint,
+    /// Chains only: held between tokentap's egress handoff and the app's output reaching
+    /// tokentap's ingress route — the app buffers the stream.
+    InApp,
 }
 
 impl VerdictKind {
@@ -102,6 +121,7 @@ impl VerdictKind {
             VerdictKind::BetweenProxyAndBrowser => "between_proxy_and_browser",
             VerdictKind::BrowserMainThread => "browser_main_thread",
             VerdictKind::BrowserPaint => "browser_paint",
+            VerdictKind::InApp => "in_app",
         }
     }
 }
@@ -179,11 +199,24 @@ pub struct Unobserved {
     pub reason: String,
 }
 
-/// One answer event placed in its chunk, with its time at every hop (ms since t0).
+/// The record's `chain`: the egress record joined to this ingress record (same trace, its parent
+/// span is this record's span). The record's `diagnosis` then covers the whole chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chain {
+    pub egress_request_id: String,
+    pub egress_route: String,
+    /// Answer events of this record aligned with the egress record's text.
+    pub aligned_events: u64,
+}
+
+/// One answer event placed in its chunk, with its time at every hop (ms since t0), indexed by
+/// [`Hop::slot`].
 struct Aligned {
     chars: u64,
+    /// Cumulative answer characters up to and including this event (the alignment key).
+    cum: u64,
     t_up: f64,
-    at: [Option<f64>; 4],
+    at: [Option<f64>; 6],
     /// The latest moment the client certainly had not acknowledged the chunk yet (see
     /// [`certain_ack_wait`]).
     ack_not_before: Option<f64>,
@@ -208,10 +241,12 @@ fn certain_ack_wait(chunks: &[crate::timeline::ChunkStamp], k: usize) -> Option<
     Some(not_before as f64 / 1e6)
 }
 
-/// Diagnoses a record. `None` when the response carried no answer text (errors, tool calls
-/// only, no response).
-pub fn diagnose(record: &Record) -> Option<Diagnosis> {
+/// The record's answer events, each placed in its chunk. `None` without answer text.
+fn align(record: &Record) -> Option<Vec<Aligned>> {
     let analysis = record.analysis.as_ref()?;
+    if analysis.events.iter().all(|e| e.class != EventClass::Answer || e.chars == 0) {
+        return None;
+    }
     let chunks = &record.timeline.chunks;
     let browser = record.browser.as_ref();
     let mut aligned = Vec::new();
@@ -222,31 +257,75 @@ pub fn diagnose(record: &Record) -> Option<Diagnosis> {
         }
         let Some(chunk) = chunks.get(cursor) else { break };
         let page = browser.and_then(|b| b.chunks.get(cursor));
+        let mut at = [None; 6];
+        at[Hop::Handoff.slot()] = chunk.t_handoff_ns.map(|t| t as f64 / 1e6);
+        at[Hop::ClientAck.slot()] = chunk.t_acked_ns.map(|t| t as f64 / 1e6);
+        at[Hop::BrowserArrival.slot()] = page.and_then(|p| p.t_browser_ms);
+        at[Hop::Paint.slot()] = page.and_then(|p| p.t_paint_ms);
         aligned.push(Aligned {
             chars: e.chars,
+            cum: e.answer_chars_cum,
             t_up: chunk.t_up_ns as f64 / 1e6,
-            at: [
-                chunk.t_handoff_ns.map(|t| t as f64 / 1e6),
-                chunk.t_acked_ns.map(|t| t as f64 / 1e6),
-                page.and_then(|p| p.t_browser_ms),
-                page.and_then(|p| p.t_paint_ms),
-            ],
+            at,
             ack_not_before: certain_ack_wait(chunks, cursor),
         });
     }
-    if analysis.events.iter().all(|e| e.class != EventClass::Answer || e.chars == 0) {
-        return None;
-    }
+    Some(aligned)
+}
 
+/// Diagnoses a record. `None` when the response carried no answer text (errors, tool calls
+/// only, no response).
+pub fn diagnose(record: &Record) -> Option<Diagnosis> {
+    let aligned = align(record)?;
+    Some(judge(record, aligned, &Hop::ALL, None))
+}
+
+/// Diagnoses a chain: `ingress` (browser → tokentap → app) joined with `egress` (app → tokentap →
+/// provider) of the same user turn. The ingress record's answer events are aligned with the
+/// egress record's by cumulative answer characters: each ingress event takes the times of the
+/// egress event that completed the same text. Upstream arrival is then the provider's (egress
+/// `t_up`), and the hops run egress handoff → app (ingress `t_up`) → handoff → client ACK →
+/// browser arrival → paint, all on the ingress record's t0 (both records come from one
+/// tokentap, so their t0 wall clocks differ by the time between the two requests). `None` when
+/// either record has no answer text.
+pub fn diagnose_chain(ingress: &Record, egress: &Record) -> Option<Diagnosis> {
+    let rows = align(ingress)?;
+    let upstream = align(egress)?;
+    let offset_ms = (i128::from(egress.timeline.t0_unix_ns) - i128::from(ingress.timeline.t0_unix_ns)) as f64 / 1e6;
+    let mut aligned = Vec::with_capacity(rows.len());
+    let mut cursor = 0;
+    for mut row in rows {
+        while cursor < upstream.len() && upstream[cursor].cum < row.cum {
+            cursor += 1;
+        }
+        // Text the app added beyond the provider's has no upstream time: left out.
+        let Some(source) = upstream.get(cursor) else { break };
+        row.at[Hop::App.slot()] = Some(row.t_up);
+        row.at[Hop::EgressHandoff.slot()] = source.at[Hop::Handoff.slot()].map(|t| t + offset_ms);
+        row.t_up = source.t_up + offset_ms;
+        aligned.push(row);
+    }
+    Some(judge(ingress, aligned, &Hop::CHAIN, Some(egress)))
+}
+
+/// Per-hop delays and the verdict over aligned events, for the given hops in order.
+fn judge(record: &Record, aligned: Vec<Aligned>, order: &[Hop], egress: Option<&Record>) -> Diagnosis {
+    let browser = record.browser.as_ref();
     let uncertainty = browser.and_then(|b| b.clock.as_ref()).map(|c| c.uncertainty_ms).unwrap_or(0.0);
     let long_frames: Vec<(f64, f64)> = browser
         .map(|b| b.long_frames.iter().map(|f| (f.start_ms, f.start_ms + f.duration_ms)).collect())
         .unwrap_or_default();
     let mut unobserved = Vec::new();
     let mut hops = Vec::new();
-    for (index, hop) in Hop::ALL.into_iter().enumerate() {
+    for &hop in order {
+        let index = hop.slot();
         if aligned.iter().all(|a| a.at[index].is_none()) {
-            unobserved.push(Unobserved { hop, reason: unobserved_reason(record, hop) });
+            let reason = match (hop, egress) {
+                (Hop::EgressHandoff, Some(e)) => format!("no handoff stamps in the egress record {}", e.request_id),
+                (Hop::App, _) => "no arrival stamps in the ingress record".into(),
+                _ => unobserved_reason(record, hop),
+            };
+            unobserved.push(Unobserved { hop, reason });
             continue;
         }
         // The browser arrival is the one hop whose previous hop is on the other clock.
@@ -258,12 +337,13 @@ pub fn diagnose(record: &Record) -> Option<Diagnosis> {
     let answer_chars: u64 = aligned.iter().map(|a| a.chars).sum();
     let backlog = record.timeline.client_delivery.as_ref().filter(|d| d.available || d.backlog_max_bytes > 0).map(|d| d.backlog_max_bytes);
     let (kind, hop, verdict) = verdict(&aligned, &hops, &unobserved, backlog);
-    Some(Diagnosis { kind, verdict, hop, events: aligned.len() as u64, answer_chars, hops, unobserved })
+    Diagnosis { kind, verdict, hop, events: aligned.len() as u64, answer_chars, hops, unobserved }
 }
 
 fn unobserved_reason(record: &Record, hop: Hop) -> String {
     match hop {
         Hop::Handoff => "no handoff stamps".into(),
+        Hop::EgressHandoff | Hop::App => "not a joined chain".into(),
         Hop::ClientAck => match &record.timeline.client_delivery {
             Some(d) if !d.available => d.reason.clone().unwrap_or_else(|| "no ACK data".into()),
             _ => "no ACK data".into(),
@@ -282,7 +362,7 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
             let t = a.at[index]?;
             // The browser arrival is compared with the handoff: sampled ACK times are late by up
             // to one chunk gap, and the browser hop is about what happens after tokentap.
-            let earlier = if hop == Hop::BrowserArrival { &a.at[..1] } else { &a.at[..index] };
+            let earlier = if hop == Hop::BrowserArrival { &a.at[..=Hop::Handoff.slot()] } else { &a.at[..index] };
             let previous = earlier.iter().rev().find_map(|t| *t).unwrap_or(a.t_up);
             let held_until = if hop == Hop::ClientAck { a.ack_not_before.unwrap_or(t) } else { t };
             Some((t, t - a.t_up, held_until - previous, a.chars))
@@ -378,6 +458,14 @@ fn verdict(aligned: &[Aligned], hops: &[HopDelay], unobserved: &[Unobserved], ba
         Hop::Handoff | Hop::ClientAck if backlog.is_some_and(|b| b >= BACKLOG_BYTES) => (
             VerdictKind::ClientBacklog,
             format!("after tokentap's handoff: client/kernel backlog up to {}; {held} — the client reads slower than the text arrives", bytes(backlog.unwrap_or(0))),
+        ),
+        Hop::EgressHandoff => (
+            VerdictKind::AtHandoff,
+            format!("at tokentap's egress handoff (tokentap → app): {held} — tokentap or back-pressure from the app's connection"),
+        ),
+        Hop::App => (
+            VerdictKind::InApp,
+            format!("in the app (between tokentap's egress handoff and its ingress arrival): {held} — the app buffers the stream"),
         ),
         Hop::Handoff => (VerdictKind::AtHandoff, format!("at tokentap's handoff: {held} — tokentap or back-pressure from the client connection")),
         Hop::ClientAck => (

@@ -222,8 +222,9 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("no record {} in {}", args.request_id, dir.display()))?
         }
     };
-    // Recomputed from the stamps, so records written before the diagnosis existed explain too.
-    let diagnosis = tokentap::hops::diagnose(&record);
+    // Recomputed from the stamps, so records written before the diagnosis existed explain too;
+    // a chain's diagnosis needs the egress record too, so it is taken as stored.
+    let diagnosis = if record.chain.is_some() { record.diagnosis.clone() } else { tokentap::hops::diagnose(&record) };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&diagnosis)?);
     } else {

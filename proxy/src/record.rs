@@ -135,6 +135,9 @@ pub struct Record {
     /// RFC 3339 wall-clock time of t0.
     pub started_at: String,
     pub route: String,
+    /// The route's `role` in a multi-hop chain ("ingress" or "egress"), when configured.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub route_role: Option<crate::route::RouteRole>,
     pub upstream: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub provider: Option<String>,
@@ -169,4 +172,8 @@ pub struct Record {
     /// Computed for the proxy hops when the record is built, again when a browser report joins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnosis: Option<crate::hops::Diagnosis>,
+    /// Ingress records only: the egress record of the same user turn, once joined (same trace, its
+    /// parent span is this record's span). `diagnosis` then runs from the provider to the browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<crate::hops::Chain>,
 }

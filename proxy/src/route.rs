@@ -85,6 +85,8 @@ fn split_host_port(authority: &str) -> Option<(String, Option<u16>)> {
 #[derive(Debug)]
 pub struct Route {
     pub name: String,
+    /// The route's place in a multi-hop chain (`role` in the config), if any.
+    pub role: Option<RouteRole>,
     pub prefix: String,
     pub upstream: UpstreamTarget,
     pub provider_hint: Option<String>,
@@ -95,6 +97,15 @@ pub struct Route {
     /// Requests started on this route since the process started (for the warm-up flag).
     pub started: AtomicU64,
     resolved: Mutex<Option<(Instant, Vec<SocketAddr>)>>,
+}
+
+/// Where a route sits in a multi-hop chain: browser → tokentap (ingress) → app → tokentap
+/// (egress) → provider. Records of an ingress and an egress route in one trace are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteRole {
+    Ingress,
+    Egress,
 }
 
 /// How long a DNS answer is reused.
@@ -111,6 +122,7 @@ impl Route {
     ) -> Self {
         Self {
             name,
+            role: None,
             prefix,
             upstream,
             provider_hint,

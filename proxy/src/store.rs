@@ -159,6 +159,23 @@ impl RecordStore {
             .cloned()
     }
 
+    /// The other end of a multi-hop chain: for an ingress record, the latest egress record whose
+    /// parent span is its span; for an egress record, the ingress record whose span is its parent.
+    pub fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {
+        use crate::route::RouteRole;
+        let ring = self.ring.read().expect("ring lock");
+        let mut same_trace = ring.iter().rev().filter(|s| s.record.trace_id == record.trace_id && s.record.request_id != record.request_id);
+        match record.route_role? {
+            RouteRole::Ingress => same_trace
+                .find(|s| s.record.route_role == Some(RouteRole::Egress) && s.record.parent_span_id.as_deref() == Some(record.span_id.as_str())),
+            RouteRole::Egress => {
+                let parent = record.parent_span_id.as_deref()?;
+                same_trace.find(|s| s.record.route_role == Some(RouteRole::Ingress) && s.record.span_id == parent)
+            }
+        }
+        .cloned()
+    }
+
     /// Writes a newer version of a record (e.g. with the browser timeline joined): a new line in the
     /// journal, the ring entry replaced in place, and the live feed told.
     pub fn update(&self, record: Record) -> Result<(), StoreError> {
@@ -217,6 +234,31 @@ mod tests {
 
     fn config(max_file_bytes: u64, ring_size: usize) -> StoreConfig {
         StoreConfig { max_file_bytes, max_files: 2, ring_size }
+    }
+
+    #[test]
+    fn chain_peers_are_found_by_trace_and_span_in_either_direction() {
+        use crate::route::RouteRole;
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        let mut ingress = record("in", "/app", "ok", 1);
+        ingress.route_role = Some(RouteRole::Ingress);
+        let mut egress = record("eg", "/provider", "ok", 2);
+        egress.route_role = Some(RouteRole::Egress);
+        egress.span_id = "1111111111111111".into();
+        egress.parent_span_id = Some(ingress.span_id.clone());
+        // An egress call of another span in the same trace, and a record without a role.
+        let mut other = egress.clone();
+        other.request_id = "other".into();
+        other.parent_span_id = Some("2222222222222222".into());
+        store.append(record("plain", "/", "ok", 0)).unwrap();
+        store.append(other).unwrap();
+        assert!(store.find_chain_peer(&egress).is_none(), "the ingress record is not stored yet");
+        store.append(egress.clone()).unwrap();
+        assert_eq!(store.find_chain_peer(&ingress).unwrap().record.request_id, "eg");
+        store.append(ingress.clone()).unwrap();
+        assert_eq!(store.find_chain_peer(&egress).unwrap().record.request_id, "in");
+        assert!(store.find_chain_peer(&record("plain", "/", "ok", 0)).is_none());
     }
 
     #[test]

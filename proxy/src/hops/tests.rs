@@ -333,3 +333,98 @@ fn diagnosis_round_trips_through_json() {
     let back: Diagnosis = serde_json::from_value(json).unwrap();
     assert_eq!(back, d);
 }
+
+/// A chain: `egress` is `record(n)` (the provider's stream, 50 ms after the ingress t0); the
+/// ingress record carries the same events, chunk i arriving from the app at `app_out(i)` ms since
+/// the ingress t0, handed off 0.1 ms and acknowledged 0.5 ms later.
+fn chain(n: usize, app_out: &dyn Fn(&Record, usize) -> f64) -> (Record, Record) {
+    let mut egress = record(n);
+    egress.request_id = "egress0000000000000000000".into();
+    egress.span_id = "1111111111111111".into();
+    egress.parent_span_id = Some("b7ad6b7169203331".into());
+    egress.timeline.t0_unix_ns += 50_000_000;
+    let mut ingress = record(n);
+    for i in 0..n {
+        let t = (app_out(&egress, i) * 1e6) as u64;
+        let c = &mut ingress.timeline.chunks[i];
+        c.t_up_ns = t;
+        c.t_handoff_ns = Some(t + 100_000);
+        c.t_acked_ns = Some(t + 500_000);
+    }
+    (ingress, egress)
+}
+
+/// The egress handoff of chunk i on the ingress clock (ms).
+fn egress_handoff(egress: &Record, i: usize) -> f64 {
+    egress.timeline.chunks[i].t_handoff_ns.unwrap() as f64 / 1e6 + 50.0
+}
+
+#[test]
+fn chain_with_an_app_that_bursts_names_the_app() {
+    // The app holds 8 events, then writes them together (25 ms apart upstream: holds up to 175 ms).
+    let (ingress, egress) = chain(64, &|e, i| egress_handoff(e, (i / 8) * 8 + 7) + 3.0);
+    let d = diagnose_chain(&ingress, &egress).unwrap();
+    assert_eq!(d.kind, VerdictKind::InApp, "{d:#?}");
+    assert_eq!(d.hop, Some(Hop::App));
+    assert!(d.verdict.starts_with("in the app (between tokentap's egress handoff and its ingress arrival): "), "{}", d.verdict);
+    let order: Vec<Hop> = d.hops.iter().map(|h| h.hop).collect();
+    assert_eq!(order, [Hop::EgressHandoff, Hop::App, Hop::Handoff, Hop::ClientAck]);
+    let app = hop(&d, Hop::App);
+    assert_eq!(app.bursts, 8);
+    // Holds 175, 150, 125, 100 ms of each 8 reach the 100 ms threshold: half the text.
+    assert!((app.held_fraction - 0.5).abs() < 1e-9, "{app:#?}");
+    assert_eq!(app.largest_burst.as_ref().unwrap().chars, 40);
+    assert!((app.hold_max_ms - 175.0).abs() < 1e-6, "{app:#?}");
+    // The provider's arrival is the chain's upstream: the egress hop adds 0.1 ms, nothing held.
+    let egress_hop = hop(&d, Hop::EgressHandoff);
+    assert!(!egress_hop.rebuffers && (egress_hop.added_ms.p50 - 0.1).abs() < 1e-6, "{egress_hop:#?}");
+    // Handed off and acknowledged in step with the app's output: nothing held after it.
+    assert!(!hop(&d, Hop::Handoff).rebuffers && !hop(&d, Hop::ClientAck).rebuffers);
+    assert_eq!(d.unobserved.iter().map(|u| u.hop).collect::<Vec<_>>(), [Hop::BrowserArrival, Hop::Paint]);
+    // The ingress record alone sees the app's bursts as its upstream: nothing to blame.
+    assert_eq!(diagnose(&ingress).unwrap().kind, VerdictKind::NoRebuffering);
+}
+
+#[test]
+fn chain_with_an_app_that_streams_has_no_rebuffering() {
+    let (ingress, egress) = chain(40, &|e, i| egress_handoff(e, i) + 2.0 + (i % 3) as f64);
+    let d = diagnose_chain(&ingress, &egress).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+    assert!(d.verdict.starts_with("no re-buffering (hops observed: egress_handoff, app, handoff, client_ack)"), "{}", d.verdict);
+    assert_eq!(d.events, 40);
+    // 50 ms between the two t0s, 0.1 ms egress handoff, 2–4 ms in the app.
+    let app = hop(&d, Hop::App);
+    assert!((2.1..=4.1 + 1e-6).contains(&app.delay_ms.p50) && !app.rebuffers, "{app:#?}");
+}
+
+#[test]
+fn chain_aligns_by_characters_and_drops_text_the_provider_did_not_send() {
+    // The app merges every two provider events into one and appends text of its own at the end.
+    let mut egress = record(10);
+    egress.request_id = "egress0000000000000000000".into();
+    let mut ingress = record(6);
+    let analysis = ingress.analysis.as_mut().unwrap();
+    let mut cum = 0;
+    for e in analysis.events.iter_mut().filter(|e| e.class == EventClass::Answer) {
+        e.chars = 10;
+        cum += 10;
+        e.answer_chars_cum = cum;
+    }
+    let d = diagnose_chain(&ingress, &egress).unwrap();
+    // 50 provider characters cover five 10-character ingress events; the sixth is the app's own.
+    assert_eq!((d.events, d.answer_chars), (5, 50));
+    let app = hop(&d, Hop::App);
+    // Ingress event k (at 100 + 25k ms) takes the time of provider event 2k+1 (100 + 25(2k+1) ms).
+    assert_eq!(app.events, 5);
+    assert!((app.delay_ms.max + ITL_MS).abs() < 1e-6, "{app:#?}");
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["hops"][0]["hop"], "egress_handoff");
+    assert_eq!(json["hops"][1]["hop"], "app");
+}
+
+#[test]
+fn chained_records_without_answer_text_are_not_diagnosed() {
+    let (ingress, mut egress) = chain(4, &|e, i| egress_handoff(e, i) + 1.0);
+    egress.analysis = None;
+    assert!(diagnose_chain(&ingress, &egress).is_none());
+}
