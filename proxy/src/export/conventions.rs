@@ -37,6 +37,7 @@ pub enum MetricId {
     TelemetryExported,
     TelemetrySpooled,
     TelemetryDropped,
+    RebufferVerdicts,
 }
 
 /// What kind of instrument a metric is.
@@ -224,6 +225,14 @@ pub const METRICS: &[MetricDef] = &[
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_telemetry_dropped_total",
     },
+    MetricDef {
+        id: MetricId::RebufferVerdicts,
+        name: "tokentap.rebuffer.verdicts",
+        unit: "{request}",
+        description: "Re-buffering verdicts by kind and hop; scope proxy is judged when the record is built, scope browser again when a probe report joins.",
+        instrument: Instrument::Counter,
+        prometheus_name: "tokentap_rebuffer_verdicts_total",
+    },
 ];
 
 impl MetricId {
@@ -296,6 +305,10 @@ pub mod attr {
     pub const STALL_HEARTBEATS: &str = "tokentap.stall.heartbeats";
     pub const ERROR_MESSAGE: &str = "tokentap.error.message";
 
+    pub const REBUFFER_KIND: &str = "tokentap.rebuffer.kind";
+    pub const REBUFFER_HOP: &str = "tokentap.rebuffer.hop";
+    pub const REBUFFER_VERDICT: &str = "tokentap.rebuffer.verdict";
+    pub const REBUFFER_SCOPE: &str = "tokentap.rebuffer.scope";
     pub const BROWSER_PAGE_PATH: &str = "tokentap.browser.page_path";
     pub const BROWSER_TIME_TO_FIRST_PAINT_MS: &str = "tokentap.browser.time_to_first_paint_ms";
     pub const BROWSER_DELIVERY_DELAY_P50_MS: &str = "tokentap.browser.delivery_delay.p50_ms";
@@ -670,7 +683,10 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
     push_opt_f64(&mut attrs, attr::HOOK_TIME_US, Some(o.hook_time_us));
     push_opt_f64(&mut attrs, attr::HANDOFF_LAG_P99_US, o.handoff_lag_p99_us);
     push_opt_f64(&mut attrs, attr::HANDOFF_LAG_MAX_US, o.handoff_lag_max_us);
-    let rebuffered = o.handoff_lag_max_us.is_some_and(|lag| lag >= REBUFFER_HANDOFF_LAG_US);
+    let rebuffered = match &record.diagnosis {
+        Some(_) => diagnosis_attrs(record, &mut attrs),
+        None => o.handoff_lag_max_us.is_some_and(|lag| lag >= REBUFFER_HANDOFF_LAG_US),
+    };
     attrs.push((attr::REBUFFERED, AttrValue::Bool(rebuffered)));
 
     if options.capture_content {
@@ -720,6 +736,10 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         attributes.push((attr::BROWSER_CLOCK_UNCERTAINTY_MS, AttrValue::F64(c.uncertainty_ms)));
     }
     attributes.push((attr::BROWSER_BYTES_MATCH, AttrValue::Bool(b.bytes_match)));
+    if record.diagnosis.is_some() {
+        let rebuffered = diagnosis_attrs(record, &mut attributes);
+        attributes.push((attr::REBUFFERED, AttrValue::Bool(rebuffered)));
+    }
     attributes.push((attr::BROWSER_LONG_FRAMES, AttrValue::Int(b.long_frames.len() as i64)));
 
     let mut events: Vec<EventPlan> = b
@@ -990,6 +1010,35 @@ pub fn request_labels(record: &Record) -> Labels {
     labels
 }
 
+/// The snake_case name serde gives a verdict kind or hop.
+fn serde_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+/// Adds the re-buffering verdict's attributes; returns whether some hop re-buffers.
+fn diagnosis_attrs(record: &Record, attrs: &mut Attributes) -> bool {
+    let Some(d) = &record.diagnosis else { return false };
+    let kind = serde_name(&d.kind);
+    attrs.push((attr::REBUFFER_VERDICT, AttrValue::Str(d.verdict.clone())));
+    if let Some(hop) = &d.hop {
+        attrs.push((attr::REBUFFER_HOP, AttrValue::Str(serde_name(hop))));
+    }
+    let rebuffered = kind != "no_rebuffering";
+    attrs.push((attr::REBUFFER_KIND, AttrValue::Str(kind)));
+    rebuffered
+}
+
+/// The verdict counter's observation for `record`, judged in `scope` ("proxy" or "browser").
+pub fn rebuffer_observation(record: &Record, scope: &str) -> Option<Observation> {
+    let d = record.diagnosis.as_ref()?;
+    let mut labels: Labels = vec![(attr::ROUTE, label(&record.route)), (attr::REBUFFER_KIND, serde_name(&d.kind))];
+    if let Some(hop) = &d.hop {
+        labels.push((attr::REBUFFER_HOP, serde_name(hop)));
+    }
+    labels.push((attr::REBUFFER_SCOPE, scope.to_string()));
+    Some(Observation { metric: MetricId::RebufferVerdicts, labels, value: 1.0 })
+}
+
 /// Whether a request counts towards goodput (the same verdict the dashboard and reports show).
 pub fn is_good(record: &Record, objectives: &Objectives) -> bool {
     crate::report::verdict(record, objectives).good
@@ -1068,6 +1117,7 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     if a.stalls.count > 0 {
         push(MetricId::Stalls, &labels, a.stalls.count as f64);
     }
+    out.extend(rebuffer_observation(record, "proxy"));
     out
 }
 

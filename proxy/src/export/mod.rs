@@ -239,6 +239,7 @@ impl Telemetry {
     /// Takes a record that a browser report has just joined: queues the browser's spans (the
     /// request's own spans and metrics went out when the record was first built).
     pub fn observe_browser(&self, record: &Record) {
+        self.registry.record(&conventions::rebuffer_observation(record, "browser").into_iter().collect::<Vec<_>>());
         if let Some(tx) = &self.spans_tx {
             let spans = conventions::browser_spans(record, &self.span_options);
             let n = spans.len() as u64;

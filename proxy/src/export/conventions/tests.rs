@@ -398,3 +398,21 @@ fn browser_spans_continue_the_trace_from_the_probe() {
     // No browser part: no browser spans.
     assert!(browser_spans(&record(record_json()), &SpanOptions::default()).is_empty());
 }
+
+#[test]
+fn the_rebuffering_verdict_is_a_span_attribute_and_a_metric() {
+    let mut r = record(record_json());
+    r.diagnosis = crate::hops::diagnose(&r);
+    let d = r.diagnosis.clone().expect("a streamed answer has a diagnosis");
+    let spans = request_spans(&r, &SpanOptions::default());
+    let request = &spans[0];
+    let kind = request.attribute(attr::REBUFFER_KIND).and_then(|v| v.as_str()).expect("verdict kind").to_string();
+    assert_eq!(request.attribute(attr::REBUFFER_VERDICT).and_then(|v| v.as_str()), Some(d.verdict.as_str()));
+    assert_eq!(request.attribute(attr::REBUFFERED), Some(&AttrValue::Bool(kind != "no_rebuffering")));
+    let observations = metric_observations(&r, &Objectives::default());
+    let verdicts: Vec<_> = observations.iter().filter(|o| o.metric == MetricId::RebufferVerdicts).collect();
+    assert_eq!(verdicts.len(), 1);
+    assert!(verdicts[0].labels.iter().any(|(k, v)| *k == attr::REBUFFER_KIND && *v == kind));
+    assert!(verdicts[0].labels.iter().any(|(k, v)| *k == attr::REBUFFER_SCOPE && v == "proxy"));
+    assert_eq!(rebuffer_observation(&r, "browser").unwrap().labels.last().unwrap().1, "browser");
+}
