@@ -6,9 +6,10 @@
 //! - bytes written so far = bytes_sent − bytes_retrans + notsent_bytes;
 //! - bytes the client acknowledged = bytes_acked.
 //!
-//! The sample taken at the handoff of chunk i (before chunk i is written) tells where chunk i − 1
-//! ended on the connection. The first sample after the last write tells where the last chunk
-//! ended. A chunk was delivered at the first sample whose acknowledged count reaches its end. The
+//! A sample taken at a handoff (before that piece is written) knows how many body bytes were
+//! already written, and where they ended on the connection. So a chunk ends on the connection where
+//! the first sample that had all of its bytes written says (pieces may be written together, so
+//! this can be a little later than the chunk's own end, never earlier). A chunk was delivered at the first sample whose acknowledged count reaches its end. The
 //! resolution is the sampling: each handoff, then every `ACK_POLL` while the tail drains.
 
 use std::time::Duration;
@@ -24,6 +25,8 @@ pub const ACK_POLL: Duration = Duration::from_millis(2);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckSample {
     pub t_ns: u64,
+    /// Body bytes already handed to the connection when the sample was taken.
+    pub body_before: u64,
     /// Bytes tokentap had written to the connection (sent or queued in the kernel).
     pub written: u64,
     /// Bytes the client had acknowledged.
@@ -92,19 +95,26 @@ pub fn apply(tracker: &AckTracker, chunks: &mut [ChunkStamp], chunks_truncated: 
     if chunks.is_empty() {
         return summary(false, Some("no body".into()));
     }
-    if chunks_truncated || tracker.at_handoff.len() < chunks.len() {
+    if chunks_truncated || tracker.at_handoff.len() >= tracker.max_samples.max(1) {
         return summary(false, Some("more chunks than timeline.max_chunks: per-chunk ACK times dropped".into()));
     }
-    let Some(first_tail) = tracker.tail.first() else {
+    if tracker.tail.is_empty() {
         return summary(false, Some("the connection ended before the tail was sampled".into()));
-    };
-    // Where each chunk ended on the connection.
-    let ends: Vec<u64> = (0..chunks.len())
-        .map(|i| tracker.at_handoff.get(i + 1).map(|s| s.written).unwrap_or(first_tail.written))
-        .collect();
+    }
+    // Where each chunk ended on the connection: the first sample taken once all its bytes were written.
     let all: Vec<&AckSample> = tracker.at_handoff.iter().chain(tracker.tail.iter()).collect();
+    let mut end_sample = 0;
     let mut cursor = 0;
-    for (chunk, end) in chunks.iter_mut().zip(ends) {
+    for chunk in chunks.iter_mut() {
+        let body_end = chunk.offset + u64::from(chunk.len);
+        while end_sample < all.len() && all[end_sample].body_before < body_end {
+            end_sample += 1;
+        }
+        let Some(end) = all.get(end_sample).map(|s| s.written) else {
+            chunk.t_acked_ns = None;
+            continue;
+        };
+        cursor = cursor.max(end_sample);
         while cursor < all.len() && all[cursor].acked < end {
             cursor += 1;
         }
@@ -125,18 +135,32 @@ mod tests {
     fn ack_times_come_from_the_first_sample_covering_each_chunk() {
         // Head of 100 bytes, then three chunks of 10 bytes (+ framing) written at 10, 20, 30 ms.
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, written: 100, acked: 0 });
-        t.push_handoff(AckSample { t_ns: 20, written: 115, acked: 100 });
-        t.push_handoff(AckSample { t_ns: 30, written: 130, acked: 100 });
-        t.push_tail(AckSample { t_ns: 31, written: 145, acked: 115 });
-        t.push_tail(AckSample { t_ns: 40, written: 145, acked: 130 });
-        t.push_tail(AckSample { t_ns: 50, written: 145, acked: 145 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 0 });
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 115, acked: 100 });
+        t.push_handoff(AckSample { t_ns: 30, body_before: 20, written: 130, acked: 100 });
+        t.push_tail(AckSample { t_ns: 31, body_before: 30, written: 145, acked: 115 });
+        t.push_tail(AckSample { t_ns: 40, body_before: 30, written: 145, acked: 130 });
+        t.push_tail(AckSample { t_ns: 50, body_before: 30, written: 145, acked: 145 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10), chunk(20, 10)];
         let d = apply(&t, &mut chunks, false);
         assert!(d.available && d.drained);
         assert_eq!(d.backlog_max_bytes, 100);
         let acked: Vec<_> = chunks.iter().map(|c| c.t_acked_ns).collect();
         assert_eq!(acked, [Some(31), Some(40), Some(50)]);
+    }
+
+    #[test]
+    fn chunks_written_together_never_get_an_ack_before_their_write() {
+        // Two upstream chunks handed off in one write: one handoff sample before it, then the tail.
+        let mut t = AckTracker { max_samples: 100, ..Default::default() };
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 });
+        t.push_tail(AckSample { t_ns: 20, body_before: 20, written: 124, acked: 100 });
+        t.push_tail(AckSample { t_ns: 25, body_before: 20, written: 124, acked: 124 });
+        let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
+        let d = apply(&t, &mut chunks, false);
+        assert!(d.available && d.drained);
+        assert_eq!(chunks[0].t_acked_ns, Some(25));
+        assert_eq!(chunks[1].t_acked_ns, Some(25));
     }
 
     #[test]
@@ -154,9 +178,9 @@ mod tests {
     #[test]
     fn undrained_tail_leaves_late_chunks_without_ack() {
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, written: 100, acked: 100 });
-        t.push_handoff(AckSample { t_ns: 20, written: 110, acked: 110 });
-        t.push_tail(AckSample { t_ns: 30, written: 120, acked: 110 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 });
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 110, acked: 110 });
+        t.push_tail(AckSample { t_ns: 30, body_before: 20, written: 120, acked: 110 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
         let d = apply(&t, &mut chunks, false);
         assert!(d.available && !d.drained);

@@ -378,7 +378,14 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
     for s in seen.iter().filter(|s| held(s)) {
         held_chars += s.3;
         held_holds.push(s.2 - baseline);
-        if long_frames.iter().any(|&(start, end)| start <= s.0 && s.0 <= end + LONG_FRAME_SLACK_MS) {
+        // Released during (or just after) a long frame, and held no longer than that frame lasted:
+        // a long task can explain this hold. A hold much longer than the frame (a buffering hop
+        // that happens to release while the page is busy) is not blamed on the page.
+        let hold = s.2 - baseline;
+        if long_frames
+            .iter()
+            .any(|&(start, end)| start <= s.0 && s.0 <= end + LONG_FRAME_SLACK_MS && hold <= (end - start) + LONG_FRAME_SLACK_MS)
+        {
             in_long_frames += s.3;
         }
     }

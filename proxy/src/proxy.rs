@@ -122,7 +122,7 @@ impl RequestCtx {
 }
 
 /// Reads the client socket's TCP counters (one getsockopt), or says why it cannot.
-fn sample_ack(session: &Session, t_ns: u64) -> Result<AckSample, &'static str> {
+fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<AckSample, &'static str> {
     let downstream = session.as_downstream();
     if downstream.is_http2() {
         return Err("HTTP/2 client: streams share one socket, so its ACKs are not per response");
@@ -133,7 +133,7 @@ fn sample_ack(session: &Session, t_ns: u64) -> Result<AckSample, &'static str> {
         .and_then(|s| s.tcp_info())
         .ok_or("no TCP information for the client socket on this platform")?;
     let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
-    Ok(AckSample { t_ns, written, acked: info.tcpi_bytes_acked })
+    Ok(AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked })
 }
 
 fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
@@ -384,10 +384,11 @@ impl ProxyHttp for TapProxy {
         let t = ctx.anchor.since_t0(entered);
         if let Some(piece) = body.as_ref() {
             if !piece.is_empty() && !ctx.internal {
+                let body_before = ctx.chunks.handed_off_bytes;
                 ctx.chunks.on_handoff(piece.len(), t);
                 if ctx.ack.unavailable.is_none() {
                     ctx.ack.max_samples = self.config.timeline.max_chunks;
-                    match sample_ack(session, t) {
+                    match sample_ack(session, t, body_before) {
                         Ok(sample) => ctx.ack.push_handoff(sample),
                         Err(reason) => ctx.ack.unavailable = Some(reason.to_string()),
                     }
@@ -463,7 +464,7 @@ impl ProxyHttp for TapProxy {
         if e.is_none() && !ctx.chunks.chunks.is_empty() && ctx.ack.unavailable.is_none() {
             let deadline = Instant::now() + Duration::from_millis(self.config.timeline.ack_drain_ms);
             loop {
-                match sample_ack(session, ctx.anchor.elapsed_ns()) {
+                match sample_ack(session, ctx.anchor.elapsed_ns(), ctx.chunks.handed_off_bytes) {
                     Ok(sample) => ctx.ack.push_tail(sample),
                     Err(reason) => {
                         ctx.ack.unavailable = Some(reason.to_string());
