@@ -151,7 +151,9 @@ impl ProxyHttp for TapProxy {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> Self::CTX {
-        RequestCtx::new()
+        let mut ctx = RequestCtx::new();
+        ctx.ack.max_samples = self.config.timeline.max_chunks;
+        ctx
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
@@ -379,7 +381,8 @@ impl ProxyHttp for TapProxy {
         end_of_stream: bool,
         ctx: &mut Self::CTX,
     ) -> Result<Option<Duration>> {
-        // Forwarding path: stamp the handoff. Nothing else.
+        // Forwarding path: stamp the handoff and read the client socket's TCP counters (one
+        // getsockopt, for delivery from ACKs). Nothing else.
         let entered = Instant::now();
         let t = ctx.anchor.since_t0(entered);
         if let Some(piece) = body.as_ref() {
@@ -387,7 +390,6 @@ impl ProxyHttp for TapProxy {
                 let body_before = ctx.chunks.handed_off_bytes;
                 ctx.chunks.on_handoff(piece.len(), t);
                 if ctx.ack.unavailable.is_none() {
-                    ctx.ack.max_samples = self.config.timeline.max_chunks;
                     match sample_ack(session, t, body_before) {
                         Ok(sample) => ctx.ack.push_handoff(sample),
                         Err(reason) => ctx.ack.unavailable = Some(reason.to_string()),
