@@ -43,7 +43,8 @@ fn thin<T: Copy>(list: &mut Vec<T>) -> u64 {
     if n <= 2 {
         return 0;
     }
-    let kept: Vec<T> = list.iter().enumerate().filter(|&(i, _)| i == 0 || i == n - 1 || i % 2 == 0).map(|(_, &x)| x).collect();
+    let kept: Vec<T> =
+        list.iter().enumerate().filter(|&(i, _)| i == 0 || i == n - 1 || i % 2 == 0).map(|(_, &x)| x).collect();
     let removed = (n - kept.len()) as u64;
     *list = kept;
     removed
@@ -270,7 +271,11 @@ mod tests {
         t.record_end(1795938039840.0);
         t.record_paint(Paint { t_ms: 1795938039825.0, chars: 17, presentation_ms: None });
         t.record_long_frame(LongFrame { start_ms: 1795938039821.0, duration_ms: 60.0, blocking_ms: 10.0 });
-        t.record_audio(AudioStart { kind: AudioKind::AudioContext, audible_ms: 1795938039900.0, output_latency_ms: Some(12.5) });
+        t.record_audio(AudioStart {
+            kind: AudioKind::AudioContext,
+            audible_ms: 1795938039900.0,
+            output_latency_ms: Some(12.5),
+        });
         t
     }
 
@@ -312,7 +317,11 @@ mod tests {
             t.record_chunk(1795938040000.0 + i as f64 * 0.123, 1000);
         }
         for i in 0..MAX_PAINTS {
-            t.record_paint(Paint { t_ms: 1795938040000.0 + i as f64 * 0.321, chars: i as u64, presentation_ms: Some(1795938040001.5) });
+            t.record_paint(Paint {
+                t_ms: 1795938040000.0 + i as f64 * 0.321,
+                chars: i as u64,
+                presentation_ms: Some(1795938040001.5),
+            });
         }
         let json = report_json(&t, None);
         assert!(json.len() <= MAX_REPORT_BYTES, "{} bytes", json.len());

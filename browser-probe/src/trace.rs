@@ -37,7 +37,8 @@ pub fn parse_traceparent(value: &str) -> Option<(String, String)> {
     if version == "00" && parts.next().is_some() {
         return None;
     }
-    let lower_hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let lower_hex =
+        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     let all_zero = |s: &str| s.bytes().all(|b| b == b'0');
     if !lower_hex(version, 2) || version == "ff" || !lower_hex(flags, 2) {
         return None;

@@ -143,7 +143,12 @@ impl Turn {
     /// one, so the list always ends with the total byte count.
     pub fn record_chunk(&mut self, t_ms: f64, len: u64) {
         self.bytes += len;
-        push_keeping_last(&mut self.chunks, &mut self.chunks_dropped, MAX_CHUNKS, ChunkArrival { t_ms, bytes: self.bytes });
+        push_keeping_last(
+            &mut self.chunks,
+            &mut self.chunks_dropped,
+            MAX_CHUNKS,
+            ChunkArrival { t_ms, bytes: self.bytes },
+        );
     }
 
     /// The stream ended (normally, with an error, or cancelled by the app). Only the first end counts.
@@ -287,9 +292,8 @@ impl Turns {
 
     /// Removes and returns the turns that have settled by `now_ms`.
     pub fn take_settled(&mut self, now_ms: f64) -> Vec<Turn> {
-        let (done, open) = std::mem::take(&mut self.open)
-            .into_iter()
-            .partition(|t| t.settle_deadline().is_some_and(|d| d <= now_ms));
+        let (done, open) =
+            std::mem::take(&mut self.open).into_iter().partition(|t| t.settle_deadline().is_some_and(|d| d <= now_ms));
         self.open = open;
         done
     }

@@ -34,19 +34,9 @@ impl MockBody {
     /// A whole body sent at once (with content-length).
     pub(crate) fn full(bytes: Bytes, outcome: Option<RequestOutcome>) -> MockBody {
         let exact_len = Some(bytes.len() as u64);
-        let steps = if bytes.is_empty() {
-            VecDeque::new()
-        } else {
-            VecDeque::from([(Default::default(), Step::Data(bytes))])
-        };
-        let mut body = MockBody {
-            origin: Instant::now(),
-            steps,
-            sleep: None,
-            outcome,
-            exact_len,
-            last_data_at: None,
-        };
+        let steps =
+            if bytes.is_empty() { VecDeque::new() } else { VecDeque::from([(Default::default(), Step::Data(bytes))]) };
+        let mut body = MockBody { origin: Instant::now(), steps, sleep: None, outcome, exact_len, last_data_at: None };
         if body.steps.is_empty() {
             body.complete();
         }
@@ -54,11 +44,7 @@ impl MockBody {
     }
 
     /// A streamed body (no content-length: chunked on HTTP/1.1) replaying `timeline` from `origin`.
-    pub(crate) fn scheduled(
-        origin: Instant,
-        timeline: Timeline,
-        outcome: RequestOutcome,
-    ) -> MockBody {
+    pub(crate) fn scheduled(origin: Instant, timeline: Timeline, outcome: RequestOutcome) -> MockBody {
         MockBody {
             origin,
             steps: timeline.into(),
@@ -80,10 +66,7 @@ impl Body for MockBody {
     type Data = Bytes;
     type Error = DeliberateReset;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, DeliberateReset>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, DeliberateReset>>> {
         let this = self.get_mut();
         let Some((offset, step)) = this.steps.front() else {
             this.complete();
@@ -94,9 +77,7 @@ impl Body for MockBody {
             deadline = deadline.max(last + RESET_GAP);
         }
         if Instant::now() < deadline {
-            let sleep = this
-                .sleep
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
             if sleep.deadline() != deadline {
                 sleep.as_mut().reset(deadline);
             }
@@ -127,7 +108,6 @@ impl Body for MockBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.exact_len
-            .map_or_else(SizeHint::default, SizeHint::with_exact)
+        self.exact_len.map_or_else(SizeHint::default, SizeHint::with_exact)
     }
 }

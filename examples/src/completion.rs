@@ -66,9 +66,7 @@ impl ResponseIds {
         let mut hasher = Sha256::new();
         hasher.update(body_hash);
         hasher.update(seed.to_le_bytes());
-        ResponseIds {
-            digest: hasher.finalize().into(),
-        }
+        ResponseIds { digest: hasher.finalize().into() }
     }
 
     fn bytes(&self, tag: &str) -> [u8; 32] {
@@ -81,10 +79,8 @@ impl ResponseIds {
     /// `prefix` followed by 24 lowercase alphanumerics, e.g. `chatcmpl-…`, `msg_…`, `call_…`.
     pub(crate) fn id(&self, prefix: &str, tag: &str) -> String {
         const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-        let suffix: String = self.bytes(tag)[..24]
-            .iter()
-            .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-            .collect();
+        let suffix: String =
+            self.bytes(tag)[..24].iter().map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect();
         format!("{prefix}{suffix}")
     }
 
@@ -98,12 +94,9 @@ impl ResponseIds {
 
 impl Completion {
     pub(crate) fn build(request: &ProviderRequest, plan: &ResponsePlan) -> Completion {
-        let reasoning_tokens =
-            vocabulary::tokens(plan.seed, WordStream::Reasoning, plan.reasoning_tokens);
+        let reasoning_tokens = vocabulary::tokens(plan.seed, WordStream::Reasoning, plan.reasoning_tokens);
         let answer_tokens = vocabulary::tokens(plan.seed, WordStream::Answer, plan.answer_tokens);
-        let tool_call = plan
-            .tool_call
-            .then(|| ToolCall::generate(request.first_tool.as_ref(), plan.seed));
+        let tool_call = plan.tool_call.then(|| ToolCall::generate(request.first_tool.as_ref(), plan.seed));
         let tool_tokens = tool_call.as_ref().map_or(0, |t| t.fragments.len() as u32);
         Completion {
             model: request.model.clone(),
@@ -142,49 +135,35 @@ impl ToolCall {
         let words = vocabulary::tokens(seed, WordStream::ToolArguments, 6);
         let mut words = words.iter().map(|w| w.trim().to_owned());
         let mut arguments = Map::new();
-        let properties = tool
-            .and_then(|t| t.parameters.as_ref())
-            .and_then(|p| p.get("properties"))
-            .and_then(Value::as_object);
+        let properties =
+            tool.and_then(|t| t.parameters.as_ref()).and_then(|p| p.get("properties")).and_then(Value::as_object);
         if let Some(properties) = properties.filter(|p| !p.is_empty()) {
             for (key, schema) in properties.iter().take(3) {
-                let value =
-                    if let Some(first) = schema.get("enum").and_then(|e| e.as_array()?.first()) {
-                        first.clone()
-                    } else {
-                        match schema.get("type").and_then(Value::as_str) {
-                            Some("integer" | "number") => json!(42),
-                            Some("boolean") => json!(true),
-                            Some("array") => json!([]),
-                            Some("object") => json!({}),
-                            _ => json!(format!(
-                                "{} {}",
-                                words.next().unwrap_or_default(),
-                                words.next().unwrap_or_default()
-                            )),
+                let value = if let Some(first) = schema.get("enum").and_then(|e| e.as_array()?.first()) {
+                    first.clone()
+                } else {
+                    match schema.get("type").and_then(Value::as_str) {
+                        Some("integer" | "number") => json!(42),
+                        Some("boolean") => json!(true),
+                        Some("array") => json!([]),
+                        Some("object") => json!({}),
+                        _ => {
+                            json!(format!("{} {}", words.next().unwrap_or_default(), words.next().unwrap_or_default()))
                         }
-                    };
+                    }
+                };
                 arguments.insert(key.clone(), value);
             }
         } else {
             arguments.insert(
                 "query".to_owned(),
-                json!(format!(
-                    "{} {}",
-                    words.next().unwrap_or_default(),
-                    words.next().unwrap_or_default()
-                )),
+                json!(format!("{} {}", words.next().unwrap_or_default(), words.next().unwrap_or_default())),
             );
         }
         let arguments = Value::Object(arguments);
         let arguments_json = arguments.to_string();
         let fragments = split_fragments(&arguments_json, ARGUMENT_FRAGMENT_BYTES);
-        ToolCall {
-            name,
-            arguments,
-            arguments_json,
-            fragments,
-        }
+        ToolCall { name, arguments, arguments_json, fragments }
     }
 }
 
@@ -208,11 +187,7 @@ fn base64(bytes: &[u8]) -> String {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..4 {
             if i <= chunk.len() {
@@ -246,14 +221,8 @@ mod tests {
     #[test]
     fn ids_are_deterministic_and_distinct() {
         let a = ResponseIds::new([1; 32], 0);
-        assert_eq!(
-            a.id("msg_", "message"),
-            ResponseIds::new([1; 32], 0).id("msg_", "message")
-        );
-        assert_ne!(
-            a.id("msg_", "message"),
-            ResponseIds::new([1; 32], 1).id("msg_", "message")
-        );
+        assert_eq!(a.id("msg_", "message"), ResponseIds::new([1; 32], 0).id("msg_", "message"));
+        assert_ne!(a.id("msg_", "message"), ResponseIds::new([1; 32], 1).id("msg_", "message"));
         assert_eq!(a.id("call_", "x").len(), "call_".len() + 24);
     }
 

@@ -36,18 +36,9 @@ pub(crate) async fn handle(shared: &Shared, name: &str, query: &str) -> Response
                 Err(stats) => json_response(StatusCode::REQUEST_TIMEOUT, &json!(stats), None),
             }
         }
-        "last_request" => match shared
-            .last_request
-            .lock()
-            .ok()
-            .and_then(|last| last.clone())
-        {
+        "last_request" => match shared.last_request.lock().ok().and_then(|last| last.clone()) {
             Some(record) => json_response(StatusCode::OK, &record, None),
-            None => json_response(
-                StatusCode::NOT_FOUND,
-                &json!({"error": "no provider request yet"}),
-                None,
-            ),
+            None => json_response(StatusCode::NOT_FOUND, &json!({"error": "no provider request yet"}), None),
         },
         _ => json_response(
             StatusCode::NOT_FOUND,
@@ -58,9 +49,5 @@ pub(crate) async fn handle(shared: &Shared, name: &str, query: &str) -> Response
 }
 
 fn bad_query(key: &str, value: &str) -> Response<MockBody> {
-    json_response(
-        StatusCode::BAD_REQUEST,
-        &json!({"error": format!("bad query parameter {key}={value}")}),
-        None,
-    )
+    json_response(StatusCode::BAD_REQUEST, &json!({"error": format!("bad query parameter {key}={value}")}), None)
 }

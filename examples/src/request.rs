@@ -31,19 +31,14 @@ impl Endpoint {
             "/v1/audio/speech" => return Some(Endpoint::AudioSpeech),
             _ => {}
         }
-        let rest = path
-            .strip_prefix("/v1beta/models/")
-            .or_else(|| path.strip_prefix("/v1/models/"))?;
+        let rest = path.strip_prefix("/v1beta/models/").or_else(|| path.strip_prefix("/v1/models/"))?;
         let (model, method) = rest.rsplit_once(':')?;
         let streaming = match method {
             "streamGenerateContent" => true,
             "generateContent" => false,
             _ => return None,
         };
-        Some(Endpoint::Gemini {
-            model: model.to_owned(),
-            streaming,
-        })
+        Some(Endpoint::Gemini { model: model.to_owned(), streaming })
     }
 }
 
@@ -72,19 +67,11 @@ pub(crate) struct ProviderRequest {
 }
 
 impl ProviderRequest {
-    pub(crate) fn parse(
-        endpoint: &Endpoint,
-        path: &str,
-        body: &[u8],
-    ) -> Result<ProviderRequest, serde_json::Error> {
+    pub(crate) fn parse(endpoint: &Endpoint, path: &str, body: &[u8]) -> Result<ProviderRequest, serde_json::Error> {
         let json: Value = serde_json::from_slice(body)?;
         let model = match endpoint {
             Endpoint::Gemini { model, .. } => model.clone(),
-            _ => json
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or("mock-model")
-                .to_owned(),
+            _ => json.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_owned(),
         };
         let stream = match endpoint {
             Endpoint::Gemini { streaming, .. } => *streaming,
@@ -93,27 +80,17 @@ impl ProviderRequest {
             Endpoint::AudioSpeech => true,
             _ => json.get("stream").and_then(Value::as_bool).unwrap_or(false),
         };
-        let include_usage = json
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let include_usage = json.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
         let reasoning = match endpoint {
             Endpoint::AnthropicMessages => {
-                matches!(
-                    json.pointer("/thinking/type").and_then(Value::as_str),
-                    Some("enabled" | "adaptive")
-                )
+                matches!(json.pointer("/thinking/type").and_then(Value::as_str), Some("enabled" | "adaptive"))
             }
-            Endpoint::OpenAiResponses => json
-                .pointer("/reasoning/summary")
-                .is_some_and(|s| !s.is_null()),
+            Endpoint::OpenAiResponses => json.pointer("/reasoning/summary").is_some_and(|s| !s.is_null()),
             Endpoint::Gemini { .. } => json
                 .pointer("/generationConfig/thinkingConfig/includeThoughts")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
-            Endpoint::OllamaChat => json
-                .get("think")
-                .is_some_and(|t| t.as_bool() == Some(true) || t.is_string()),
+            Endpoint::OllamaChat => json.get("think").is_some_and(|t| t.as_bool() == Some(true) || t.is_string()),
             Endpoint::OpenAiChat | Endpoint::AudioSpeech => false,
         };
         let mut hasher = Sha256::new();
@@ -122,10 +99,7 @@ impl ProviderRequest {
         hasher.update(body);
         Ok(ProviderRequest {
             first_tool: first_tool(&json),
-            audio_format: json
-                .get("response_format")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            audio_format: json.get("response_format").and_then(Value::as_str).map(str::to_owned),
             model,
             stream,
             include_usage,
@@ -163,19 +137,10 @@ mod tests {
 
     #[test]
     fn routes() {
+        assert_eq!(Endpoint::route(&Method::POST, "/v1/chat/completions"), Some(Endpoint::OpenAiChat));
         assert_eq!(
-            Endpoint::route(&Method::POST, "/v1/chat/completions"),
-            Some(Endpoint::OpenAiChat)
-        );
-        assert_eq!(
-            Endpoint::route(
-                &Method::POST,
-                "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
-            ),
-            Some(Endpoint::Gemini {
-                model: "gemini-2.5-flash".into(),
-                streaming: true
-            })
+            Endpoint::route(&Method::POST, "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+            Some(Endpoint::Gemini { model: "gemini-2.5-flash".into(), streaming: true })
         );
         assert_eq!(Endpoint::route(&Method::GET, "/v1/messages"), None);
         assert_eq!(Endpoint::route(&Method::POST, "/v1/nope"), None);

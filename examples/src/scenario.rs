@@ -101,10 +101,8 @@ impl ResponsePlan {
         wishes: RequestWishes,
     ) -> Result<ResponsePlan, InvalidMockHeader> {
         let scenario = match header_str(headers, "x-mock-scenario") {
-            Some(name) => Scenario::from_name(name).ok_or_else(|| InvalidMockHeader {
-                name: "x-mock-scenario",
-                value: name.to_owned(),
-            })?,
+            Some(name) => Scenario::from_name(name)
+                .ok_or_else(|| InvalidMockHeader { name: "x-mock-scenario", value: name.to_owned() })?,
             None => config.scenario,
         };
 
@@ -127,8 +125,7 @@ impl ResponsePlan {
 
         // The preset: only fills in what it is about, so flags keep shaping the rest.
         let middle = (config.tokens / config.tokens_per_chunk.max(1)) / 2;
-        let wants_reasoning =
-            matches!(scenario, Scenario::Reasoning | Scenario::ReasoningTool) || wishes.reasoning;
+        let wants_reasoning = matches!(scenario, Scenario::Reasoning | Scenario::ReasoningTool) || wishes.reasoning;
         if wants_reasoning && reasoning_tokens == 0 {
             reasoning_tokens = DEFAULT_REASONING_TOKENS;
         }
@@ -171,10 +168,7 @@ impl ResponsePlan {
         override_opt(headers, "x-mock-status", &mut status)?;
         if let Some(value) = header_str(headers, "x-mock-reasoning-field") {
             reasoning_field = <ReasoningField as clap::ValueEnum>::from_str(value.trim(), true)
-                .map_err(|_| InvalidMockHeader {
-                    name: "x-mock-reasoning-field",
-                    value: value.to_owned(),
-                })?;
+                .map_err(|_| InvalidMockHeader { name: "x-mock-reasoning-field", value: value.to_owned() })?;
         }
         if let Some(value) = header_str(headers, "x-mock-tool-call") {
             tool_call = matches!(value.trim(), "1" | "true" | "yes");
@@ -185,13 +179,8 @@ impl ResponsePlan {
                 name: "x-mock-response-header",
                 value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
             };
-            let (name, value) = value
-                .to_str()
-                .ok()
-                .and_then(|v| v.split_once(':'))
-                .ok_or_else(invalid)?;
-            let name =
-                http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid())?;
+            let (name, value) = value.to_str().ok().and_then(|v| v.split_once(':')).ok_or_else(invalid)?;
+            let name = http::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid())?;
             let value = http::HeaderValue::from_str(value.trim()).map_err(|_| invalid())?;
             response_headers.push((name, value));
         }
@@ -211,9 +200,7 @@ impl ResponsePlan {
         };
         // A reset is the harsher of the two when both are asked for at the same point.
         let early_end = match (error_at, reset_at) {
-            (_, Some(after)) if error_at.is_none_or(|e| after <= e) => {
-                Some(EarlyEnd::Reset { after })
-            }
+            (_, Some(after)) if error_at.is_none_or(|e| after <= e) => Some(EarlyEnd::Reset { after }),
             (Some(after), _) => Some(EarlyEnd::ErrorEvent { after }),
             _ => None,
         };
@@ -245,20 +232,10 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn parse_header<T: std::str::FromStr>(
-    headers: &HeaderMap,
-    name: &'static str,
-) -> Result<Option<T>, InvalidMockHeader> {
+fn parse_header<T: std::str::FromStr>(headers: &HeaderMap, name: &'static str) -> Result<Option<T>, InvalidMockHeader> {
     match header_str(headers, name) {
         None => Ok(None),
-        Some(value) => value
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| InvalidMockHeader {
-                name,
-                value: value.to_owned(),
-            }),
+        Some(value) => value.trim().parse().map(Some).map_err(|_| InvalidMockHeader { name, value: value.to_owned() }),
     }
 }
 
@@ -304,19 +281,12 @@ mod tests {
         assert_eq!(p.response_headers[0].1, "no");
         let mut headers = HeaderMap::new();
         headers.insert("x-mock-response-header", "no-colon".parse().unwrap());
-        assert!(
-            ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default())
-                .is_err()
-        );
+        assert!(ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default()).is_err());
     }
 
     #[test]
     fn headers_override_scenario_which_overrides_flags() {
-        let p = plan(&[
-            ("x-mock-scenario", "stall"),
-            ("x-mock-stall-ms", "300"),
-            ("x-mock-ttft-ms", "5"),
-        ]);
+        let p = plan(&[("x-mock-scenario", "stall"), ("x-mock-stall-ms", "300"), ("x-mock-ttft-ms", "5")]);
         assert_eq!(p.timing.ttft, Duration::from_millis(5));
         let stall = p.timing.stall.unwrap();
         assert_eq!((stall.at, stall.duration), (20, Duration::from_millis(300)));
@@ -325,44 +295,19 @@ mod tests {
 
     #[test]
     fn scenarios_set_their_knobs() {
-        assert_eq!(
-            plan(&[("x-mock-scenario", "reasoning")]).reasoning_tokens,
-            DEFAULT_REASONING_TOKENS
-        );
+        assert_eq!(plan(&[("x-mock-scenario", "reasoning")]).reasoning_tokens, DEFAULT_REASONING_TOKENS);
         assert!(plan(&[("x-mock-scenario", "reasoning_tool")]).tool_call);
-        assert_eq!(
-            plan(&[("x-mock-scenario", "reset")]).early_end,
-            Some(EarlyEnd::Reset { after: 20 })
-        );
-        assert_eq!(
-            plan(&[("x-mock-scenario", "error_midstream")]).early_end,
-            Some(EarlyEnd::ErrorEvent { after: 20 })
-        );
-        assert_eq!(
-            plan(&[("x-mock-scenario", "huge_event")]).event_bytes,
-            Some(65536)
-        );
-        assert_eq!(
-            plan(&[("x-mock-scenario", "slow_headers")])
-                .timing
-                .headers_delay,
-            Duration::from_secs(1)
-        );
-        assert!(plan(&[("x-mock-scenario", "stall_heartbeat")])
-            .timing
-            .stall
-            .unwrap()
-            .heartbeat
-            .is_some());
+        assert_eq!(plan(&[("x-mock-scenario", "reset")]).early_end, Some(EarlyEnd::Reset { after: 20 }));
+        assert_eq!(plan(&[("x-mock-scenario", "error_midstream")]).early_end, Some(EarlyEnd::ErrorEvent { after: 20 }));
+        assert_eq!(plan(&[("x-mock-scenario", "huge_event")]).event_bytes, Some(65536));
+        assert_eq!(plan(&[("x-mock-scenario", "slow_headers")]).timing.headers_delay, Duration::from_secs(1));
+        assert!(plan(&[("x-mock-scenario", "stall_heartbeat")]).timing.stall.unwrap().heartbeat.is_some());
     }
 
     #[test]
     fn bad_header_is_an_error() {
         let mut headers = HeaderMap::new();
         headers.insert("x-mock-ttft-ms", "soon".parse().unwrap());
-        assert!(
-            ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default())
-                .is_err()
-        );
+        assert!(ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default()).is_err());
     }
 }

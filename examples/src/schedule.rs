@@ -50,11 +50,8 @@ impl Timing {
         let mut offsets = Vec::with_capacity(slots);
         let mut previous = Duration::ZERO;
         for k in 0..slots {
-            let jitter = if jitter_us == 0 {
-                Duration::ZERO
-            } else {
-                Duration::from_micros(rng.next_u64() % (jitter_us + 1))
-            };
+            let jitter =
+                if jitter_us == 0 { Duration::ZERO } else { Duration::from_micros(rng.next_u64() % (jitter_us + 1)) };
             let mut offset = self.unstalled_offset(k) + jitter;
             if let Some(stall) = self.stall {
                 if k as u64 >= u64::from(stall.at) {
@@ -72,12 +69,7 @@ impl Timing {
     /// strictly before it is finally sent. Empty without a stall, without heartbeats, or when the
     /// stall lies beyond `slots`.
     pub fn heartbeat_offsets(&self, slots: usize) -> Vec<Duration> {
-        let Some(Stall {
-            at,
-            duration,
-            heartbeat: Some(period),
-        }) = self.stall
-        else {
+        let Some(Stall { at, duration, heartbeat: Some(period) }) = self.stall else {
             return Vec::new();
         };
         if period.is_zero() || u64::from(at) >= slots as u64 {
@@ -108,14 +100,7 @@ mod tests {
     }
 
     fn timing() -> Timing {
-        Timing {
-            headers_delay: ms(50),
-            ttft: ms(200),
-            itl: ms(20),
-            jitter: Duration::ZERO,
-            stall: None,
-            seed: 7,
-        }
+        Timing { headers_delay: ms(50), ttft: ms(200), itl: ms(20), jitter: Duration::ZERO, stall: None, seed: 7 }
     }
 
     #[test]
@@ -126,42 +111,23 @@ mod tests {
 
     #[test]
     fn jitter_is_bounded_seeded_and_does_not_accumulate() {
-        let t = Timing {
-            jitter: ms(15),
-            ..timing()
-        };
+        let t = Timing { jitter: ms(15), ..timing() };
         let a = t.slot_offsets(200);
         assert_eq!(a, t.slot_offsets(200), "same seed, same schedule");
         assert_ne!(a, Timing { seed: 8, ..t }.slot_offsets(200));
         for (k, offset) in a.iter().enumerate() {
             let base = ms(250) + ms(20) * k as u32;
             // Non-decreasing clamp can only lift an offset up to the previous one, which is itself bounded.
-            assert!(
-                *offset >= base && *offset <= base + ms(15),
-                "slot {k}: {offset:?}"
-            );
+            assert!(*offset >= base && *offset <= base + ms(15), "slot {k}: {offset:?}");
         }
         assert!(a.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]
     fn stall_shifts_the_stalled_event_and_everything_after() {
-        let t = Timing {
-            stall: Some(Stall {
-                at: 2,
-                duration: ms(1000),
-                heartbeat: Some(ms(300)),
-            }),
-            ..timing()
-        };
-        assert_eq!(
-            t.slot_offsets(4),
-            vec![ms(250), ms(270), ms(1290), ms(1310)]
-        );
+        let t = Timing { stall: Some(Stall { at: 2, duration: ms(1000), heartbeat: Some(ms(300)) }), ..timing() };
+        assert_eq!(t.slot_offsets(4), vec![ms(250), ms(270), ms(1290), ms(1310)]);
         assert_eq!(t.heartbeat_offsets(4), vec![ms(590), ms(890), ms(1190)]);
-        assert!(
-            t.heartbeat_offsets(2).is_empty(),
-            "stall beyond the stream has no heartbeats"
-        );
+        assert!(t.heartbeat_offsets(2).is_empty(), "stall beyond the stream has no heartbeats");
     }
 }

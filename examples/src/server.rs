@@ -48,30 +48,14 @@ impl MockServer {
     /// Binds `addr` (port 0 picks a free port) and loads the TLS files if configured.
     pub async fn bind(addr: SocketAddr, config: MockConfig) -> io::Result<MockServer> {
         let tls = match (&config.tls_cert, &config.tls_key) {
-            (Some(cert), Some(key)) => {
-                Some(crate::tls::acceptor(cert, key).map_err(io::Error::other)?)
-            }
+            (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key).map_err(io::Error::other)?),
             (None, None) => None,
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "--tls-cert and --tls-key go together",
-                ))
-            }
+            _ => return Err(io::Error::new(io::ErrorKind::InvalidInput, "--tls-cert and --tls-key go together")),
         };
         let listener = TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            config,
-            stats: StatsHub::new(),
-            last_request: Mutex::new(None),
-        });
-        Ok(MockServer {
-            listener,
-            local_addr,
-            tls,
-            shared,
-        })
+        let shared = Arc::new(Shared { config, stats: StatsHub::new(), last_request: Mutex::new(None) });
+        Ok(MockServer { listener, local_addr, tls, shared })
     }
 
     /// The bound address (with the real port when bound to port 0).
@@ -117,35 +101,27 @@ impl MockServer {
 /// Starts the mock on its own thread with its own tokio runtime; returns the bound address (port 0 allowed).
 pub fn spawn_background(addr: SocketAddr, config: MockConfig) -> io::Result<SocketAddr> {
     let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("tokentap-mock".to_owned())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
+    std::thread::Builder::new().name("tokentap-mock".to_owned()).spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                let _ = bound_tx.send(Err(error));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            match MockServer::bind(addr, config).await {
+                Ok(server) => {
+                    let _ = bound_tx.send(Ok(server.local_addr()));
+                    let _ = server.run().await;
+                }
                 Err(error) => {
                     let _ = bound_tx.send(Err(error));
-                    return;
                 }
-            };
-            runtime.block_on(async move {
-                match MockServer::bind(addr, config).await {
-                    Ok(server) => {
-                        let _ = bound_tx.send(Ok(server.local_addr()));
-                        let _ = server.run().await;
-                    }
-                    Err(error) => {
-                        let _ = bound_tx.send(Err(error));
-                    }
-                }
-            });
-        })?;
-    bound_rx
-        .recv()
-        .map_err(|_| io::Error::other("tokentap-mock thread ended before binding"))?
+            }
+        });
+    })?;
+    bound_rx.recv().map_err(|_| io::Error::other("tokentap-mock thread ended before binding"))?
 }
 
 async fn serve_connection<IO>(io: IO, shared: Arc<Shared>)
@@ -157,9 +133,7 @@ where
         async move { Ok::<_, Infallible>(handle(shared, request).await) }
     });
     // HTTP/1.1 and HTTP/2 (h2c prior knowledge, or h2 after ALPN) on the same port.
-    let _ = auto::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(io), service)
-        .await;
+    let _ = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(io), service).await;
 }
 
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<MockBody> {
@@ -172,13 +146,7 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Moc
     let body = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         // The client went away mid-upload: dropping `outcome` counts it as cancelled.
-        Err(_) => {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &json!({"error": "request body"}),
-                None,
-            )
-        }
+        Err(_) => return json_response(StatusCode::BAD_REQUEST, &json!({"error": "request body"}), None),
     };
     // The schedule's origin: the whole request is in, as when a provider starts generating.
     let arrival = Instant::now();
@@ -200,25 +168,14 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Moc
     };
     let provider_request = match ProviderRequest::parse(&endpoint, path, &body) {
         Ok(parsed) => parsed,
-        Err(error) => {
-            return bad_request(format!("request body is not valid JSON: {error}"), outcome)
-        }
+        Err(error) => return bad_request(format!("request body is not valid JSON: {error}"), outcome),
     };
-    let plan = match ResponsePlan::resolve(&shared.config, &parts.headers, provider_request.wishes)
-    {
+    let plan = match ResponsePlan::resolve(&shared.config, &parts.headers, provider_request.wishes) {
         Ok(plan) => plan,
         Err(error) => return bad_request(error.to_string(), outcome),
     };
     let completion = Completion::build(&provider_request, &plan);
-    respond(
-        format,
-        &provider_request,
-        &completion,
-        &plan,
-        arrival,
-        outcome,
-    )
-    .await
+    respond(format, &provider_request, &completion, &plan, arrival, outcome).await
 }
 
 async fn respond(
@@ -229,10 +186,7 @@ async fn respond(
     arrival: Instant,
     outcome: RequestOutcome,
 ) -> Response<MockBody> {
-    let request_id = (
-        format.request_id_header(),
-        completion.ids.id("req_", "request"),
-    );
+    let request_id = (format.request_id_header(), completion.ids.id("req_", "request"));
     tokio::time::sleep_until(arrival + plan.timing.headers_delay).await;
 
     if let Some(status) = plan.status {
@@ -241,12 +195,9 @@ async fn respond(
             429 => "Rate limit reached (x-mock-status: 429).".to_owned(),
             _ => format!("Mock error (x-mock-status: {}).", status.as_u16()),
         };
-        let mut response =
-            json_response(status, &format.error_body(status, &message), Some(outcome));
+        let mut response = json_response(status, &format.error_body(status, &message), Some(outcome));
         if status == StatusCode::TOO_MANY_REQUESTS {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         insert_request_id(&mut response, request_id);
         return response;
@@ -256,10 +207,7 @@ async fn respond(
         let timeline = timeline::stream_timeline(format, completion, plan);
         let mut response = Response::new(MockBody::scheduled(arrival, timeline, outcome));
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(format.stream_content_type(completion)),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(format.stream_content_type(completion)));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         response
     } else {
@@ -269,20 +217,12 @@ async fn respond(
             None => json_response(StatusCode::OK, &format.full_body(completion), Some(outcome)),
             Some(EarlyEnd::ErrorEvent { .. }) => {
                 let status = StatusCode::INTERNAL_SERVER_ERROR;
-                json_response(
-                    status,
-                    &format.error_body(status, "Mock error mid-generation."),
-                    Some(outcome),
-                )
+                json_response(status, &format.error_body(status, "Mock error mid-generation."), Some(outcome))
             }
             Some(EarlyEnd::Reset { .. }) => {
                 let reset = vec![(std::time::Duration::ZERO, Step::Reset)];
-                let mut response =
-                    Response::new(MockBody::scheduled(Instant::now(), reset, outcome));
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
+                let mut response = Response::new(MockBody::scheduled(Instant::now(), reset, outcome));
+                response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 response
             }
         }
@@ -300,17 +240,10 @@ fn insert_request_id(response: &mut Response<MockBody>, (name, id): (&'static st
     }
 }
 
-pub(crate) fn json_response(
-    status: StatusCode,
-    body: &Value,
-    outcome: Option<RequestOutcome>,
-) -> Response<MockBody> {
+pub(crate) fn json_response(status: StatusCode, body: &Value, outcome: Option<RequestOutcome>) -> Response<MockBody> {
     let mut response = Response::new(MockBody::full(Bytes::from(body.to_string()), outcome));
     *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -318,17 +251,9 @@ fn record_last_request(shared: &Shared, parts: &http::request::Parts, body: &Byt
     let headers: Vec<[String; 2]> = parts
         .headers
         .iter()
-        .map(|(name, value)| {
-            [
-                name.as_str().to_owned(),
-                String::from_utf8_lossy(value.as_bytes()).into_owned(),
-            ]
-        })
+        .map(|(name, value)| [name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()])
         .collect();
-    let sha: String = Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha: String = Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect();
     let record = json!({
         "method": parts.method.as_str(),
         "path_and_query": parts.uri.path_and_query().map_or("/", |p| p.as_str()),

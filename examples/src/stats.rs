@@ -49,9 +49,7 @@ pub(crate) struct StatsHub {
 
 impl StatsHub {
     pub(crate) fn new() -> Arc<StatsHub> {
-        Arc::new(StatsHub {
-            sender: watch::Sender::new(MockStats::default()),
-        })
+        Arc::new(StatsHub { sender: watch::Sender::new(MockStats::default()) })
     }
 
     pub(crate) fn snapshot(&self) -> MockStats {
@@ -64,10 +62,7 @@ impl StatsHub {
             s.requests += 1;
             s.in_flight += 1;
         });
-        RequestOutcome {
-            hub: Arc::clone(self),
-            resolved: false,
-        }
+        RequestOutcome { hub: Arc::clone(self), resolved: false }
     }
 
     /// Waits until the thresholds are reached: `Ok(stats)`, or `Err(stats)` at the timeout.
@@ -78,10 +73,7 @@ impl StatsHub {
     ) -> Result<MockStats, MockStats> {
         let mut receiver = self.sender.subscribe();
         let reached = tokio::time::timeout(timeout, async {
-            receiver
-                .wait_for(|s| thresholds.reached(s))
-                .await
-                .map(|stats| *stats)
+            receiver.wait_for(|s| thresholds.reached(s)).await.map(|stats| *stats)
         })
         .await;
         match reached {
@@ -137,40 +129,17 @@ mod tests {
         hub.begin().reset();
         drop(hub.begin());
         let in_flight = hub.begin();
-        assert_eq!(
-            hub.snapshot(),
-            MockStats {
-                requests: 4,
-                completed: 1,
-                cancelled: 1,
-                reset: 1,
-                in_flight: 1
-            }
-        );
+        assert_eq!(hub.snapshot(), MockStats { requests: 4, completed: 1, cancelled: 1, reset: 1, in_flight: 1 });
         let waiting = {
             let hub = Arc::clone(&hub);
             tokio::spawn(async move {
-                hub.wait_for(
-                    StatsThresholds {
-                        cancelled: Some(2),
-                        ..Default::default()
-                    },
-                    Duration::from_secs(30),
-                )
-                .await
+                hub.wait_for(StatsThresholds { cancelled: Some(2), ..Default::default() }, Duration::from_secs(30))
+                    .await
             })
         };
         drop(in_flight);
         assert_eq!(waiting.await.unwrap().unwrap().cancelled, 2);
-        let timed_out = hub
-            .wait_for(
-                StatsThresholds {
-                    reset: Some(5),
-                    ..Default::default()
-                },
-                Duration::ZERO,
-            )
-            .await;
+        let timed_out = hub.wait_for(StatsThresholds { reset: Some(5), ..Default::default() }, Duration::ZERO).await;
         assert!(timed_out.is_err());
     }
 }

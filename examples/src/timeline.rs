@@ -28,29 +28,14 @@ pub(crate) enum Step {
 pub(crate) type Timeline = Vec<(Duration, Step)>;
 
 /// Number of content events and the finish offset: when a non-streaming body is complete.
-pub(crate) fn finish_offset(
-    format: &dyn WireFormat,
-    completion: &Completion,
-    plan: &ResponsePlan,
-) -> Duration {
-    let content = format
-        .stream_events(completion)
-        .iter()
-        .filter(|e| e.kind == EventKind::Content)
-        .count();
+pub(crate) fn finish_offset(format: &dyn WireFormat, completion: &Completion, plan: &ResponsePlan) -> Duration {
+    let content = format.stream_events(completion).iter().filter(|e| e.kind == EventKind::Content).count();
     plan.timing.slot_offsets(content + 1)[content]
 }
 
-pub(crate) fn stream_timeline(
-    format: &dyn WireFormat,
-    completion: &Completion,
-    plan: &ResponsePlan,
-) -> Timeline {
+pub(crate) fn stream_timeline(format: &dyn WireFormat, completion: &Completion, plan: &ResponsePlan) -> Timeline {
     let events = format.stream_events(completion);
-    let content_count = events
-        .iter()
-        .filter(|e| e.kind == EventKind::Content)
-        .count();
+    let content_count = events.iter().filter(|e| e.kind == EventKind::Content).count();
     let slots = plan.timing.slot_offsets(content_count + 1);
     let cut_after = plan.early_end.map(|end| match end {
         EarlyEnd::ErrorEvent { after } | EarlyEnd::Reset { after } => after as usize,
@@ -74,9 +59,7 @@ pub(crate) fn stream_timeline(
                 timeline.extend(pending_control.drain(..).map(|b| (at, Step::Data(b))));
                 timeline.push((at, Step::Data(event.bytes)));
                 // An index past the last content event is clamped to it.
-                if cut_after
-                    .is_some_and(|k| k <= content_index || content_index + 1 == content_count)
-                {
+                if cut_after.is_some_and(|k| k <= content_index || content_index + 1 == content_count) {
                     cut_at = Some(content_index);
                     break;
                 }
@@ -158,10 +141,8 @@ mod tests {
         let c = test_completion(0, 3, false);
         let p = plan(&c);
         let t = stream_timeline(for_endpoint(&Endpoint::AnthropicMessages), &c, &p);
-        let at: Vec<(Duration, String)> = t
-            .iter()
-            .map(|(d, s)| (*d, text(s).lines().next().unwrap_or_default().to_owned()))
-            .collect();
+        let at: Vec<(Duration, String)> =
+            t.iter().map(|(d, s)| (*d, text(s).lines().next().unwrap_or_default().to_owned())).collect();
         assert_eq!(at[0], (ms(0), "event: message_start".into()));
         assert_eq!(at[1], (ms(0), "event: ping".into()));
         assert_eq!(at[2], (ms(100), "event: content_block_start".into()));
@@ -181,11 +162,7 @@ mod tests {
         let t = stream_timeline(for_endpoint(&Endpoint::OpenAiChat), &c, &p);
         // role chunk + content 0..=3, then the reset at slot 4.
         assert_eq!(t.len(), 1 + 4 + 1);
-        assert_eq!(
-            t.last().unwrap(),
-            &(ms(260), Step::Reset),
-            "slot 4 is more than RESET_GAP after slot 3"
-        );
+        assert_eq!(t.last().unwrap(), &(ms(260), Step::Reset), "slot 4 is more than RESET_GAP after slot 3");
         assert!(!t.iter().any(|(_, s)| text(s).contains("[DONE]")));
     }
 
@@ -206,23 +183,12 @@ mod tests {
     fn heartbeats_fill_the_stall() {
         let c = test_completion(0, 4, false);
         let mut p = plan(&c);
-        p.timing.stall = Some(Stall {
-            at: 2,
-            duration: ms(100),
-            heartbeat: Some(ms(30)),
-        });
+        p.timing.stall = Some(Stall { at: 2, duration: ms(100), heartbeat: Some(ms(30)) });
         let t = stream_timeline(for_endpoint(&Endpoint::OpenAiChat), &c, &p);
-        let beats: Vec<Duration> = t
-            .iter()
-            .filter(|(_, s)| text(s) == ": keep-alive\n\n")
-            .map(|(d, _)| *d)
-            .collect();
+        let beats: Vec<Duration> = t.iter().filter(|(_, s)| text(s) == ": keep-alive\n\n").map(|(d, _)| *d).collect();
         assert_eq!(beats, vec![ms(150), ms(180), ms(210)]);
         assert!(t.windows(2).all(|w| w[0].0 <= w[1].0));
-        let third = t
-            .iter()
-            .find(|(_, s)| text(s).contains(&c.answer_chunks[2]))
-            .unwrap();
+        let third = t.iter().find(|(_, s)| text(s).contains(&c.answer_chunks[2])).unwrap();
         assert_eq!(third.0, ms(220));
     }
 }

@@ -6,12 +6,11 @@ use crate::random::SplitMix64;
 
 /// Common words that are single tokens (with a leading space) in the OpenAI tokenizers.
 pub const VOCABULARY: [&str; 64] = [
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "this", "are", "or", "from", "at", "which", "but", "have", "an", "they", "you",
-    "were", "there", "would", "their", "we", "been", "has", "when", "who", "will", "more", "if",
-    "out", "so", "what", "up", "about", "into", "than", "them", "can", "only", "other", "new",
-    "some", "could", "time", "these", "two", "may", "then", "do", "first", "any", "like", "now",
-    "over",
+    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "this",
+    "are", "or", "from", "at", "which", "but", "have", "an", "they", "you", "were", "there", "would", "their", "we",
+    "been", "has", "when", "who", "will", "more", "if", "out", "so", "what", "up", "about", "into", "than", "them",
+    "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do", "first", "any",
+    "like", "now", "over",
 ];
 
 /// Which stream of words: reasoning and answer differ for the same seed.
@@ -33,9 +32,7 @@ pub fn tokens(seed: u64, stream: WordStream, count: u32) -> Vec<String> {
         WordStream::ToolArguments => 0x746f_6f6c,  // "tool"
     };
     let mut rng = SplitMix64::new(seed ^ tag);
-    (0..count)
-        .map(|_| format!(" {}", VOCABULARY[rng.below(VOCABULARY.len())]))
-        .collect()
+    (0..count).map(|_| format!(" {}", VOCABULARY[rng.below(VOCABULARY.len())])).collect()
 }
 
 /// The full answer text the mock streams for `seed` and `count` tokens.
@@ -50,10 +47,7 @@ pub fn reasoning_text(seed: u64, count: u32) -> String {
 
 /// Groups tokens into content events of `per_chunk` tokens each.
 pub(crate) fn chunks(tokens: &[String], per_chunk: u32) -> Vec<String> {
-    tokens
-        .chunks(per_chunk.max(1) as usize)
-        .map(<[String]>::concat)
-        .collect()
+    tokens.chunks(per_chunk.max(1) as usize).map(<[String]>::concat).collect()
 }
 
 #[cfg(test)]
@@ -65,9 +59,7 @@ mod tests {
         assert_eq!(answer_text(1, 10), answer_text(1, 10));
         assert_ne!(answer_text(1, 10), reasoning_text(1, 10));
         assert_eq!(tokens(3, WordStream::Answer, 5).len(), 5);
-        assert!(tokens(3, WordStream::Answer, 5)
-            .iter()
-            .all(|t| t.starts_with(' ')));
+        assert!(tokens(3, WordStream::Answer, 5).iter().all(|t| t.starts_with(' ')));
     }
 
     #[test]

@@ -52,11 +52,7 @@ pub(crate) fn pad_to(value: &mut Value, field: &str, target: Option<usize>) {
     let current = Value::Object(object.clone()).to_string().len();
     let overhead = field.len() + 6; // ,"field":""
     if target > current + overhead {
-        let filler: String = PADDING_ALPHABET
-            .chars()
-            .cycle()
-            .take(target - current - overhead)
-            .collect();
+        let filler: String = PADDING_ALPHABET.chars().cycle().take(target - current - overhead).collect();
         object.insert(field.to_owned(), Value::String(filler));
     }
 }

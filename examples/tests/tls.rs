@@ -15,9 +15,7 @@ use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 fn connector(alpn: &[u8]) -> TlsConnector {
@@ -45,9 +43,7 @@ async fn streams_over_h2_and_http11_with_alpn() {
         tls_key: Some(fixture("localhost-key.pem")),
         ..MockConfig::default()
     };
-    let server = MockServer::bind("127.0.0.1:0".parse().unwrap(), config)
-        .await
-        .unwrap();
+    let server = MockServer::bind("127.0.0.1:0".parse().unwrap(), config).await.unwrap();
     let addr = server.local_addr();
     assert!(server.url().starts_with("https://"));
     tokio::spawn(server.run());
@@ -55,28 +51,19 @@ async fn streams_over_h2_and_http11_with_alpn() {
     for alpn in [&b"h2"[..], b"http/1.1"] {
         let tcp = TcpStream::connect(addr).await.unwrap();
         tcp.set_nodelay(true).unwrap();
-        let tls = connector(alpn)
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .unwrap();
+        let tls = connector(alpn).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(alpn));
         let request = Request::post("https://localhost/v1/chat/completions")
             .header("host", "localhost")
-            .body(Full::new(Bytes::from_static(
-                br#"{"model":"m","stream":true}"#,
-            )))
+            .body(Full::new(Bytes::from_static(br#"{"model":"m","stream":true}"#)))
             .unwrap();
         let response = if alpn == b"h2" {
             let (mut sender, conn) =
-                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-                    .await
-                    .unwrap();
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
             tokio::spawn(conn);
             sender.send_request(request).await.unwrap()
         } else {
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-                .await
-                .unwrap();
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
             tokio::spawn(conn);
             sender.send_request(request).await.unwrap()
         };

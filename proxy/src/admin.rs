@@ -258,7 +258,8 @@ fn dashboard_list(query: &str, state: &AdminState) -> Response<AdminBody> {
         }
         total += 1;
     }
-    let body = serde_json::json!({ "total": total, "offset": offset, "rows": rows, "routes": routes, "models": models });
+    let body =
+        serde_json::json!({ "total": total, "offset": offset, "rows": rows, "routes": routes, "models": models });
     json_response(StatusCode::OK, body.to_string())
 }
 

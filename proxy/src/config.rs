@@ -321,8 +321,8 @@ pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidCo
 }
 
 fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
     parse_str(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
 }
 
@@ -337,22 +337,24 @@ pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, 
 }
 
 /// [`validate`], with the standard `OTEL_*` variables that configure export.
-pub fn validate_with_env(file: FileConfig, overrides: &Overrides, otel_env: &OtelEnv) -> Result<ValidConfig, ConfigError> {
+pub fn validate_with_env(
+    file: FileConfig,
+    overrides: &Overrides,
+    otel_env: &OtelEnv,
+) -> Result<ValidConfig, ConfigError> {
     let listen_text = overrides.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
     let listen = parse_addr("listen", &listen_text)?;
-    let admin_text = overrides
-        .admin_listen
-        .clone()
-        .or(file.admin_listen)
-        .unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.into());
+    let admin_text =
+        overrides.admin_listen.clone().or(file.admin_listen).unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.into());
     let admin_listen = if admin_text == "off" { None } else { Some(parse_addr("admin_listen", &admin_text)?) };
     if admin_listen == Some(listen) && listen.port() != 0 {
         return Err(invalid("admin_listen", "must differ from `listen`"));
     }
     let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
-    let threads = overrides.threads.or(file.threads).unwrap_or_else(|| {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8)
-    });
+    let threads = overrides
+        .threads
+        .or(file.threads)
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8));
     if threads == 0 || threads > 256 {
         return Err(invalid("threads", format!("{threads} is outside 1..=256")));
     }
@@ -372,7 +374,10 @@ pub fn validate_with_env(file: FileConfig, overrides: &Overrides, otel_env: &Ote
         });
     }
     if route_configs.is_empty() {
-        return Err(invalid("upstream", "no upstream configured: pass --upstream URL or add a [[route]] to the config file"));
+        return Err(invalid(
+            "upstream",
+            "no upstream configured: pass --upstream URL or add a [[route]] to the config file",
+        ));
     }
     let mut routes = Vec::with_capacity(route_configs.len());
     for (index, rc) in route_configs.into_iter().enumerate() {
@@ -418,7 +423,10 @@ pub fn validate_with_env(file: FileConfig, overrides: &Overrides, otel_env: &Ote
     }
     for origin in &p.allowed_origins {
         if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
-            return Err(invalid("probe.allowed_origins", format!("{origin:?} is not an origin like https://app.example")));
+            return Err(invalid(
+                "probe.allowed_origins",
+                format!("{origin:?} is not an origin like https://app.example"),
+            ));
         }
     }
     for name in &file.privacy.redact_headers {
@@ -492,7 +500,14 @@ fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
         Some(other) => return Err(invalid(key("role"), format!("{other:?} is not one of ingress, egress"))),
     };
     let prefix = if rc.prefix.len() > 1 { rc.prefix.trim_end_matches('/').to_string() } else { rc.prefix };
-    let mut route = Route::new(rc.name.unwrap_or_else(|| prefix.clone()), prefix, upstream, rc.provider, ca, rc.http2.unwrap_or(true));
+    let mut route = Route::new(
+        rc.name.unwrap_or_else(|| prefix.clone()),
+        prefix,
+        upstream,
+        rc.provider,
+        ca,
+        rc.http2.unwrap_or(true),
+    );
     route.role = role;
     Ok(route)
 }
@@ -580,8 +595,13 @@ mod tests {
 
     #[test]
     fn overrides_win_over_the_file() {
-        let file = parse_str("listen = \"127.0.0.1:1000\"\n[[route]]\nprefix = \"/\"\nupstream = \"http://file\"\n").unwrap();
-        let o = Overrides { listen: Some("127.0.0.1:2000".into()), upstream: Some("https://flag.example".into()), ..Overrides::default() };
+        let file =
+            parse_str("listen = \"127.0.0.1:1000\"\n[[route]]\nprefix = \"/\"\nupstream = \"http://file\"\n").unwrap();
+        let o = Overrides {
+            listen: Some("127.0.0.1:2000".into()),
+            upstream: Some("https://flag.example".into()),
+            ..Overrides::default()
+        };
         let c = validate(file, &o).unwrap();
         assert_eq!(c.listen.port(), 2000);
         assert_eq!(c.routes.routes().len(), 1);

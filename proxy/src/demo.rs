@@ -58,7 +58,8 @@ fn print_banner(bound: &BoundAddrs, mock: SocketAddr, data_dir: &std::path::Path
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "tokentap demo is running (Ctrl-C to stop)");
     let _ = writeln!(out, "  chat page      {proxy}/_tokentap/demo/");
-    let _ = writeln!(out, "  proxy          {proxy}   (OpenAI SDK base_url: {proxy}/v1, Anthropic SDK base_url: {proxy})");
+    let _ =
+        writeln!(out, "  proxy          {proxy}   (OpenAI SDK base_url: {proxy}/v1, Anthropic SDK base_url: {proxy})");
     let _ = writeln!(out, "  mock provider  http://{mock}");
     if let Some(admin) = bound.admin {
         let _ = writeln!(out, "  admin API      http://{admin}/_tokentap/api/requests");

@@ -4,8 +4,8 @@
 //! Architecture invariant: submitting never blocks. When the queue is full the request's record is
 //! dropped and counted; traffic is never slowed down by analysis or disk writes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 
-use crate::browser::ProbeReport;
 use crate::ack::AckTracker;
+use crate::browser::ProbeReport;
 use crate::config::ValidConfig;
 use crate::export::Telemetry;
 use crate::proxy::RequestCtx;
@@ -301,7 +301,8 @@ pub fn build_record(mut c: CompletedRequest, config: &ValidConfig) -> Record {
         for (t_up_ns, piece) in &c.chunks.body.pieces {
             analyzer.push_chunk(piece, *t_up_ns);
         }
-        let body_complete = c.upstream_eos && matches!(c.outcome, Outcome::Ok | Outcome::HttpError) && !c.chunks.body.truncated;
+        let body_complete =
+            c.upstream_eos && matches!(c.outcome, Outcome::Ok | Outcome::HttpError) && !c.chunks.body.truncated;
         analyzer.finish(RequestTiming {
             t_upstream_headers_ns: c.t_upstream_headers_ns,
             t_end_ns: c.t_end_ns.or(c.chunks.last_chunk_ns),

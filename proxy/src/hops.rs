@@ -68,7 +68,8 @@ impl Hop {
     /// The hops of one record.
     pub const ALL: [Hop; 4] = [Hop::Handoff, Hop::ClientAck, Hop::BrowserArrival, Hop::Paint];
     /// The hops of a joined ingress + egress chain (`diagnose_chain`).
-    pub const CHAIN: [Hop; 6] = [Hop::EgressHandoff, Hop::App, Hop::Handoff, Hop::ClientAck, Hop::BrowserArrival, Hop::Paint];
+    pub const CHAIN: [Hop; 6] =
+        [Hop::EgressHandoff, Hop::App, Hop::Handoff, Hop::ClientAck, Hop::BrowserArrival, Hop::Paint];
 
     /// Index into [`Aligned::at`].
     fn slot(self) -> usize {
@@ -335,7 +336,12 @@ fn judge(record: &Record, aligned: Vec<Aligned>, order: &[Hop], egress: Option<&
     }
 
     let answer_chars: u64 = aligned.iter().map(|a| a.chars).sum();
-    let backlog = record.timeline.client_delivery.as_ref().filter(|d| d.available || d.backlog_max_bytes > 0).map(|d| d.backlog_max_bytes);
+    let backlog = record
+        .timeline
+        .client_delivery
+        .as_ref()
+        .filter(|d| d.available || d.backlog_max_bytes > 0)
+        .map(|d| d.backlog_max_bytes);
     let (kind, hop, verdict) = verdict(&aligned, &hops, &unobserved, backlog);
     Diagnosis { kind, verdict, hop, events: aligned.len() as u64, answer_chars, hops, unobserved }
 }
@@ -382,10 +388,9 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
         // a long task can explain this hold. A hold much longer than the frame (a buffering hop
         // that happens to release while the page is busy) is not blamed on the page.
         let hold = s.2 - baseline;
-        if long_frames
-            .iter()
-            .any(|&(start, end)| start <= s.0 && s.0 <= end + LONG_FRAME_SLACK_MS && hold <= (end - start) + LONG_FRAME_SLACK_MS)
-        {
+        if long_frames.iter().any(|&(start, end)| {
+            start <= s.0 && s.0 <= end + LONG_FRAME_SLACK_MS && hold <= (end - start) + LONG_FRAME_SLACK_MS
+        }) {
             in_long_frames += s.3;
         }
     }
@@ -434,10 +439,19 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
     }
 }
 
-fn verdict(aligned: &[Aligned], hops: &[HopDelay], unobserved: &[Unobserved], backlog: Option<u64>) -> (VerdictKind, Option<Hop>, String) {
+fn verdict(
+    aligned: &[Aligned],
+    hops: &[HopDelay],
+    unobserved: &[Unobserved],
+    backlog: Option<u64>,
+) -> (VerdictKind, Option<Hop>, String) {
     if aligned.len() < 2 {
         let n = aligned.len();
-        return (VerdictKind::InsufficientData, None, format!("not enough data: {n} aligned answer event{}, nothing to compare", if n == 1 { "" } else { "s" }));
+        return (
+            VerdictKind::InsufficientData,
+            None,
+            format!("not enough data: {n} aligned answer event{}, nothing to compare", if n == 1 { "" } else { "s" }),
+        );
     }
     let Some(first) = hops.iter().find(|h| h.rebuffers) else {
         let seen: Vec<&str> = hops.iter().map(|h| h.hop.as_str()).collect();
@@ -460,7 +474,8 @@ fn verdict(aligned: &[Aligned], hops: &[HopDelay], unobserved: &[Unobserved], ba
         .as_ref()
         .map(|b| format!("; largest burst {} characters held up to {}", b.chars, ms(b.hold_ms)))
         .unwrap_or_default();
-    let in_long_frames = first.held_chars > 0 && first.held_chars_in_long_frames as f64 >= LONG_FRAME_FRACTION * first.held_chars as f64;
+    let in_long_frames =
+        first.held_chars > 0 && first.held_chars_in_long_frames as f64 >= LONG_FRAME_FRACTION * first.held_chars as f64;
     let (kind, text) = match first.hop {
         Hop::Handoff | Hop::ClientAck if backlog.is_some_and(|b| b >= BACKLOG_BYTES) => (
             VerdictKind::ClientBacklog,
@@ -496,7 +511,11 @@ fn verdict(aligned: &[Aligned], hops: &[HopDelay], unobserved: &[Unobserved], ba
 }
 
 fn ms(v: f64) -> String {
-    if v >= 10_000.0 { format!("{:.1} s", v / 1000.0) } else { format!("{v:.0} ms") }
+    if v >= 10_000.0 {
+        format!("{:.1} s", v / 1000.0)
+    } else {
+        format!("{v:.0} ms")
+    }
 }
 
 fn bytes(b: u64) -> String {
@@ -510,7 +529,14 @@ fn bytes(b: u64) -> String {
 /// A compact text timeline per hop, for `tokentap explain`.
 pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
     let mut out = String::new();
-    out.push_str(&format!("request {}  {} {}  route {}  outcome {}\n", record.request_id, record.method, record.path, record.route, record.outcome.as_str()));
+    out.push_str(&format!(
+        "request {}  {} {}  route {}  outcome {}\n",
+        record.request_id,
+        record.method,
+        record.path,
+        record.route,
+        record.outcome.as_str()
+    ));
     let Some(d) = diagnosis else {
         out.push_str("no answer text: nothing to diagnose\n");
         return out;
@@ -520,7 +546,11 @@ pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
     out.push_str("hop              delay vs upstream (ms)        added (ms)   held   bursts  largest burst\n");
     out.push_str("                 p50      p99      max          p50\n");
     for h in &d.hops {
-        let burst = h.largest_burst.as_ref().map(|b| format!("{} chars, {}", b.chars, ms(b.hold_ms))).unwrap_or_else(|| "-".into());
+        let burst = h
+            .largest_burst
+            .as_ref()
+            .map(|b| format!("{} chars, {}", b.chars, ms(b.hold_ms)))
+            .unwrap_or_else(|| "-".into());
         out.push_str(&format!(
             "{:<16} {:>8.1} {:>8.1} {:>8.1}     {:>8.1}   {:>4.0}%   {:>6}  {}{}\n",
             h.hop.as_str(),
@@ -565,7 +595,9 @@ fn timeline_strip(record: &Record, d: &Diagnosis) -> String {
     let total = events.last().map(|e| e.answer_chars_cum).unwrap_or(0).max(1);
     let mut out = String::from("\nwhen each 10% of the answer text got there (ms since t0):\n");
     let deciles: Vec<_> = (1..=10)
-        .filter_map(|k| events.iter().find(|e| e.answer_chars_cum * 10 >= total * k).map(|e| (e, chunk_of(e.end_offset))))
+        .filter_map(|k| {
+            events.iter().find(|e| e.answer_chars_cum * 10 >= total * k).map(|e| (e, chunk_of(e.end_offset)))
+        })
         .collect();
     let mut line = |name: &str, at: &dyn Fn(usize, f64) -> Option<f64>| {
         out.push_str(&format!("{name:<16}"));

@@ -48,7 +48,10 @@ impl Answer {
     }
 
     fn rejected(status: u16, reason: impl Into<String>) -> Self {
-        Self::json(status, serde_json::json!({ "error": { "type": "tokentap_probe_rejected", "message": reason.into() } }))
+        Self::json(
+            status,
+            serde_json::json!({ "error": { "type": "tokentap_probe_rejected", "message": reason.into() } }),
+        )
     }
 }
 
@@ -84,7 +87,10 @@ pub async fn serve(
             Answer::rejected(403, "origin not allowed; add it to [probe] allowed_origins")
         } else if path == CLOCK_PATH {
             if method == "GET" {
-                let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs_f64() * 1e3).unwrap_or(0.0);
+                let now = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64() * 1e3)
+                    .unwrap_or(0.0);
                 Answer::json(200, serde_json::json!({ "server_time_ms": now }))
             } else {
                 Answer::rejected(405, "use GET")
@@ -131,7 +137,9 @@ async fn ingest_report(session: &mut Session, ingest: &ProbeIngest, queue: &Fina
         }
     }
     let cap = ingest.config.max_report_bytes;
-    if let Some(len) = req.headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()) {
+    if let Some(len) =
+        req.headers.get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok())
+    {
         if len > cap {
             return Answer::rejected(413, format!("report larger than {cap} bytes"));
         }
@@ -154,7 +162,10 @@ async fn ingest_report(session: &mut Session, ingest: &ProbeIngest, queue: &Fina
         Err(e) => return Answer::rejected(400, e.to_string()),
     };
     if !ingest.recent.contains(&report.trace_id) {
-        return Answer::rejected(404, "unknown or expired trace id: tokentap has not proxied a request of this trace recently");
+        return Answer::rejected(
+            404,
+            "unknown or expired trace id: tokentap has not proxied a request of this trace recently",
+        );
     }
     if !queue.submit_report(report) {
         return Answer::rejected(503, "tokentap is busy; report dropped");

@@ -156,9 +156,20 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 fn check_config(args: &ServeArgs) -> anyhow::Result<()> {
     let config = args.load()?;
-    println!("config OK: listen {}, admin {:?}, data dir {}", config.listen, config.admin_listen, config.data_dir.display());
+    println!(
+        "config OK: listen {}, admin {:?}, data dir {}",
+        config.listen,
+        config.admin_listen,
+        config.data_dir.display()
+    );
     for route in config.routes.routes() {
-        println!("  route {:<12} {:<20} -> {}  provider={}", route.name, route.prefix, route.upstream.url(), route.provider_hint.as_deref().unwrap_or("auto"));
+        println!(
+            "  route {:<12} {:<20} -> {}  provider={}",
+            route.name,
+            route.prefix,
+            route.upstream.url(),
+            route.provider_hint.as_deref().unwrap_or("auto")
+        );
     }
     Ok(())
 }
@@ -199,7 +210,8 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     };
     let built = report::build_report(&loaded.records, &options);
     if let Some(path) = &args.html {
-        std::fs::write(path, report::html::render(&built)).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, report::html::render(&built))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&built)?);
@@ -237,11 +249,21 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
 fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap::record::Record> {
     use std::io::{Read, Write};
     let authority = admin.trim_start_matches("http://").trim_end_matches('/');
-    anyhow::ensure!(!authority.contains('/') && !admin.starts_with("https://"), "--admin takes http://HOST:PORT, got {admin}");
-    anyhow::ensure!(request_id.bytes().all(|b| b.is_ascii_alphanumeric()), "a request id is hex digits, got {request_id:?}");
-    let mut stream = std::net::TcpStream::connect(authority).with_context(|| format!("cannot connect to {authority}"))?;
+    anyhow::ensure!(
+        !authority.contains('/') && !admin.starts_with("https://"),
+        "--admin takes http://HOST:PORT, got {admin}"
+    );
+    anyhow::ensure!(
+        request_id.bytes().all(|b| b.is_ascii_alphanumeric()),
+        "a request id is hex digits, got {request_id:?}"
+    );
+    let mut stream =
+        std::net::TcpStream::connect(authority).with_context(|| format!("cannot connect to {authority}"))?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
-    write!(stream, "GET /_tokentap/api/requests/{request_id} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n")?;
+    write!(
+        stream,
+        "GET /_tokentap/api/requests/{request_id} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response)?;
     let split = response.windows(4).position(|w| w == b"\r\n\r\n").context("malformed answer from the admin API")?;
@@ -249,7 +271,10 @@ fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap::recor
     let body = &response[split + 4..];
     let status = head.split_whitespace().nth(1).unwrap_or("");
     anyhow::ensure!(status == "200", "the admin API answered {status}: {}", String::from_utf8_lossy(body).trim());
-    anyhow::ensure!(!head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "unexpected chunked answer from the admin API");
+    anyhow::ensure!(
+        !head.to_ascii_lowercase().contains("transfer-encoding: chunked"),
+        "unexpected chunked answer from the admin API"
+    );
     serde_json::from_slice(body).context("the admin API's record is not a record of this version")
 }
 

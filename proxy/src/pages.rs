@@ -17,8 +17,16 @@ const DEMO_HTML: &[u8] = include_bytes!("../assets/demo.html");
 /// The browser probe, built by scripts/build-probe.sh (tests fail when these are stale).
 const PROBE_FILES: &[(&str, &str, &[u8])] = &[
     ("/_tokentap/probe/probe.js", "text/javascript; charset=utf-8", include_bytes!("../assets/probe/probe.js")),
-    ("/_tokentap/probe/tokentap_probe.js", "text/javascript; charset=utf-8", include_bytes!("../assets/probe/tokentap_probe.js")),
-    ("/_tokentap/probe/tokentap_probe_bg.wasm", "application/wasm", include_bytes!("../assets/probe/tokentap_probe_bg.wasm")),
+    (
+        "/_tokentap/probe/tokentap_probe.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/probe/tokentap_probe.js"),
+    ),
+    (
+        "/_tokentap/probe/tokentap_probe_bg.wasm",
+        "application/wasm",
+        include_bytes!("../assets/probe/tokentap_probe_bg.wasm"),
+    ),
 ];
 
 /// The pages enabled for this run.
@@ -38,11 +46,9 @@ impl Pages {
             return not_found();
         }
         match path {
-            "/_tokentap/demo/" | "/_tokentap/demo" | "/_tokentap/demo/index.html" if self.demo_enabled => Page {
-                status: 200,
-                content_type: "text/html; charset=utf-8",
-                body: Bytes::from_static(DEMO_HTML),
-            },
+            "/_tokentap/demo/" | "/_tokentap/demo" | "/_tokentap/demo/index.html" if self.demo_enabled => {
+                Page { status: 200, content_type: "text/html; charset=utf-8", body: Bytes::from_static(DEMO_HTML) }
+            }
             "/_tokentap/demo/config.json" if self.demo_enabled => Page {
                 status: 200,
                 content_type: "application/json",
@@ -62,6 +68,8 @@ fn not_found() -> Page {
     Page {
         status: 404,
         content_type: "application/json",
-        body: Bytes::from_static(b"{\"error\":{\"type\":\"tokentap_not_found\",\"message\":\"no such tokentap page\"}}"),
+        body: Bytes::from_static(
+            b"{\"error\":{\"type\":\"tokentap_not_found\",\"message\":\"no such tokentap page\"}}",
+        ),
     }
 }

@@ -30,7 +30,15 @@ use crate::trace::{random_hex, TraceContext};
 pub const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that are not forwarded.
-const HOP_BY_HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "trailer", "upgrade"];
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "trailer",
+    "upgrade",
+];
 
 /// The proxy application handed to pingora.
 pub struct TapProxy {
@@ -172,7 +180,9 @@ impl ProxyHttp for TapProxy {
         ctx.request_headers = req
             .headers
             .iter()
-            .map(|(name, value)| (name.as_str().to_string(), self.redactor.header_value(name.as_str(), value.as_bytes())))
+            .map(|(name, value)| {
+                (name.as_str().to_string(), self.redactor.header_value(name.as_str(), value.as_bytes()))
+            })
             .collect();
         ctx.request_content_type = header_str(req.headers.get("content-type"));
         let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
@@ -224,10 +234,8 @@ impl ProxyHttp for TapProxy {
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Self::CTX) -> Result<Box<HttpPeer>> {
         let route = ctx.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
-        let addr = route
-            .resolve()
-            .await
-            .map_err(|message| upstream_error(ErrorType::Custom("DNSLookupFailed"), message))?;
+        let addr =
+            route.resolve().await.map_err(|message| upstream_error(ErrorType::Custom("DNSLookupFailed"), message))?;
         ctx.peer_addr = Some(addr.to_string());
         // SNI is always the upstream host name: an empty SNI would disable certificate checks.
         let mut peer = HttpPeer::new(addr, route.upstream.tls, route.upstream.host.clone());
@@ -418,7 +426,13 @@ impl ProxyHttp for TapProxy {
         e
     }
 
-    fn fail_to_connect(&self, _session: &mut Session, _peer: &HttpPeer, _ctx: &mut Self::CTX, mut e: Box<Error>) -> Box<Error> {
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        _ctx: &mut Self::CTX,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
         e.set_retry(false);
         e
     }

@@ -47,7 +47,11 @@ impl UpstreamTarget {
     pub fn host_header(&self) -> String {
         let default_port = if self.tls { 443 } else { 80 };
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        if self.port == default_port { host } else { format!("{host}:{}", self.port) }
+        if self.port == default_port {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
     }
 
     pub fn url(&self) -> String {
@@ -158,7 +162,8 @@ impl Route {
             .collect();
         // One address is connected to (no happy eyeballs): prefer IPv4, which every host can reach.
         addrs.sort_by_key(|a| a.is_ipv6());
-        let first = *addrs.first().ok_or_else(|| format!("DNS lookup of {} returned no address", self.upstream.host))?;
+        let first =
+            *addrs.first().ok_or_else(|| format!("DNS lookup of {} returned no address", self.upstream.host))?;
         *self.resolved.lock().expect("dns cache") = Some((Instant::now(), addrs));
         Ok(first)
     }

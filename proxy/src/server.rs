@@ -45,17 +45,20 @@ pub struct BoundAddrs {
 /// ready to run and the bound addresses. Fails early, with the address named, when a port is taken.
 pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, BoundAddrs), ServeError> {
     let admin_listener = match config.admin_listen {
-        Some(addr) => Some(
-            TcpListener::bind(addr).map_err(|source| ServeError::Bind { key: "admin_listen", addr, source })?,
-        ),
+        Some(addr) => {
+            Some(TcpListener::bind(addr).map_err(|source| ServeError::Bind { key: "admin_listen", addr, source })?)
+        }
         None => None,
     };
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     // pingora binds the proxy listener itself when it starts; check the address first so that a
     // taken port is a clear error now, and so that port 0 can be turned into a free port.
     let listen = {
-        let probe = TcpListener::bind(config.listen)
-            .map_err(|source| ServeError::Bind { key: "listen", addr: config.listen, source })?;
+        let probe = TcpListener::bind(config.listen).map_err(|source| ServeError::Bind {
+            key: "listen",
+            addr: config.listen,
+            source,
+        })?;
         probe.local_addr().map_err(|source| ServeError::Bind { key: "listen", addr: config.listen, source })?
     };
 
@@ -72,7 +75,13 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
     let stats = Arc::new(PipelineStats::default());
     // Metrics for /metrics, and OTLP export when configured (its own thread; never on the
     // forwarding path).
-    let telemetry = Telemetry::start(&config.metrics, &config.slo, config.otel.clone(), config.privacy.capture_content, stats.clone())?;
+    let telemetry = Telemetry::start(
+        &config.metrics,
+        &config.slo,
+        config.otel.clone(),
+        config.privacy.capture_content,
+        stats.clone(),
+    )?;
     let (queue, _worker) =
         finalize::start(config.clone(), store.clone(), stats.clone(), options.observer.take(), telemetry.clone())
             .map_err(ServeError::Thread)?;

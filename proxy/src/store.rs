@@ -111,10 +111,7 @@ impl RecordStore {
         let mut line = Vec::with_capacity(json.len() + 1);
         line.extend_from_slice(json.as_bytes());
         line.push(b'\n');
-        journal
-            .file
-            .write_all(&line)
-            .map_err(|source| StoreError::Write { path: self.records_path(), source })?;
+        journal.file.write_all(&line).map_err(|source| StoreError::Write { path: self.records_path(), source })?;
         journal.size += line_len;
         Ok(())
     }
@@ -153,10 +150,7 @@ impl RecordStore {
         if first.record.parent_span_id.as_deref() == Some(parent_span_id) {
             return Some(first.clone());
         }
-        same_trace
-            .find(|s| s.record.parent_span_id.as_deref() == Some(parent_span_id))
-            .or(Some(first))
-            .cloned()
+        same_trace.find(|s| s.record.parent_span_id.as_deref() == Some(parent_span_id)).or(Some(first)).cloned()
     }
 
     /// The other end of a multi-hop chain: for an ingress record, the latest egress record whose
@@ -164,10 +158,15 @@ impl RecordStore {
     pub fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {
         use crate::route::RouteRole;
         let ring = self.ring.read().expect("ring lock");
-        let mut same_trace = ring.iter().rev().filter(|s| s.record.trace_id == record.trace_id && s.record.request_id != record.request_id);
+        let mut same_trace = ring
+            .iter()
+            .rev()
+            .filter(|s| s.record.trace_id == record.trace_id && s.record.request_id != record.request_id);
         match record.route_role? {
-            RouteRole::Ingress => same_trace
-                .find(|s| s.record.route_role == Some(RouteRole::Egress) && s.record.parent_span_id.as_deref() == Some(record.span_id.as_str())),
+            RouteRole::Ingress => same_trace.find(|s| {
+                s.record.route_role == Some(RouteRole::Egress)
+                    && s.record.parent_span_id.as_deref() == Some(record.span_id.as_str())
+            }),
             RouteRole::Egress => {
                 let parent = record.parent_span_id.as_deref()?;
                 same_trace.find(|s| s.record.route_role == Some(RouteRole::Ingress) && s.record.span_id == parent)
@@ -272,7 +271,8 @@ mod tests {
         assert_eq!(text.lines().count(), 3);
         let back: Record = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(back, record("a", "/", "ok", 1));
-        let ids = |f: &RecordFilter, n| store.recent(f, n).iter().map(|s| s.record.request_id.clone()).collect::<Vec<_>>();
+        let ids =
+            |f: &RecordFilter, n| store.recent(f, n).iter().map(|s| s.record.request_id.clone()).collect::<Vec<_>>();
         assert_eq!(ids(&RecordFilter::default(), 10), ["c", "b", "a"]);
         assert_eq!(ids(&RecordFilter::default(), 2), ["c", "b"]);
         assert_eq!(ids(&RecordFilter { route: Some("/".into()), ..Default::default() }, 10), ["c", "a"]);

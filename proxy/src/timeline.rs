@@ -132,7 +132,13 @@ impl ChunkTimeline {
         self.first_chunk_ns.get_or_insert(t_up_ns);
         self.last_chunk_ns = Some(t_up_ns);
         if self.chunks.len() < max_chunks {
-            self.chunks.push(ChunkStamp { offset, len: piece.len() as u32, t_up_ns, t_handoff_ns: None, t_acked_ns: None });
+            self.chunks.push(ChunkStamp {
+                offset,
+                len: piece.len() as u32,
+                t_up_ns,
+                t_handoff_ns: None,
+                t_acked_ns: None,
+            });
         } else {
             self.chunks_truncated = true;
         }

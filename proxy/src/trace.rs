@@ -39,7 +39,8 @@ fn parse_traceparent(value: &[u8]) -> Option<(String, String, u8)> {
     if version.len() != 2 || version == "ff" || (version == "00" && parts.next().is_some()) {
         return None;
     }
-    let is_hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let is_hex =
+        |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if !is_hex(version, 2) || !is_hex(trace_id, 32) || !is_hex(parent, 16) || !is_hex(flags, 2) {
         return None;
     }
@@ -54,7 +55,8 @@ pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     if getrandom::getrandom(&mut buf).is_err() {
         // Fall back to a time-seeded value rather than failing a request over an id.
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(1);
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(1);
         for (i, b) in buf.iter_mut().enumerate() {
             *b = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(151);
         }

@@ -98,7 +98,11 @@ pub fn run_page(run: &PageRun) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("cannot run node (scripts/setup.sh test installs it): {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
-        panic!("the browser driver printed no JSON; status {:?}\nstdout:\n{stdout}\nstderr:\n{}", output.status, String::from_utf8_lossy(&output.stderr))
+        panic!(
+            "the browser driver printed no JSON; status {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
     });
     serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON from the browser driver ({e}): {line}"))
 }
@@ -111,7 +115,13 @@ pub fn page_query(mock_headers: &[(&str, &str)], extra: &str) -> String {
     let encoded: String = serde_json::Value::Object(mock)
         .to_string()
         .bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect();
     format!("?mock={encoded}{extra}")
 }

@@ -239,7 +239,13 @@ pub fn slow_read_chat(addr: SocketAddr) -> usize {
     socket.connect(&addr.into()).expect("connect");
     let mut stream: TcpStream = socket.into();
     let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let headers = [("content-type", "application/json"), ("x-mock-tokens", "60"), ("x-mock-event-bytes", "16000"), ("x-mock-ttft-ms", "5"), ("x-mock-itl-ms", "5")];
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-tokens", "60"),
+        ("x-mock-event-bytes", "16000"),
+        ("x-mock-ttft-ms", "5"),
+        ("x-mock-itl-ms", "5"),
+    ];
     stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
     let mut total = 0usize;
     let mut buf = [0u8; 4096];

@@ -39,7 +39,8 @@ impl Nginx {
             let prefix = tempfile::tempdir().expect("tempdir");
             let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
             let config = prefix.path().join("nginx.conf");
-            std::fs::write(&config, config_text(prefix.path(), port, upstream, location_directives)).expect("write nginx.conf");
+            std::fs::write(&config, config_text(prefix.path(), port, upstream, location_directives))
+                .expect("write nginx.conf");
             let mut cmd = Command::new(&bin);
             cmd.arg("-p").arg(prefix.path()).arg("-c").arg(&config).arg("-e").arg("stderr");
             let mut proc = Proc::spawn(cmd);

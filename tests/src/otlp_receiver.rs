@@ -14,7 +14,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{MetricsService, MetricsServiceServer};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
@@ -95,7 +97,9 @@ impl Received {
                         .iter()
                         .map(|p| match p.value {
                             Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(i)) => i,
-                            Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsDouble(d)) => d as i64,
+                            Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsDouble(d)) => {
+                                d as i64
+                            }
                             None => 0,
                         })
                         .sum::<i64>(),
@@ -164,7 +168,9 @@ impl TraceService for Service {
             .metadata()
             .iter()
             .filter_map(|kv| match kv {
-                tonic::metadata::KeyAndValueRef::Ascii(k, v) => Some((k.to_string(), v.to_str().unwrap_or("").to_string())),
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) => {
+                    Some((k.to_string(), v.to_str().unwrap_or("").to_string()))
+                }
                 tonic::metadata::KeyAndValueRef::Binary(..) => None,
             })
             .collect();
@@ -269,7 +275,8 @@ impl ReservedReceiver {
         let state = shared.clone();
         let ReservedReceiver { grpc, http, grpc_addr, http_addr } = self;
         let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             runtime.block_on(async move {
                 let grpc_listener = grpc.listen(1024).expect("listen (gRPC)");
                 let http_listener = http.listen(1024).expect("listen (HTTP)");
@@ -288,7 +295,9 @@ impl ReservedReceiver {
                                 let state = state.clone();
                                 async move { Ok::<_, std::convert::Infallible>(handle_http(state, req).await) }
                             });
-                            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
                         });
                     }
                 };

@@ -116,7 +116,9 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<Mutex<State>>) -> st
                 }
             }
         }
-        let body = if chunked { read_chunked(&mut stream, &mut buf).await? } else {
+        let body = if chunked {
+            read_chunked(&mut stream, &mut buf).await?
+        } else {
             while buf.len() < content_length {
                 let mut tmp = [0u8; 16384];
                 let n = stream.read(&mut tmp).await?;
@@ -190,7 +192,11 @@ async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
             }
             buf.extend_from_slice(&tmp[..n]);
         };
-        let size = usize::from_str_radix(String::from_utf8_lossy(&buf[..line_end]).split(';').next().unwrap_or("0").trim(), 16).unwrap_or(0);
+        let size = usize::from_str_radix(
+            String::from_utf8_lossy(&buf[..line_end]).split(';').next().unwrap_or("0").trim(),
+            16,
+        )
+        .unwrap_or(0);
         buf.drain(..line_end + 2);
         while buf.len() < size + 2 {
             let mut tmp = [0u8; 16384];

@@ -7,7 +7,12 @@ fn lists_filters_and_fetches_records() {
     let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let ok = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], br#"{"model":"a","stream":true,"messages":[]}"#);
+    let ok = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"a","stream":true,"messages":[]}"#,
+    );
     let failed = http1::post(
         tokentap.addr,
         "/v1/chat/completions",

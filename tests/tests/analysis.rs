@@ -56,7 +56,10 @@ fn reasoning_then_answer_matches_the_schedule() {
     let p50 = itl["p50"].as_f64().unwrap();
     assert!((10.0..=60.0).contains(&p50), "itl p50 {p50}");
     let tokens = &m["output_tokens"];
-    assert_eq!(tokens["reasoning"].as_u64().unwrap() + tokens["answer"].as_u64().unwrap(), tokens["total"].as_u64().unwrap());
+    assert_eq!(
+        tokens["reasoning"].as_u64().unwrap() + tokens["answer"].as_u64().unwrap(),
+        tokens["total"].as_u64().unwrap()
+    );
     assert!((25..=45).contains(&tokens["answer"].as_u64().unwrap()), "{tokens}");
     assert!((8..=20).contains(&tokens["reasoning"].as_u64().unwrap()), "{tokens}");
     // ~50 tokens/s by the schedule (1 token per 20 ms); a loaded machine can only make it lower.
@@ -95,7 +98,13 @@ fn tool_call_is_timed_separately_from_answer() {
     assert!(a["metrics"]["output_tokens"]["tool_call"].as_u64().unwrap() > 0);
 
     // Text first, then a tool call: the first thing the app can act on is the text.
-    let headers = [("content-type", "application/json"), ("x-mock-scenario", "tool_call"), ("x-mock-tokens", "5"), ("x-mock-ttft-ms", "100"), ("x-mock-itl-ms", "10")];
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-scenario", "tool_call"),
+        ("x-mock-tokens", "5"),
+        ("x-mock-ttft-ms", "100"),
+        ("x-mock-itl-ms", "10"),
+    ];
     let resp = http1::post(tokentap.addr, CHAT, &headers, &chat_body(true));
     assert_eq!(resp.status, 200);
     let r = feed.next_record_for(CHAT);
@@ -140,7 +149,13 @@ fn anthropic_thinking_and_text_are_separated() {
         "thinking": {"type": "enabled", "budget_tokens": 512},
         "messages": [{"role": "user", "content": "hi"}],
     });
-    let headers = [("content-type", "application/json"), ("x-mock-ttft-ms", "100"), ("x-mock-itl-ms", "10"), ("x-mock-reasoning-tokens", "8"), ("x-mock-tokens", "12")];
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-ttft-ms", "100"),
+        ("x-mock-itl-ms", "10"),
+        ("x-mock-reasoning-tokens", "8"),
+        ("x-mock-tokens", "12"),
+    ];
     let resp = http1::post(tokentap.addr, "/v1/messages", &headers, &serde_json::to_vec(&body).unwrap());
     assert_eq!(resp.status, 200);
     let r = feed.next_record_for("/v1/messages");
@@ -159,7 +174,12 @@ fn gemini_stream_is_understood() {
     let tokentap = Tokentap::start(&mock.url, &["--provider", "gemini"]);
     let mut feed = tokentap.feed();
     let path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse";
-    let headers = [("content-type", "application/json"), ("x-mock-ttft-ms", "50"), ("x-mock-itl-ms", "5"), ("x-mock-tokens", "10")];
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-ttft-ms", "50"),
+        ("x-mock-itl-ms", "5"),
+        ("x-mock-tokens", "10"),
+    ];
     let resp = http1::post(tokentap.addr, path, &headers, br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#);
     assert_eq!(resp.status, 200);
     let r = feed.next_record_for(path);
@@ -175,7 +195,8 @@ fn non_streaming_json_is_timed() {
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
     let body = br#"{"model":"mock-gpt","messages":[{"role":"user","content":"hi"}]}"#;
-    let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json"), ("x-mock-ttft-ms", "80")], body);
+    let resp =
+        http1::post(tokentap.addr, CHAT, &[("content-type", "application/json"), ("x-mock-ttft-ms", "80")], body);
     assert_eq!(resp.status, 200);
     let r = feed.next_record_for(CHAT);
     assert_eq!(r["analysis"]["format"], "json", "{r}");

@@ -22,7 +22,8 @@ fn f64_at(v: &Value, what: &str) -> f64 {
 /// one report), after the checks every run must pass.
 fn audio_page(tokentap: &Tokentap, output: &str) -> (Value, Value) {
     let origin = format!("http://{}", tokentap.addr);
-    let mock = [("x-mock-tokens", "8"), ("x-mock-itl-ms", "20"), ("x-mock-ttft-ms", "50"), ("x-mock-event-bytes", "2048")];
+    let mock =
+        [("x-mock-tokens", "8"), ("x-mock-itl-ms", "20"), ("x-mock-ttft-ms", "50"), ("x-mock-event-bytes", "2048")];
     let out = run_page(&PageRun::test_page(&origin, "audio.html", &page_query(&mock, &format!("&output={output}"))));
     assert!(out["error"].is_null(), "browser run failed: {out:#}");
     assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
@@ -65,7 +66,10 @@ fn check_joined_audio(record: &Value, kind: &str) -> Value {
     let first_arrival = f64_at(&browser["chunks"][0]["t_browser_ms"], "browser.chunks[0].t_browser_ms");
     let handoff = f64_at(&record["timeline"]["chunks"][0]["t_handoff_ns"], "t_handoff_ns") / 1e6;
     let audible = f64_at(&audio[0]["audible_ms"], "audible_ms");
-    assert!(handoff <= first_arrival + slack, "first chunk in the page {first_arrival} before its handoff {handoff} (± {slack})");
+    assert!(
+        handoff <= first_arrival + slack,
+        "first chunk in the page {first_arrival} before its handoff {handoff} (± {slack})"
+    );
     assert!(
         audible >= first_arrival - slack,
         "audible at {audible} ms, before the first chunk reached the page at {first_arrival} ms (± {slack}): {browser:#}"
@@ -94,7 +98,10 @@ fn audio_context_start_is_measured_and_joined() {
     let probe_first_chunk = f64_at(&report["fetch"]["chunks"][0]["t_ms"], "fetch.chunks[0].t_ms");
     assert!(probe_first_chunk <= first_chunk, "the probe stamps a chunk before handing it on: {report:#}");
     assert!(audible >= first_chunk, "audible at {audible}, before the tone was scheduled at {first_chunk}: {out:#}");
-    assert!(audible <= f64_at(&page["seen_ms"], "seen_ms"), "audible after the page saw the clock pass the start: {out:#}");
+    assert!(
+        audible <= f64_at(&page["seen_ms"], "seen_ms"),
+        "audible after the page saw the clock pass the start: {out:#}"
+    );
     // getOutputTimestamp() pairs the context time leaving the output device with the moment it
     // does, so the start's audible time is that mapping — the output latency is already in it.
     // Two readings of the same clock agree to well within that latency; a probe that adds the
@@ -130,7 +137,10 @@ fn media_element_start_is_measured_and_joined() {
     let play = f64_at(&page["play_ms"], "play_ms");
     let playing = f64_at(&page["playing_ms"], "playing_ms");
     assert!(f64_at(&out["result"]["first_chunk_ms"], "first_chunk_ms") <= play, "{out:#}");
-    assert!(play <= audible && audible <= playing, "play() {play} ≤ probe's playing {audible} ≤ page's playing {playing}: {out:#}");
+    assert!(
+        play <= audible && audible <= playing,
+        "play() {play} ≤ probe's playing {audible} ≤ page's playing {playing}: {out:#}"
+    );
 
     let record = joined_record(&mut feed, &out);
     let joined = check_joined_audio(&record, "media_element");

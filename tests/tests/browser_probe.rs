@@ -33,7 +33,10 @@ fn stream_page(tokentap: &Tokentap, query: &str) -> (Value, Value) {
 
     assert_eq!(report["schema"], "tokentap.probe/1");
     let trace_id = report["trace_id"].as_str().unwrap();
-    assert!(trace_id.len() == 32 && trace_id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()), "{trace_id}");
+    assert!(
+        trace_id.len() == 32 && trace_id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "{trace_id}"
+    );
     assert_eq!(report["span_id"].as_str().unwrap().len(), 16);
     assert_eq!(report["page_path"], "/_test/stream.html", "no query string in paths");
     assert_eq!(report["request"], serde_json::json!({"method": "POST", "path": "/v1/chat/completions", "status": 200}));
@@ -117,7 +120,10 @@ fn check_joined_record(record: &Value) {
         let handoff = f64_at(&proxy["t_handoff_ns"], "t_handoff_ns") / 1e6;
         let arrival = f64_at(&page["t_browser_ms"], "t_browser_ms");
         assert!(up <= handoff, "upstream arrival after handoff: {proxy}");
-        assert!(handoff <= arrival + slack, "browser arrival {arrival} before handoff {handoff} (± {slack}): {proxy} {page}");
+        assert!(
+            handoff <= arrival + slack,
+            "browser arrival {arrival} before handoff {handoff} (± {slack}): {proxy} {page}"
+        );
         if let Some(paint) = page["t_paint_ms"].as_f64() {
             assert!(arrival <= paint, "painted before it arrived: {page}");
             painted += 1;
@@ -131,7 +137,10 @@ fn streamed_answer_is_stamped_from_arrival_to_paint() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let (out, report) = stream_page(&tokentap, &query(&[("x-mock-tokens", "40"), ("x-mock-itl-ms", "15"), ("x-mock-ttft-ms", "100")], ""));
+    let (out, report) = stream_page(
+        &tokentap,
+        &query(&[("x-mock-tokens", "40"), ("x-mock-itl-ms", "15"), ("x-mock-ttft-ms", "100")], ""),
+    );
     check_stream_timeline(&out, &report);
     let record = joined_record(&mut feed, &out);
     check_joined_record(&record);
@@ -163,7 +172,8 @@ fn app_traceparent_is_kept_and_its_trace_reported() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let app_traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    let (_, report) = stream_page(&tokentap, &query(&[("x-mock-tokens", "5")], &format!("&traceparent={app_traceparent}")));
+    let (_, report) =
+        stream_page(&tokentap, &query(&[("x-mock-tokens", "5")], &format!("&traceparent={app_traceparent}")));
     assert_eq!(report["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(report["span_id"], "00f067aa0ba902b7");
     let (_, last) = mock.control("/_mock/last_request");
@@ -181,7 +191,8 @@ fn blocked_main_thread_shows_as_long_frame_and_paint_delay() {
     // Events 500 ms apart and a 300 ms block right after one arrives: no data arrives during the
     // block, so the block delays paints only, not arrivals.
     let mock_headers = [("x-mock-tokens", "6"), ("x-mock-itl-ms", "500"), ("x-mock-ttft-ms", "100")];
-    let (out, report) = stream_page(&tokentap, &query(&mock_headers, &format!("&block_at_delta=2&block_ms={BLOCK_MS}")));
+    let (out, report) =
+        stream_page(&tokentap, &query(&mock_headers, &format!("&block_at_delta=2&block_ms={BLOCK_MS}")));
     check_stream_timeline(&out, &report);
     let block = &out["result"]["block"];
     let block_start = f64_at(&block["start_ms"], "block.start_ms");
@@ -212,7 +223,11 @@ fn blocked_main_thread_shows_as_long_frame_and_paint_delay() {
         .filter(|&t| t <= block_start)
         .reduce(f64::max)
         .expect("a chunk arrived before the block");
-    assert!(delayed_paint - arrival >= BLOCK_MS - 5.0, "render delay {} ms, the block was {BLOCK_MS} ms", delayed_paint - arrival);
+    assert!(
+        delayed_paint - arrival >= BLOCK_MS - 5.0,
+        "render delay {} ms, the block was {BLOCK_MS} ms",
+        delayed_paint - arrival
+    );
 
     // In the joined record the block is render delay (paint − arrival), not delivery delay.
     let record = joined_record(&mut feed, &out);

@@ -23,7 +23,10 @@ fn slow_reader_shows_in_ack_times_not_in_handoffs() {
     let handoff_lag_max = chunks.iter().map(|c| ms(c, "t_handoff_ns") - ms(c, "t_up_ns")).fold(0.0, f64::max);
     let ack_lag_max = chunks.iter().map(|c| ms(c, "t_acked_ns") - ms(c, "t_handoff_ns")).fold(0.0, f64::max);
     // The hold is after tokentap's handoff, in the kernel and the client.
-    assert!(ack_lag_max > 4.0 * handoff_lag_max.max(5.0), "ack lag {ack_lag_max} ms vs handoff lag {handoff_lag_max} ms");
+    assert!(
+        ack_lag_max > 4.0 * handoff_lag_max.max(5.0),
+        "ack lag {ack_lag_max} ms vs handoff lag {handoff_lag_max} ms"
+    );
     for pair in chunks.windows(2) {
         assert!(ms(&pair[0], "t_acked_ns") <= ms(&pair[1], "t_acked_ns"));
     }
@@ -34,7 +37,12 @@ fn fast_client_acks_follow_handoffs() {
     let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "5", "--tokens", "20"]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], br#"{"model":"m","stream":true,"messages":[]}"#);
+    let resp = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
     assert!(resp.complete);
     let record = feed.next_record_for("/v1/chat/completions");
     let delivery = &record["timeline"]["client_delivery"];

@@ -46,7 +46,8 @@ fn every_pipeline_uses_defined_components() {
     let pipelines = config["service"]["pipelines"].as_mapping().expect("service.pipelines");
     assert!(!pipelines.is_empty());
 
-    let (mut used_receivers, mut used_processors, mut used_exporters) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    let (mut used_receivers, mut used_processors, mut used_exporters) =
+        (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let (mut connectors_in, mut connectors_out) = (BTreeSet::new(), BTreeSet::new());
     let mut signals = BTreeSet::new();
     for (name, pipeline) in pipelines {
@@ -57,7 +58,10 @@ fn every_pipeline_uses_defined_components() {
         let pipeline_receivers = names(&pipeline["receivers"]);
         let pipeline_processors = names(&pipeline["processors"]);
         let pipeline_exporters = names(&pipeline["exporters"]);
-        assert!(!pipeline_receivers.is_empty() && !pipeline_exporters.is_empty(), "pipeline {name} needs receivers and exporters");
+        assert!(
+            !pipeline_receivers.is_empty() && !pipeline_exporters.is_empty(),
+            "pipeline {name} needs receivers and exporters"
+        );
         for r in &pipeline_receivers {
             assert!(receivers.contains(r) || connectors.contains(r), "pipeline {name}: receiver {r} is not defined");
             if connectors.contains(r) {
@@ -141,7 +145,8 @@ fn promtool() -> PathBuf {
 fn prometheus_config_passes_promtool() {
     let path = repo_file("collector-config/prometheus.yml");
     let config: Value = serde_yaml::from_str(&read("collector-config/prometheus.yml")).expect("prometheus.yml is YAML");
-    let jobs: Vec<&str> = config["scrape_configs"].as_sequence().unwrap().iter().filter_map(|j| j["job_name"].as_str()).collect();
+    let jobs: Vec<&str> =
+        config["scrape_configs"].as_sequence().unwrap().iter().filter_map(|j| j["job_name"].as_str()).collect();
     assert_eq!(jobs, ["tokentap", "otel-collector"]);
     assert_eq!(config["scrape_configs"][0]["metrics_path"], "/metrics");
     let out = Command::new(promtool()).args(["check", "config"]).arg(&path).output().expect("run promtool");
@@ -196,7 +201,8 @@ fn collect_exprs(value: &serde_json::Value, out: &mut Vec<String>) {
 
 #[test]
 fn dashboard_queries_metrics_tokentap_serves() {
-    let dashboard: serde_json::Value = serde_json::from_str(&read("collector-config/grafana-dashboard.json")).expect("dashboard JSON");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read("collector-config/grafana-dashboard.json")).expect("dashboard JSON");
     let source = conventions_source();
     let families: BTreeSet<String> = source
         .lines()
@@ -210,16 +216,26 @@ fn dashboard_queries_metrics_tokentap_serves() {
     let mut queried = BTreeSet::new();
     for expr in &exprs {
         for name in metric_names(expr) {
-            let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).filter(|base| families.contains(*base)).unwrap_or(&name);
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .filter(|base| families.contains(*base))
+                .unwrap_or(&name);
             assert!(families.contains(family), "dashboard queries {name}, which tokentap does not serve (in {expr})");
             queried.insert(family.to_string());
         }
     }
     // The key panels: TTFT percentiles, tokens/s, stalls, goodput.
-    for needed in ["tokentap_ttft_answer_seconds", "tokentap_output_tps_per_second", "tokentap_stalls_total", "tokentap_requests_good_total"] {
+    for needed in [
+        "tokentap_ttft_answer_seconds",
+        "tokentap_output_tps_per_second",
+        "tokentap_stalls_total",
+        "tokentap_requests_good_total",
+    ] {
         assert!(queried.contains(needed), "no panel uses {needed}");
     }
-    let titles: Vec<&str> = dashboard["panels"].as_array().unwrap().iter().filter_map(|p| p["title"].as_str()).collect();
+    let titles: Vec<&str> =
+        dashboard["panels"].as_array().unwrap().iter().filter_map(|p| p["title"].as_str()).collect();
     assert!(titles.iter().any(|t| t.contains("TTFT")), "{titles:?}");
 }
 

@@ -63,7 +63,10 @@ fn expected_hops(record: &Value) -> BTreeMap<String, usize> {
 /// Runs tests/browser/dashboard.mjs and returns its JSON.
 fn drive_dashboard(options: &Value) -> Value {
     let dir = repo_root().join("tests/browser");
-    assert!(dir.join("node_modules/playwright-core").exists(), "playwright-core is not installed: run scripts/setup.sh test");
+    assert!(
+        dir.join("node_modules/playwright-core").exists(),
+        "playwright-core is not installed: run scripts/setup.sh test"
+    );
     let output = Command::new("node")
         .arg(dir.join("dashboard.mjs"))
         .arg(options.to_string())
@@ -72,7 +75,10 @@ fn drive_dashboard(options: &Value) -> Value {
         .unwrap_or_else(|e| panic!("cannot run node (scripts/setup.sh test installs it): {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
-        panic!("the dashboard driver printed no JSON; stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&output.stderr))
+        panic!(
+            "the dashboard driver printed no JSON; stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
     });
     serde_json::from_str(line).unwrap()
 }
@@ -100,7 +106,13 @@ fn dashboard_shows_the_records_the_hops_and_the_summary() {
         // The upstream itself bursts: five tokens per event, so fewer, taller steps.
         &[("x-mock-tokens", "40"), ("x-mock-tokens-per-chunk", "5"), ("x-mock-itl-ms", "20")],
         &[("x-mock-status", "500")],
-        &[("x-mock-tokens", "12"), ("x-mock-itl-ms", "5"), ("x-mock-stall-at", "5"), ("x-mock-stall-ms", "1100"), ("x-mock-heartbeat-ms", "200")],
+        &[
+            ("x-mock-tokens", "12"),
+            ("x-mock-itl-ms", "5"),
+            ("x-mock-stall-at", "5"),
+            ("x-mock-stall-ms", "1100"),
+            ("x-mock-heartbeat-ms", "200"),
+        ],
         &[("x-mock-scenario", "reasoning"), ("x-mock-tokens", "10"), ("x-mock-reasoning-tokens", "6")],
     ];
     for extra in scenarios {
@@ -167,7 +179,10 @@ fn dashboard_shows_the_records_the_hops_and_the_summary() {
     }
     let browser_hops = &out["requests"][browser_id.as_str()]["hops"];
     for hop in ["upstream", "handoff", "browser", "paint"] {
-        assert!(browser_hops[hop]["points"].as_u64().unwrap() > 0, "the browser request shows the {hop} hop: {browser_hops}");
+        assert!(
+            browser_hops[hop]["points"].as_u64().unwrap() > 0,
+            "the browser request shows the {hop} hop: {browser_hops}"
+        );
     }
     let reasoning = &out["requests"][records[4]["request_id"].as_str().unwrap()];
     assert!(reasoning["phases"].as_array().unwrap().contains(&json!("reasoning")), "{reasoning}");

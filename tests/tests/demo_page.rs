@@ -30,7 +30,8 @@ fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
     let mock = Mock::start(&["--ttft-ms", "80", "--itl-ms", "15", "--tokens", "30", "--reasoning-tokens", "0"]);
     let receiver = OtlpReceiver::start();
     let mut config = tempfile::NamedTempFile::new().unwrap();
-    writeln!(config, "demo_page = true\n[otel]\nendpoint = \"{}\"\nbatch_delay_ms = 50", receiver.http_endpoint()).unwrap();
+    writeln!(config, "demo_page = true\n[otel]\nendpoint = \"{}\"\nbatch_delay_ms = 50", receiver.http_endpoint())
+        .unwrap();
     let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
     let mut feed = tokentap.feed();
     let run = PageRun {
@@ -97,12 +98,16 @@ fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
     });
     let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace_id).collect();
     let fetch = spans.iter().find(|s| hex(&s.span_id) == probe_span).expect("browser fetch span");
-    let request = spans.iter().find(|s| hex(&s.span_id) == joined["span_id"].as_str().unwrap()).expect("tokentap's request span");
+    let request =
+        spans.iter().find(|s| hex(&s.span_id) == joined["span_id"].as_str().unwrap()).expect("tokentap's request span");
     assert_eq!(hex(&request.parent_span_id), probe_span);
     assert!(fetch.start_time_unix_nano <= request.start_time_unix_nano);
     let render = spans.iter().find(|s| s.name == "browser render").unwrap();
     assert_eq!(hex(&render.parent_span_id), probe_span);
-    assert!(render.start_time_unix_nano >= fetch.start_time_unix_nano && render.end_time_unix_nano <= fetch.end_time_unix_nano);
+    assert!(
+        render.start_time_unix_nano >= fetch.start_time_unix_nano
+            && render.end_time_unix_nano <= fetch.end_time_unix_nano
+    );
 
     let value = |v: &Value| v.as_f64().unwrap();
     assert!(value(&browser["first_paint_ms"]) >= value(&joined["analysis"]["metrics"]["ttft_answer_ms"]) - uncertainty);

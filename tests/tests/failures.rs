@@ -13,7 +13,12 @@ fn client_disconnect_cancels_the_upstream_and_is_recorded() {
     let raw = http1::request_bytes(
         "POST",
         CHAT,
-        &[("content-type", "application/json"), ("x-mock-tokens", "500"), ("x-mock-ttft-ms", "10"), ("x-mock-itl-ms", "20")],
+        &[
+            ("content-type", "application/json"),
+            ("x-mock-tokens", "500"),
+            ("x-mock-ttft-ms", "10"),
+            ("x-mock-itl-ms", "20"),
+        ],
         BODY,
     );
     let mut streamed = StreamedResponse::open(tokentap.addr, &raw);
@@ -38,7 +43,12 @@ fn upstream_reset_mid_stream_ends_the_client_response_abnormally() {
     let resp = http1::post(
         tokentap.addr,
         CHAT,
-        &[("content-type", "application/json"), ("x-mock-reset-at", "5"), ("x-mock-ttft-ms", "5"), ("x-mock-itl-ms", "5")],
+        &[
+            ("content-type", "application/json"),
+            ("x-mock-reset-at", "5"),
+            ("x-mock-ttft-ms", "5"),
+            ("x-mock-itl-ms", "5"),
+        ],
         BODY,
     );
     assert_eq!(resp.status, 200);
@@ -107,7 +117,14 @@ fn malformed_stream_is_forwarded_untouched() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     // Huge padded events plus a mid-stream error: analysis must cope, forwarding must not change.
-    let headers = [("content-type", "application/json"), ("x-mock-event-bytes", "70000"), ("x-mock-tokens", "5"), ("x-mock-error-at", "3"), ("x-mock-ttft-ms", "1"), ("x-mock-itl-ms", "1")];
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-event-bytes", "70000"),
+        ("x-mock-tokens", "5"),
+        ("x-mock-error-at", "3"),
+        ("x-mock-ttft-ms", "1"),
+        ("x-mock-itl-ms", "1"),
+    ];
     let direct = http1::post(mock.addr, CHAT, &headers, BODY);
     let proxied = http1::post(tokentap.addr, CHAT, &headers, BODY);
     assert_eq!(direct.body, proxied.body);

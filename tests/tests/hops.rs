@@ -4,7 +4,6 @@
 //! every time; each run prints its numbers (`--nocapture`) for the margins in docs/metrics.md.
 //! `tokentap explain` is checked on the slow reader's record, from the admin API and the store.
 
-
 use serde_json::Value;
 use tokentap_e2e::browser::{run_page, PageRun};
 use tokentap_e2e::diagnosis::{page_query, summary};
@@ -31,9 +30,13 @@ fn slow_reader_is_named_client_backlog() {
         eprintln!("[slow reader #{run}] {}", summary(&record));
         let d = &record["diagnosis"];
         assert_eq!(d["kind"], "client_backlog", "run {run}: {d:#}");
-        assert!(d["verdict"].as_str().unwrap().starts_with("after tokentap's handoff: client/kernel backlog up to "), "{d:#}");
+        assert!(
+            d["verdict"].as_str().unwrap().starts_with("after tokentap's handoff: client/kernel backlog up to "),
+            "{d:#}"
+        );
         // No browser here: the record says which hops it could not see.
-        let unobserved: Vec<&str> = d["unobserved"].as_array().unwrap().iter().map(|u| u["hop"].as_str().unwrap()).collect();
+        let unobserved: Vec<&str> =
+            d["unobserved"].as_array().unwrap().iter().map(|u| u["hop"].as_str().unwrap()).collect();
         assert_eq!(unobserved, ["browser_arrival", "paint"]);
         last = Some(record);
     }

@@ -57,7 +57,8 @@ fn serve(mut client: TcpStream, tokentap: SocketAddr, burst: usize) {
 
     // The provider call, through tokentap's egress route, with the trace propagated.
     let headers: Vec<(&str, &str)> = forward.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut upstream = StreamedResponse::open(tokentap, &request_bytes("POST", "/provider/v1/chat/completions", &headers, &body));
+    let mut upstream =
+        StreamedResponse::open(tokentap, &request_bytes("POST", "/provider/v1/chat/completions", &headers, &body));
     upstream.read_head();
     assert_eq!(upstream.response.status, 200);
     client
@@ -129,7 +130,12 @@ fn start(mock: &Mock, burst: usize) -> (Tokentap, tempfile::TempDir) {
 /// Runs one user turn through the chain and returns the ingress record once the chain is joined.
 fn turn(tokentap: &Tokentap, feed: &mut tokentap_e2e::RecordFeed) -> Value {
     let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let schedule = [("content-type", "application/json"), ("x-mock-tokens", "64"), ("x-mock-itl-ms", "30"), ("x-mock-ttft-ms", "100")];
+    let schedule = [
+        ("content-type", "application/json"),
+        ("x-mock-tokens", "64"),
+        ("x-mock-itl-ms", "30"),
+        ("x-mock-ttft-ms", "100"),
+    ];
     let response = http1::post(tokentap.addr, "/app/v1/chat/completions", &schedule, body);
     assert_eq!(response.status, 200);
     assert!(response.complete && String::from_utf8_lossy(&response.body).contains("[DONE]"));
@@ -143,7 +149,8 @@ fn turn(tokentap: &Tokentap, feed: &mut tokentap_e2e::RecordFeed) -> Value {
 
 fn check_chain(record: &Value) {
     assert_eq!(record["route_role"], "ingress", "{record:#}");
-    let hops: Vec<&str> = record["diagnosis"]["hops"].as_array().unwrap().iter().map(|h| h["hop"].as_str().unwrap()).collect();
+    let hops: Vec<&str> =
+        record["diagnosis"]["hops"].as_array().unwrap().iter().map(|h| h["hop"].as_str().unwrap()).collect();
     assert_eq!(hops, ["egress_handoff", "app", "handoff", "client_ack"], "{:#}", record["diagnosis"]);
     assert!(record["chain"]["aligned_events"].as_u64().unwrap() >= 60, "{:#}", record["chain"]);
 }
@@ -160,7 +167,13 @@ fn app_that_buffers_in_bursts_is_named() {
         let d = &record["diagnosis"];
         assert_eq!(d["kind"], "in_app", "run {run}: {d:#}");
         assert_eq!(d["hop"], "app");
-        assert!(d["verdict"].as_str().unwrap().starts_with("in the app (between tokentap's egress handoff and its ingress arrival): "), "{d:#}");
+        assert!(
+            d["verdict"]
+                .as_str()
+                .unwrap()
+                .starts_with("in the app (between tokentap's egress handoff and its ingress arrival): "),
+            "{d:#}"
+        );
         let hops = d["hops"].as_array().unwrap();
         assert_eq!(hops[0]["rebuffers"], false, "tokentap's egress handoff kept up: {:#}", hops[0]);
         assert!(hops[1]["bursts"].as_u64().unwrap() >= 6, "{:#}", hops[1]);

@@ -25,7 +25,8 @@ use tokentap_e2e::{Mock, RecordFeed, Tokentap};
 const RUNS: usize = 3;
 
 /// The mock's schedule: 72 answer events of ~300 bytes, 25 ms apart.
-const SCHEDULE: [(&str, &str); 4] = [("x-mock-tokens", "72"), ("x-mock-itl-ms", "25"), ("x-mock-ttft-ms", "100"), ("x-mock-event-bytes", "300")];
+const SCHEDULE: [(&str, &str); 4] =
+    [("x-mock-tokens", "72"), ("x-mock-itl-ms", "25"), ("x-mock-ttft-ms", "100"), ("x-mock-event-bytes", "300")];
 
 /// Loads the page once on `origin` and returns the request's record with the browser joined.
 fn joined_run(origin: &str, feed: &mut RecordFeed, query: &str) -> Value {
@@ -85,7 +86,9 @@ fn schedule_with(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &
 #[test]
 fn edge_nginx_with_default_buffering_is_named_between_tokentap_and_the_browser() {
     // proxy_buffering on is nginx's default; said explicitly so the test reads on its own.
-    for record in scenario("edge buffering on", Topology::Edge("proxy_buffering on;", ""), &SCHEDULE, "between_proxy_and_browser") {
+    for record in
+        scenario("edge buffering on", Topology::Edge("proxy_buffering on;", ""), &SCHEDULE, "between_proxy_and_browser")
+    {
         let d = &record["diagnosis"];
         assert_eq!(d["hop"], "browser_arrival");
         assert!(d["verdict"].as_str().unwrap().starts_with("between tokentap and the browser:"), "{d:#}");
@@ -99,7 +102,9 @@ fn edge_nginx_with_default_buffering_is_named_between_tokentap_and_the_browser()
 
 #[test]
 fn edge_nginx_with_buffering_off_is_no_rebuffering() {
-    for record in scenario("edge buffering off", Topology::Edge("proxy_buffering off;", ""), &SCHEDULE, "no_rebuffering") {
+    for record in
+        scenario("edge buffering off", Topology::Edge("proxy_buffering off;", ""), &SCHEDULE, "no_rebuffering")
+    {
         let hops = record["diagnosis"]["hops"].as_array().unwrap().len();
         assert_eq!(hops, 4, "every hop observed: {:#}", record["diagnosis"]);
     }
@@ -127,7 +132,9 @@ fn nginx_gzip_of_event_streams_is_flagged() {
 
 #[test]
 fn nginx_with_default_buffering_directly_in_front_of_tokentap_is_flagged() {
-    for record in scenario("direct buffering on", Topology::Direct("proxy_buffering on;"), &SCHEDULE, "between_proxy_and_browser") {
+    for record in
+        scenario("direct buffering on", Topology::Direct("proxy_buffering on;"), &SCHEDULE, "between_proxy_and_browser")
+    {
         let d = &record["diagnosis"];
         assert_eq!(d["hop"], "browser_arrival");
         assert!(d["hops"][2]["bursts"].as_u64().unwrap() >= 3, "nginx flushed a full buffer several times: {d:#}");

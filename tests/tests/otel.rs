@@ -16,9 +16,11 @@ const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
 /// The GenAI conventions' duration and token buckets.
-const DURATION_BUCKETS: [f64; 14] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+const DURATION_BUCKETS: [f64; 14] =
+    [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 const TOKEN_BUCKETS: [f64; 14] = [
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0, 67108864.0,
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+    67108864.0,
 ];
 
 fn chat_body() -> Vec<u8> {
@@ -49,9 +51,11 @@ fn spans_of_trace<'a>(received: &'a Received, trace_id: &str) -> Vec<&'a Span> {
 }
 
 fn by_name<'a>(spans: &[&'a Span], name: &str) -> &'a Span {
-    spans.iter().copied().find(|s| s.name == name).unwrap_or_else(|| {
-        panic!("no span {name:?} among {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>())
-    })
+    spans
+        .iter()
+        .copied()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no span {name:?} among {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()))
 }
 
 fn f(attributes: &[KeyValue], key: &str) -> f64 {
@@ -143,7 +147,11 @@ fn one_request_exports_the_expected_telemetry(protocol: &str) {
         }
         assert_eq!(s.kind, span::SpanKind::Internal as i32, "{}", s.name);
         assert_eq!(s.parent_span_id, root.span_id, "{}", s.name);
-        assert!(s.start_time_unix_nano >= root.start_time_unix_nano && s.end_time_unix_nano <= root.end_time_unix_nano, "{} outside the request span", s.name);
+        assert!(
+            s.start_time_unix_nano >= root.start_time_unix_nano && s.end_time_unix_nano <= root.end_time_unix_nano,
+            "{} outside the request span",
+            s.name
+        );
         assert_eq!(attr_str(&s.attributes, "tokentap.phase"), Some(s.name.as_str()));
     }
     let t0 = root.start_time_unix_nano;
@@ -167,7 +175,8 @@ fn one_request_exports_the_expected_telemetry(protocol: &str) {
     assert!(received.headers.iter().any(|(k, v)| k == "x-tenant" && v == "e2e"), "configured header missing");
 
     // Metrics: names, units, the conventions' boundaries, counts.
-    let received = receiver.wait_for(WAIT, "metrics of one request", |r| r.histogram_count("gen_ai.client.operation.duration") >= 1);
+    let received = receiver
+        .wait_for(WAIT, "metrics of one request", |r| r.histogram_count("gen_ai.client.operation.duration") >= 1);
     let duration = received.metrics_named("gen_ai.client.operation.duration")[0];
     assert_eq!(duration.unit, "s");
     let Some(metric::Data::Histogram(h)) = &duration.data else { panic!("duration is not a histogram") };
@@ -187,7 +196,8 @@ fn one_request_exports_the_expected_telemetry(protocol: &str) {
     assert_eq!(usage.unit, "{token}");
     let Some(metric::Data::Histogram(u)) = &usage.data else { panic!("token usage is not a histogram") };
     assert_eq!(u.data_points[0].explicit_bounds, TOKEN_BUCKETS);
-    let token_types: BTreeSet<&str> = u.data_points.iter().filter_map(|p| attr_str(&p.attributes, "gen_ai.token.type")).collect();
+    let token_types: BTreeSet<&str> =
+        u.data_points.iter().filter_map(|p| attr_str(&p.attributes, "gen_ai.token.type")).collect();
     assert_eq!(token_types, BTreeSet::from(["input", "output"]));
     assert_eq!(received.histogram_count("tokentap.ttft.answer"), 1);
     assert_eq!(received.histogram_count("tokentap.ttft.reasoning"), 1);
@@ -199,8 +209,10 @@ fn one_request_exports_the_expected_telemetry(protocol: &str) {
     let second = feed.next_record_for(CHAT);
     let second_trace = second["trace_id"].as_str().unwrap().to_string();
     assert_ne!(second_trace, CLIENT_TRACE);
-    let received = receiver.wait_for(WAIT, "the second request's spans", |r| !spans_of_trace(r, &second_trace).is_empty());
-    let root = spans_of_trace(&received, &second_trace).into_iter().find(|s| s.kind == span::SpanKind::Client as i32).unwrap();
+    let received =
+        receiver.wait_for(WAIT, "the second request's spans", |r| !spans_of_trace(r, &second_trace).is_empty());
+    let root =
+        spans_of_trace(&received, &second_trace).into_iter().find(|s| s.kind == span::SpanKind::Client as i32).unwrap();
     assert!(root.parent_span_id.is_empty(), "a trace tokentap started has no parent");
     receiver.wait_for(WAIT, "metrics of two requests", |r| r.counter_value("tokentap.requests") == 2);
 
@@ -238,11 +250,13 @@ fn standard_environment_variables_configure_export() {
     ];
     let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url], &env);
     let mut feed = tokentap.feed();
-    let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json"), ("x-mock-tokens", "3")], &chat_body());
+    let resp =
+        http1::post(tokentap.addr, CHAT, &[("content-type", "application/json"), ("x-mock-tokens", "3")], &chat_body());
     assert_eq!(resp.status, 200);
     let record = feed.next_record_for(CHAT);
     let trace = record["trace_id"].as_str().unwrap().to_string();
-    let received = receiver.wait_for(WAIT, "spans configured by OTEL_* variables", |r| !spans_of_trace(r, &trace).is_empty());
+    let received =
+        receiver.wait_for(WAIT, "spans configured by OTEL_* variables", |r| !spans_of_trace(r, &trace).is_empty());
     assert_eq!(attr_str(&received.trace_resource(), "service.name"), Some("from-env"));
     assert!(received.metrics.is_empty(), "OTEL_METRICS_EXPORTER=none");
 }
@@ -316,24 +330,31 @@ fn collector_down_spools_and_replays_without_slowing_traffic() {
     let otlp = &health["telemetry"]["otlp"];
     assert_eq!(otlp["collector_reachable"], false, "{otlp}");
     assert_eq!(otlp["spans"]["exported"], 0, "{otlp}");
-    assert_eq!(otlp["spans"]["dropped"], serde_json::json!({"queue_full": 0, "spool_full": 0, "rejected": 0}), "{otlp}");
+    assert_eq!(
+        otlp["spans"]["dropped"],
+        serde_json::json!({"queue_full": 0, "spool_full": 0, "rejected": 0}),
+        "{otlp}"
+    );
     assert!(otlp["spool"]["entries"].as_u64().unwrap() > 0, "{otlp}");
     let spool_dir = tokentap.data_dir.path().join("otlp-spool");
-    let files = std::fs::read_dir(&spool_dir).unwrap().filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().ends_with(".pb")).count();
+    let files = std::fs::read_dir(&spool_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pb"))
+        .count();
     assert!(files > 0, "no spool files in {}", spool_dir.display());
 
     // The collector comes up: everything arrives.
     let receiver = reserved.start();
     receiver.wait_for(WAIT, "every request's spans", |r| {
-        let ids: BTreeSet<&str> = r.spans().iter().filter_map(|s| attr_str(&s.attributes, "tokentap.request_id")).collect();
+        let ids: BTreeSet<&str> =
+            r.spans().iter().filter_map(|s| attr_str(&s.attributes, "tokentap.request_id")).collect();
         ids.len() == REQUESTS
     });
     let received = receiver.wait_for(WAIT, "every span", |r| distinct_spans(r).len() == REQUESTS * SPANS_PER_REQUEST);
     let by_id = distinct_spans(&received);
-    let roots: BTreeSet<String> = by_id
-        .values()
-        .filter_map(|s| attr_str(&s.attributes, "tokentap.request_id").map(str::to_string))
-        .collect();
+    let roots: BTreeSet<String> =
+        by_id.values().filter_map(|s| attr_str(&s.attributes, "tokentap.request_id").map(str::to_string)).collect();
     assert_eq!(roots, request_ids.iter().cloned().collect::<BTreeSet<_>>(), "spans of exactly the requests sent");
     // At least once: a span received twice is the same span both times.
     let all = received.spans();
@@ -344,7 +365,8 @@ fn collector_down_spools_and_replays_without_slowing_traffic() {
 
     // Metrics caught up too (they are cumulative: the latest export counts all requests).
     receiver.wait_for(WAIT, "metrics counting every request", |r| {
-        r.histogram_count("gen_ai.client.operation.duration") == REQUESTS as u64 && r.counter_value("tokentap.requests") == REQUESTS as i64
+        r.histogram_count("gen_ai.client.operation.duration") == REQUESTS as u64
+            && r.counter_value("tokentap.requests") == REQUESTS as i64
     });
     let health = poll_health(&tokentap, "the spool drained", |h| h["telemetry"]["otlp"]["spool"]["entries"] == 0);
     let otlp = &health["telemetry"]["otlp"];

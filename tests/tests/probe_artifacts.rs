@@ -57,7 +57,10 @@ fn probe_fits_the_size_budget() {
     let sizes: Vec<(&str, usize, usize)> =
         ARTIFACTS.iter().map(|(name, _)| (*name, committed(name).len(), gzip_len(&dir.join(name)))).collect();
     let total: usize = sizes.iter().map(|s| s.2).sum();
-    assert!(total <= BUDGET_GZIP_BYTES, "probe is {total} bytes gzipped, over the {BUDGET_GZIP_BYTES} budget: {sizes:?}");
+    assert!(
+        total <= BUDGET_GZIP_BYTES,
+        "probe is {total} bytes gzipped, over the {BUDGET_GZIP_BYTES} budget: {sizes:?}"
+    );
     eprintln!("probe size (name, raw, gzip): {sizes:?}; total {total} bytes gzipped");
 }
 
@@ -70,6 +73,9 @@ fn tokentap_serves_the_committed_probe() {
         assert_eq!(resp.status, 200, "/_tokentap/probe/{name}");
         let served_type = resp.header("content-type").unwrap_or_default();
         assert!(served_type.starts_with(content_type), "{name}: content-type {served_type}");
-        assert!(resp.body[..] == committed(name)[..], "tokentap serves a different {name} than proxy/assets/probe/ (rebuild tokentap)");
+        assert!(
+            resp.body[..] == committed(name)[..],
+            "tokentap serves a different {name} than proxy/assets/probe/ (rebuild tokentap)"
+        );
     }
 }

@@ -27,17 +27,37 @@ fn bad_reports_are_rejected_with_reasons() {
     let text = [("content-type", "text/plain")];
     // A trace tokentap proxied, so that only the named defect is wrong in each case.
     let mut feed = tokentap.feed();
-    let ok = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], br#"{"model":"m","stream":true,"messages":[]}"#);
+    let ok = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
     assert_eq!(ok.status, 200);
     let trace_id = feed.next_record()["trace_id"].as_str().unwrap().to_string();
 
     let cases: Vec<(Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
         (text.to_vec(), report("0af7651916cd43dd8448eb211c80319c").into_bytes(), 404, "unknown or expired trace id"),
         (text.to_vec(), b"{not json".to_vec(), 400, "not valid JSON"),
-        (text.to_vec(), report(&trace_id).replace("tokentap.probe/1", "tokentap.probe/9").into_bytes(), 400, "unsupported schema"),
+        (
+            text.to_vec(),
+            report(&trace_id).replace("tokentap.probe/1", "tokentap.probe/9").into_bytes(),
+            400,
+            "unsupported schema",
+        ),
         (text.to_vec(), vec![b' '; 300 * 1024], 413, "larger than"),
-        (vec![("content-type", "application/x-www-form-urlencoded")], report(&trace_id).into_bytes(), 415, "content type"),
-        (vec![("content-type", "text/plain"), ("origin", "https://evil.example")], report(&trace_id).into_bytes(), 403, "origin not allowed"),
+        (
+            vec![("content-type", "application/x-www-form-urlencoded")],
+            report(&trace_id).into_bytes(),
+            415,
+            "content type",
+        ),
+        (
+            vec![("content-type", "text/plain"), ("origin", "https://evil.example")],
+            report(&trace_id).into_bytes(),
+            403,
+            "origin not allowed",
+        ),
     ];
     for (headers, body, status, reason) in cases {
         let (got, text) = post(&tokentap, &headers, &body);
@@ -45,10 +65,17 @@ fn bad_reports_are_rejected_with_reasons() {
         assert!(text.contains(reason), "{reason}: {text}");
     }
     // A cross-origin preflight from a page that is not allowed is refused too.
-    let preflight = http1::send(tokentap.addr, &http1::request_bytes("OPTIONS", INGEST, &[("origin", "https://evil.example")], b""));
+    let preflight = http1::send(
+        tokentap.addr,
+        &http1::request_bytes("OPTIONS", INGEST, &[("origin", "https://evil.example")], b""),
+    );
     assert_eq!(preflight.status, 403);
     // A page on the proxy's own origin (the host it was reached as) may post; the report is accepted.
-    let (got, text) = post(&tokentap, &[("content-type", "text/plain"), ("origin", "http://tokentap.test")], report(&trace_id).as_bytes());
+    let (got, text) = post(
+        &tokentap,
+        &[("content-type", "text/plain"), ("origin", "http://tokentap.test")],
+        report(&trace_id).as_bytes(),
+    );
     assert_eq!(got, 202, "{text}");
     let (_, health) = tokentap.admin_get("/_tokentap/api/health");
     assert_eq!(health["browser_reports"]["accepted"], 1, "{health}");
@@ -62,7 +89,9 @@ fn a_burst_of_reports_is_rate_limited_while_streams_stay_byte_exact() {
     let headers = [("content-type", "application/json")];
     let direct = http1::post(mock.addr, "/v1/chat/completions", &headers, chat);
     let streams = thread::scope(|scope| {
-        let streams: Vec<_> = (0..4).map(|_| scope.spawn(|| http1::post(tokentap.addr, "/v1/chat/completions", &headers, chat))).collect();
+        let streams: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| http1::post(tokentap.addr, "/v1/chat/completions", &headers, chat)))
+            .collect();
         let body = report("0af7651916cd43dd8448eb211c80319c");
         let mut statuses = std::collections::BTreeMap::new();
         for _ in 0..1000 {

@@ -17,7 +17,10 @@ fn tool(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH")
         .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(name)).find(|p| p.is_file()))
         .unwrap_or_else(|| PathBuf::from("/usr/bin").join(name));
-    assert!(path.is_file(), "{name} not found: run scripts/setup.sh test, which installs the Debian prometheus package");
+    assert!(
+        path.is_file(),
+        "{name} not found: run scripts/setup.sh test, which installs the Debian prometheus package"
+    );
     path
 }
 
@@ -35,7 +38,12 @@ fn tokentap_with_traffic(mock: &Mock) -> Tokentap {
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
     for _ in 0..REQUESTS {
-        let headers = [("content-type", "application/json"), ("x-mock-ttft-ms", "20"), ("x-mock-itl-ms", "2"), ("x-mock-tokens", "5")];
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-mock-ttft-ms", "20"),
+            ("x-mock-itl-ms", "2"),
+            ("x-mock-tokens", "5"),
+        ];
         let resp = http1::post(tokentap.addr, CHAT, &headers, &chat_body());
         assert_eq!(resp.status, 200);
         feed.next_record_for(CHAT);
@@ -72,7 +80,10 @@ fn metrics_endpoint_passes_promtool_check() {
     ] {
         assert!(text.contains(&format!("# TYPE {family} ")), "{family} missing from:\n{text}");
     }
-    assert!(text.contains("gen_ai_client_operation_duration_seconds_bucket{") && text.contains("le=\"81.92\""), "{text}");
+    assert!(
+        text.contains("gen_ai_client_operation_duration_seconds_bucket{") && text.contains("le=\"81.92\""),
+        "{text}"
+    );
 
     let mut child = Command::new(tool("promtool"))
         .args(["check", "metrics"])
@@ -84,7 +95,10 @@ fn metrics_endpoint_passes_promtool_check() {
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && report.trim().is_empty(), "promtool check metrics:\n{report}\n--- exposition ---\n{text}");
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "promtool check metrics:\n{report}\n--- exposition ---\n{text}"
+    );
 }
 
 /// A port that was free a moment ago (Prometheus cannot report the port it picked for `:0`).
@@ -145,6 +159,9 @@ fn real_prometheus_scrapes_the_ttft_histogram() {
     let targets = get_json(addr, "/api/v1/targets").expect("targets");
     assert_eq!(targets["data"]["activeTargets"][0]["health"], "up", "{targets}");
     // A histogram quantile works on the buckets (the answer is some finite number of seconds).
-    let p95 = get_json(addr, "/api/v1/query?query=histogram_quantile(0.95,sum(rate(tokentap_ttft_answer_seconds_bucket[1m]))by(le))");
+    let p95 = get_json(
+        addr,
+        "/api/v1/query?query=histogram_quantile(0.95,sum(rate(tokentap_ttft_answer_seconds_bucket[1m]))by(le))",
+    );
     assert!(p95.is_some_and(|v| v["status"] == "success"));
 }

@@ -105,7 +105,8 @@ fn check_group(group: &Value, records: &[&Value], slo: &Slo) {
     let g = &group["goodput"];
     assert_eq!(g["total"], records.len() as u64, "{label}: goodput total");
     assert_eq!(g["good"], good.len() as u64, "{label}: good");
-    let tokens: u64 = good.iter().map(|r| r["analysis"]["metrics"]["output_tokens"]["total"].as_u64().unwrap_or(0)).sum();
+    let tokens: u64 =
+        good.iter().map(|r| r["analysis"]["metrics"]["output_tokens"]["total"].as_u64().unwrap_or(0)).sum();
     assert_eq!(g["good_output_tokens"], tokens, "{label}: good tokens");
     let start = records.iter().map(|r| r["timeline"]["t0_unix_ns"].as_u64().unwrap()).min().unwrap();
     let end = records
@@ -148,7 +149,10 @@ fn scripted_run(config: &Path) -> (Mock, Tokentap) {
         ("mock-a", &[("x-mock-tokens", "15"), ("x-mock-ttft-ms", "400")]),
         ("mock-b", &[("x-mock-status", "500")]),
         ("mock-a", &[("x-mock-tokens", "1"), ("x-mock-ttft-ms", "10")]),
-        ("mock-b", &[("x-mock-tokens", "12"), ("x-mock-itl-ms", "5"), ("x-mock-stall-at", "4"), ("x-mock-stall-ms", "1100")]),
+        (
+            "mock-b",
+            &[("x-mock-tokens", "12"), ("x-mock-itl-ms", "5"), ("x-mock-stall-at", "4"), ("x-mock-stall-ms", "1100")],
+        ),
         ("mock-a", &[("x-mock-tokens", "25"), ("x-mock-reasoning-tokens", "8"), ("x-mock-ttft-ms", "40")]),
     ];
     for (model, extra) in cases {
@@ -165,7 +169,11 @@ fn scripted_run(config: &Path) -> (Mock, Tokentap) {
 fn report_over_a_real_run_equals_the_recomputation() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tokentap.toml");
-    std::fs::write(&config, "[analysis]\nwarmup_requests = 2\n[slo]\nttft_answer_ms = 250\ntpot_ms = 30\ne2e_ms = 2000\n").unwrap();
+    std::fs::write(
+        &config,
+        "[analysis]\nwarmup_requests = 2\n[slo]\nttft_answer_ms = 250\ntpot_ms = 30\ne2e_ms = 2000\n",
+    )
+    .unwrap();
     let slo = Slo { ttft_answer_ms: Some(250.0), tpot_ms: Some(30.0), e2e_ms: Some(2000.0), first_paint_ms: None };
     let (_mock, tokentap) = scripted_run(&config);
     let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
@@ -178,7 +186,8 @@ fn report_over_a_real_run_equals_the_recomputation() {
             args.push("--include-warmup");
         }
         let report = report_json(&args);
-        let used: Vec<&Value> = records.iter().filter(|r| include_warmup || r["conditions"]["warm_up"] != true).collect();
+        let used: Vec<&Value> =
+            records.iter().filter(|r| include_warmup || r["conditions"]["warm_up"] != true).collect();
         assert_eq!(report["records_total"], 8);
         assert_eq!(report["warm_up_excluded"], if include_warmup { 0 } else { 2 }, "{}", report["warm_up_excluded"]);
         assert_eq!(report["records_used"], used.len() as u64);
@@ -195,7 +204,10 @@ fn report_over_a_real_run_equals_the_recomputation() {
         }
         // The reproducibility section states the conditions.
         let c = &report["conditions"];
-        assert_eq!(c["output_tokens"]["count"], used.iter().filter(|r| r["analysis"]["metrics"]["output_tokens"].is_object()).count() as u64);
+        assert_eq!(
+            c["output_tokens"]["count"],
+            used.iter().filter(|r| r["analysis"]["metrics"]["output_tokens"].is_object()).count() as u64
+        );
         assert_eq!(c["concurrency_at_t0"]["count"], used.len() as u64);
         assert!(c["record_versions"].as_object().unwrap().contains_key(env!("CARGO_PKG_VERSION")), "{c}");
     }
@@ -227,7 +239,8 @@ impl Lcg {
 fn report_over_a_synthetic_store_equals_the_recomputation() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tokentap.toml");
-    std::fs::write(&config, "[slo]\nttft_answer_ms = 500\ntpot_ms = 25\ne2e_ms = 3000\nfirst_paint_ms = 700\n").unwrap();
+    std::fs::write(&config, "[slo]\nttft_answer_ms = 500\ntpot_ms = 25\ne2e_ms = 3000\nfirst_paint_ms = 700\n")
+        .unwrap();
     let plain = dir.path().join("plain.toml");
     std::fs::write(&plain, "").unwrap();
     let (_mock, tokentap) = scripted_run(&plain);
@@ -298,13 +311,22 @@ fn report_over_a_synthetic_store_equals_the_recomputation() {
     assert_eq!(records.len(), 300);
     assert_eq!(records[0]["browser"]["time_to_first_paint_ms"], 1.5, "the last line wins");
 
-    let slo = Slo { ttft_answer_ms: Some(500.0), tpot_ms: Some(25.0), e2e_ms: Some(3000.0), first_paint_ms: Some(700.0) };
+    let slo =
+        Slo { ttft_answer_ms: Some(500.0), tpot_ms: Some(25.0), e2e_ms: Some(3000.0), first_paint_ms: Some(700.0) };
     let since_ns = base_t0 + 40 * 1_000_000_000;
     let until_ns = base_t0 + 260 * 1_000_000_000;
     let (since, until) = (rfc3339(since_ns), rfc3339(until_ns));
     let report = report_json(&[
-        "--data-dir", dir.path().to_str().unwrap(), "--config", config.to_str().unwrap(),
-        "--since", &since, "--until", &until, "--group-by", "route,model,concurrency",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--since",
+        &since,
+        "--until",
+        &until,
+        "--group-by",
+        "route,model,concurrency",
     ]);
     let in_window: Vec<&Value> = records
         .iter()
@@ -344,8 +366,17 @@ fn report_over_a_synthetic_store_equals_the_recomputation() {
     // --records reads the same files; --html writes one self-contained file.
     let html = dir.path().join("report.html");
     let from_files = report_json(&[
-        "--records", older.to_str().unwrap(), newer.to_str().unwrap(), "--config", config.to_str().unwrap(),
-        "--since", &since, "--until", &until, "--html", html.to_str().unwrap(),
+        "--records",
+        older.to_str().unwrap(),
+        newer.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--since",
+        &since,
+        "--until",
+        &until,
+        "--html",
+        html.to_str().unwrap(),
     ]);
     assert_eq!(from_files["overall"]["metrics"], report["overall"]["metrics"]);
     let page = std::fs::read_to_string(&html).unwrap();

@@ -35,7 +35,12 @@ fn secrets_appear_nowhere() {
     );
     assert_eq!(resp.status, 200);
     // A failing upstream call puts an error into logs and records: still nothing secret.
-    let dead = http1::post(tokentap.addr, "/v1/chat/completions", &[("authorization", bearer.as_str()), ("x-mock-status", "500")], body);
+    let dead = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("authorization", bearer.as_str()), ("x-mock-status", "500")],
+        body,
+    );
     assert_eq!(dead.status, 500);
 
     let first = feed.next_record();

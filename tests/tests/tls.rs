@@ -19,8 +19,11 @@ impl Pki {
         let ca_key = KeyPair::generate().unwrap();
         let ca = ca_params.self_signed(&ca_key).unwrap();
         let leaf_key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec![leaf_name.to_string()]).unwrap().signed_by(&leaf_key, &ca, &ca_key).unwrap();
-        let write = |name: &str, text: String| std::fs::File::create(dir.path().join(name)).unwrap().write_all(text.as_bytes()).unwrap();
+        let leaf =
+            CertificateParams::new(vec![leaf_name.to_string()]).unwrap().signed_by(&leaf_key, &ca, &ca_key).unwrap();
+        let write = |name: &str, text: String| {
+            std::fs::File::create(dir.path().join(name)).unwrap().write_all(text.as_bytes()).unwrap()
+        };
         write("ca.pem", ca.pem());
         write("leaf.pem", leaf.pem());
         write("leaf.key", leaf_key.serialize_pem());
@@ -32,7 +35,18 @@ impl Pki {
     }
 
     fn mock(&self) -> Mock {
-        Mock::start(&["--tls-cert", &self.path("leaf.pem"), "--tls-key", &self.path("leaf.key"), "--ttft-ms", "1", "--itl-ms", "1", "--tokens", "5"])
+        Mock::start(&[
+            "--tls-cert",
+            &self.path("leaf.pem"),
+            "--tls-key",
+            &self.path("leaf.key"),
+            "--ttft-ms",
+            "1",
+            "--itl-ms",
+            "1",
+            "--tokens",
+            "5",
+        ])
     }
 
     fn config(&self, port: u16) -> tempfile::NamedTempFile {

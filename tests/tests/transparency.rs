@@ -89,7 +89,8 @@ fn forwarded_bytes_equal_upstream_bytes_for_1000_generated_streams() {
             let script = script_for(&case);
             let expected = script.body();
             upstream.register(&path, script);
-            let resp = http1::post(tokentap.addr, &path, &[("content-type", "application/octet-stream")], &case.request_body);
+            let resp =
+                http1::post(tokentap.addr, &path, &[("content-type", "application/octet-stream")], &case.request_body);
             prop_assert_eq!(resp.status, 200);
             prop_assert!(resp.complete, "response did not end cleanly");
             prop_assert_eq!(&resp.body, &expected, "response body differs ({:?})", case.framing);
@@ -105,8 +106,9 @@ fn forwarded_bytes_equal_upstream_bytes_for_1000_generated_streams() {
 fn fifty_events_forty_ms_apart_arrive_as_fifty_spaced_reads() {
     let upstream = ScriptedUpstream::start();
     let tokentap = Tokentap::start(&upstream.url(), &[]);
-    let events: Vec<Vec<u8>> =
-        (0..50).map(|i| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\" w{i}\"}}}}]}}\n\n").into_bytes()).collect();
+    let events: Vec<Vec<u8>> = (0..50)
+        .map(|i| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\" w{i}\"}}}}]}}\n\n").into_bytes())
+        .collect();
     let gap = Duration::from_millis(40);
     let pieces: Vec<(Duration, Vec<u8>)> =
         events.iter().enumerate().map(|(i, e)| (Duration::from_millis(50) + gap * i as u32, e.clone())).collect();
@@ -120,7 +122,12 @@ fn fifty_events_forty_ms_apart_arrive_as_fifty_spaced_reads() {
         },
     );
     let feed_records = tokentap.feed();
-    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], b"{\"stream\":true}");
+    let resp = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        b"{\"stream\":true}",
+    );
     assert!(resp.complete);
     assert_eq!(resp.body, events.concat());
 
@@ -183,7 +190,8 @@ fn headers_pass_through_except_hop_by_hop() {
 fn http_1_0_clients_get_a_close_delimited_body_not_chunked() {
     let upstream = ScriptedUpstream::start();
     let tokentap = Tokentap::start(&upstream.url(), &[]);
-    let pieces: Vec<(Duration, Vec<u8>)> = (0..5).map(|i| (Duration::from_millis(i), format!("data: {i}\n\n").into_bytes())).collect();
+    let pieces: Vec<(Duration, Vec<u8>)> =
+        (0..5).map(|i| (Duration::from_millis(i), format!("data: {i}\n\n").into_bytes())).collect();
     let script = Script {
         status: 200,
         headers: vec![("content-type".into(), "text/event-stream".into())],

@@ -9,7 +9,10 @@ use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
-use web_sys::{Headers, ReadableStream, ReadableStreamDefaultController, ReadableStreamDefaultReader, Request, Response, ResponseInit, Url};
+use web_sys::{
+    Headers, ReadableStream, ReadableStreamDefaultController, ReadableStreamDefaultReader, Request, Response,
+    ResponseInit, Url,
+};
 
 use super::{get, now_ms, schedule_settle, send_reports, with_probe};
 use crate::trace;
@@ -72,7 +75,8 @@ fn tracked_fetch(input: JsValue, init: JsValue) -> Promise {
     }
     let _ = Reflect::set(&new_init, &"headers".into(), &headers);
 
-    let method = get(&new_init, "method").as_string().or_else(|| request.map(Request::method)).unwrap_or_else(|| "GET".into());
+    let method =
+        get(&new_init, "method").as_string().or_else(|| request.map(Request::method)).unwrap_or_else(|| "GET".into());
     let info = RequestInfo {
         trace_id,
         span_id,
@@ -176,7 +180,11 @@ fn wrap_response(response: Response, turn: u32, url: &str) -> JsValue {
 }
 
 /// One pull of the app-facing stream: read the original body, stamp, enqueue the same chunk.
-async fn pull_chunk(reader: ReadableStreamDefaultReader, controller: ReadableStreamDefaultController, turn: u32) -> Result<JsValue, JsValue> {
+async fn pull_chunk(
+    reader: ReadableStreamDefaultReader,
+    controller: ReadableStreamDefaultController,
+    turn: u32,
+) -> Result<JsValue, JsValue> {
     match JsFuture::from(reader.read()).await {
         Err(error) => {
             end_turn(turn);

@@ -81,7 +81,11 @@ impl Probe {
 
     /// The page's `fetch`, unwrapped (for the probe's own requests).
     fn fetch_fn(&self) -> Function {
-        self.original_fetch.clone().unwrap_or_else(|| Reflect::get(&self.window, &"fetch".into()).map(JsCast::unchecked_into).unwrap_or_else(|_| Function::new_no_args("")))
+        self.original_fetch.clone().unwrap_or_else(|| {
+            Reflect::get(&self.window, &"fetch".into())
+                .map(JsCast::unchecked_into)
+                .unwrap_or_else(|_| Function::new_no_args(""))
+        })
     }
 }
 

@@ -108,7 +108,10 @@ pub(super) fn watch_long_frames() {
         return;
     };
     let callback = Closure::<dyn FnMut(JsValue)>::new(|list: JsValue| {
-        let Ok(get_entries) = Reflect::get(&list, &"getEntries".into()).and_then(|f| f.dyn_into::<js_sys::Function>()) else { return };
+        let Ok(get_entries) = Reflect::get(&list, &"getEntries".into()).and_then(|f| f.dyn_into::<js_sys::Function>())
+        else {
+            return;
+        };
         let Ok(entries) = get_entries.call0(&list) else { return };
         let entries: Array = entries.unchecked_into();
         with_probe(|p| {

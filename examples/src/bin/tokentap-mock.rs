@@ -37,9 +37,7 @@ struct Cli {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let server = MockServer::bind(cli.listen, cli.config)
-        .await
-        .with_context(|| format!("binding {}", cli.listen))?;
+    let server = MockServer::bind(cli.listen, cli.config).await.with_context(|| format!("binding {}", cli.listen))?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "tokentap-mock listening on {}", server.url())?;
     stdout.flush()?;

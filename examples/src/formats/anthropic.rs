@@ -68,11 +68,7 @@ impl WireFormat for Anthropic {
                     "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
             ));
             for text in &c.reasoning_chunks {
-                events.push(Self::delta(
-                    c,
-                    index,
-                    json!({"type": "thinking_delta", "thinking": text}),
-                ));
+                events.push(Self::delta(c, index, json!({"type": "thinking_delta", "thinking": text})));
             }
             events.push(Self::event(
                 EventKind::Control,
@@ -94,11 +90,7 @@ impl WireFormat for Anthropic {
                 json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
             ));
             for text in &c.answer_chunks {
-                events.push(Self::delta(
-                    c,
-                    index,
-                    json!({"type": "text_delta", "text": text}),
-                ));
+                events.push(Self::delta(c, index, json!({"type": "text_delta", "text": text})));
             }
             events.push(Self::event(
                 EventKind::Control,
@@ -115,11 +107,7 @@ impl WireFormat for Anthropic {
                     "type": "tool_use", "id": c.ids.id("toolu_", "tool"), "name": tool.name, "input": {}}}),
             ));
             for fragment in &tool.fragments {
-                events.push(Self::delta(
-                    c,
-                    index,
-                    json!({"type": "input_json_delta", "partial_json": fragment}),
-                ));
+                events.push(Self::delta(c, index, json!({"type": "input_json_delta", "partial_json": fragment})));
             }
             events.push(Self::event(
                 EventKind::Control,
@@ -133,11 +121,7 @@ impl WireFormat for Anthropic {
             json!({"type": "message_delta", "delta": {"stop_reason": Self::stop_reason(c), "stop_sequence": null},
                 "usage": {"output_tokens": c.usage.output_tokens}}),
         ));
-        events.push(Self::event(
-            EventKind::Control,
-            "message_stop",
-            json!({"type": "message_stop"}),
-        ));
+        events.push(Self::event(EventKind::Control, "message_stop", json!({"type": "message_stop"})));
         events
     }
 
@@ -212,30 +196,16 @@ mod tests {
         expected.extend(["content_block_stop", "message_delta", "message_stop"]);
         assert_eq!(names, expected);
         for (name, data) in &parsed {
-            assert_eq!(
-                json(data)["type"],
-                name.as_str(),
-                "data type matches event name"
-            );
+            assert_eq!(json(data)["type"], name.as_str(), "data type matches event name");
         }
-        let text: String = parsed
-            .iter()
-            .filter_map(|(_, d)| json(d)["delta"]["text"].as_str().map(str::to_owned))
-            .collect();
+        let text: String =
+            parsed.iter().filter_map(|(_, d)| json(d)["delta"]["text"].as_str().map(str::to_owned)).collect();
         assert_eq!(text, c.answer_text());
-        let partial: String = parsed
-            .iter()
-            .filter_map(|(_, d)| json(d)["delta"]["partial_json"].as_str().map(str::to_owned))
-            .collect();
-        assert_eq!(
-            serde_json::from_str::<Value>(&partial).unwrap(),
-            c.tool_call.as_ref().unwrap().arguments
-        );
+        let partial: String =
+            parsed.iter().filter_map(|(_, d)| json(d)["delta"]["partial_json"].as_str().map(str::to_owned)).collect();
+        assert_eq!(serde_json::from_str::<Value>(&partial).unwrap(), c.tool_call.as_ref().unwrap().arguments);
         let message_delta = json(&parsed[parsed.len() - 2].1);
         assert_eq!(message_delta["delta"]["stop_reason"], "tool_use");
-        assert_eq!(
-            message_delta["usage"]["output_tokens"],
-            c.usage.output_tokens
-        );
+        assert_eq!(message_delta["usage"]["output_tokens"], c.usage.output_tokens);
     }
 }

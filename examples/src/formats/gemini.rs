@@ -55,9 +55,7 @@ fn response(c: &Completion, parts: Value, finish: bool, counts: Counts) -> Value
 }
 
 fn function_call_part(c: &Completion) -> Option<Value> {
-    c.tool_call
-        .as_ref()
-        .map(|tool| json!({"functionCall": {"name": tool.name, "args": tool.arguments}}))
+    c.tool_call.as_ref().map(|tool| json!({"functionCall": {"name": tool.name, "args": tool.arguments}}))
 }
 
 impl WireFormat for Gemini {
@@ -85,17 +83,12 @@ impl WireFormat for Gemini {
             counts.candidates += c.tool_call.as_ref().map_or(0, |t| t.fragments.len() as u32);
             events.push(content(json!([part]), counts));
         }
-        events.push(WireEvent::new(
-            EventKind::Control,
-            sse_crlf(&response(c, json!([{"text": ""}]), true, counts)),
-        ));
+        events.push(WireEvent::new(EventKind::Control, sse_crlf(&response(c, json!([{"text": ""}]), true, counts))));
         events
     }
 
     fn midstream_error(&self, _: &Completion, _: usize) -> Option<Bytes> {
-        Some(sse_crlf(
-            &json!({"error": {"code": 500, "message": "Internal error encountered.", "status": "INTERNAL"}}),
-        ))
+        Some(sse_crlf(&json!({"error": {"code": 500, "message": "Internal error encountered.", "status": "INTERNAL"}})))
     }
 
     fn heartbeat(&self) -> Option<Bytes> {
@@ -111,10 +104,8 @@ impl WireFormat for Gemini {
             parts.push(json!({"text": c.answer_text()}));
         }
         parts.extend(function_call_part(c));
-        let counts = Counts {
-            thoughts: c.usage.reasoning_tokens,
-            candidates: c.usage.output_tokens - c.usage.reasoning_tokens,
-        };
+        let counts =
+            Counts { thoughts: c.usage.reasoning_tokens, candidates: c.usage.output_tokens - c.usage.reasoning_tokens };
         response(c, Value::Array(parts), true, counts)
     }
 
@@ -145,30 +136,13 @@ mod tests {
         assert!(std::str::from_utf8(&bytes).unwrap().ends_with("}\r\n\r\n"));
         let chunks: Vec<Value> = parse_sse(&bytes).iter().map(|(_, d)| json(d)).collect();
         assert_eq!(chunks.len(), 2 + 3 + 1 + 1);
-        assert!(chunks
-            .iter()
-            .all(|c| c["usageMetadata"]["promptTokenCount"].is_u64()));
-        let thought: String = chunks[..2]
-            .iter()
-            .map(|c| {
-                c["candidates"][0]["content"]["parts"][0]["text"]
-                    .as_str()
-                    .unwrap()
-            })
-            .collect();
+        assert!(chunks.iter().all(|c| c["usageMetadata"]["promptTokenCount"].is_u64()));
+        let thought: String =
+            chunks[..2].iter().map(|c| c["candidates"][0]["content"]["parts"][0]["text"].as_str().unwrap()).collect();
         assert_eq!(thought, c.reasoning_text());
-        assert_eq!(
-            chunks[0]["candidates"][0]["content"]["parts"][0]["thought"],
-            true
-        );
-        assert_eq!(
-            chunks[5]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"],
-            "get_weather"
-        );
-        assert_eq!(
-            chunks.last().unwrap()["candidates"][0]["finishReason"],
-            "STOP"
-        );
+        assert_eq!(chunks[0]["candidates"][0]["content"]["parts"][0]["thought"], true);
+        assert_eq!(chunks[5]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"], "get_weather");
+        assert_eq!(chunks.last().unwrap()["candidates"][0]["finishReason"], "STOP");
         assert!(!std::str::from_utf8(&bytes).unwrap().contains("[DONE]"));
     }
 }

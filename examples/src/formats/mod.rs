@@ -53,10 +53,7 @@ pub(crate) fn openai_error_body(status: StatusCode, message: &str) -> Value {
     let (kind, code) = match status.as_u16() {
         400 => ("invalid_request_error", Value::Null),
         401 => ("invalid_request_error", Value::from("invalid_api_key")),
-        403 => (
-            "invalid_request_error",
-            Value::from("unsupported_country_region_territory"),
-        ),
+        403 => ("invalid_request_error", Value::from("unsupported_country_region_territory")),
         404 => ("invalid_request_error", Value::from("model_not_found")),
         429 => ("requests", Value::from("rate_limit_exceeded")),
         _ => ("server_error", Value::Null),
@@ -106,11 +103,7 @@ pub(crate) mod testing {
         serde_json::from_str(data).unwrap_or_else(|e| panic!("bad json {data:?}: {e}"))
     }
 
-    pub(crate) fn completion(
-        reasoning_tokens: u32,
-        answer_tokens: u32,
-        tool: bool,
-    ) -> crate::completion::Completion {
+    pub(crate) fn completion(reasoning_tokens: u32, answer_tokens: u32, tool: bool) -> crate::completion::Completion {
         use crate::completion::Completion;
         use crate::config::MockConfig;
         use crate::request::Endpoint;
@@ -118,14 +111,9 @@ pub(crate) mod testing {
         use crate::scenario::{RequestWishes, ResponsePlan};
 
         let body = br#"{"model":"m","tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],"stream":true,"stream_options":{"include_usage":true}}"#;
-        let request =
-            ProviderRequest::parse(&Endpoint::OpenAiChat, "/v1/chat/completions", body).unwrap();
-        let mut plan = ResponsePlan::resolve(
-            &MockConfig::default(),
-            &http::HeaderMap::new(),
-            RequestWishes::default(),
-        )
-        .unwrap();
+        let request = ProviderRequest::parse(&Endpoint::OpenAiChat, "/v1/chat/completions", body).unwrap();
+        let mut plan =
+            ResponsePlan::resolve(&MockConfig::default(), &http::HeaderMap::new(), RequestWishes::default()).unwrap();
         plan.reasoning_tokens = reasoning_tokens;
         plan.answer_tokens = answer_tokens;
         plan.tool_call = tool;

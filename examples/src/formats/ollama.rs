@@ -20,9 +20,7 @@ fn line(c: &Completion, message: Value) -> Value {
 }
 
 fn tool_calls(c: &Completion) -> Option<Value> {
-    c.tool_call
-        .as_ref()
-        .map(|tool| json!([{"function": {"name": tool.name, "arguments": tool.arguments}}]))
+    c.tool_call.as_ref().map(|tool| json!([{"function": {"name": tool.name, "arguments": tool.arguments}}]))
 }
 
 fn finish(c: &Completion, message: Value) -> Value {
@@ -68,9 +66,7 @@ impl WireFormat for Ollama {
     }
 
     fn midstream_error(&self, _: &Completion, _: usize) -> Option<Bytes> {
-        Some(ndjson_line(
-            &json!({"error": "an error was encountered while running the model"}),
-        ))
+        Some(ndjson_line(&json!({"error": "an error was encountered while running the model"})))
     }
 
     fn heartbeat(&self) -> Option<Bytes> {
@@ -102,20 +98,10 @@ mod tests {
     fn ndjson_lines_end_with_done() {
         let c = test_completion(2, 3, false);
         let bytes = concat(&Ollama.stream_events(&c));
-        let lines: Vec<Value> = std::str::from_utf8(&bytes)
-            .unwrap()
-            .lines()
-            .map(json)
-            .collect();
+        let lines: Vec<Value> = std::str::from_utf8(&bytes).unwrap().lines().map(json).collect();
         assert_eq!(lines.len(), 6);
-        let thinking: String = lines
-            .iter()
-            .filter_map(|l| l["message"]["thinking"].as_str())
-            .collect();
-        let content: String = lines
-            .iter()
-            .filter_map(|l| l["message"]["content"].as_str())
-            .collect();
+        let thinking: String = lines.iter().filter_map(|l| l["message"]["thinking"].as_str()).collect();
+        let content: String = lines.iter().filter_map(|l| l["message"]["content"].as_str()).collect();
         assert_eq!(thinking, c.reasoning_text());
         assert_eq!(content, c.answer_text());
         assert_eq!(lines.last().unwrap()["done"], true);

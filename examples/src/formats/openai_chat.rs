@@ -69,11 +69,7 @@ impl WireFormat for OpenAiChat {
 
     fn stream_events(&self, c: &Completion) -> Vec<WireEvent> {
         let mut events = Vec::new();
-        let role = Self::chunk(
-            c,
-            json!({"role": "assistant", "content": "", "refusal": null}),
-            None,
-        );
+        let role = Self::chunk(c, json!({"role": "assistant", "content": "", "refusal": null}), None);
         events.push(WireEvent::new(EventKind::Control, sse_data(&role)));
         for text in &c.reasoning_chunks {
             let mut delta = json!({"content": null});
@@ -91,10 +87,8 @@ impl WireFormat for OpenAiChat {
                     "function": {"name": tool.name, "arguments": ""}}]}),
             ));
             for fragment in &tool.fragments {
-                events.push(Self::content(
-                    c,
-                    json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}),
-                ));
+                events
+                    .push(Self::content(c, json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]})));
             }
         }
         let finish = Self::chunk(c, json!({}), Some(Self::finish_reason(c)));
@@ -105,10 +99,7 @@ impl WireFormat for OpenAiChat {
             usage["usage"] = Self::usage(c);
             events.push(WireEvent::new(EventKind::Control, sse_data(&usage)));
         }
-        events.push(WireEvent::new(
-            EventKind::Control,
-            Bytes::from_static(b"data: [DONE]\n\n"),
-        ));
+        events.push(WireEvent::new(EventKind::Control, Bytes::from_static(b"data: [DONE]\n\n")));
         events
     }
 
@@ -161,46 +152,25 @@ mod tests {
         let events = OpenAiChat.stream_events(&c);
         let parsed = parse_sse(&concat(&events));
         assert_eq!(parsed.last().unwrap().1, "[DONE]");
-        let chunks: Vec<Value> = parsed[..parsed.len() - 1]
-            .iter()
-            .map(|(_, d)| json(d))
-            .collect();
-        assert_eq!(
-            chunks[0]["choices"][0]["delta"],
-            json!({"role":"assistant","content":"","refusal":null})
-        );
-        let delta_text = |key: &str| -> String {
-            chunks
-                .iter()
-                .filter_map(|c| c["choices"][0]["delta"][key].as_str())
-                .collect()
-        };
+        let chunks: Vec<Value> = parsed[..parsed.len() - 1].iter().map(|(_, d)| json(d)).collect();
+        assert_eq!(chunks[0]["choices"][0]["delta"], json!({"role":"assistant","content":"","refusal":null}));
+        let delta_text =
+            |key: &str| -> String { chunks.iter().filter_map(|c| c["choices"][0]["delta"][key].as_str()).collect() };
         assert_eq!(delta_text("content"), c.answer_text());
         assert_eq!(delta_text("reasoning_content"), c.reasoning_text());
         let args: String = chunks
             .iter()
-            .filter_map(|c| {
-                c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
-            })
+            .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
             .collect();
         assert_eq!(args, c.tool_call.as_ref().unwrap().arguments_json);
         let finish = &chunks[chunks.len() - 2];
         assert_eq!(finish["choices"][0]["finish_reason"], "tool_calls");
         let usage = chunks.last().unwrap();
         assert_eq!(usage["choices"], json!([]));
-        assert_eq!(
-            usage["usage"]["completion_tokens_details"]["reasoning_tokens"],
-            3
-        );
+        assert_eq!(usage["usage"]["completion_tokens_details"]["reasoning_tokens"], 3);
         assert!(chunks.iter().all(|c| c["id"] == chunks[0]["id"]));
-        let content_events = events
-            .iter()
-            .filter(|e| e.kind == EventKind::Content)
-            .count();
-        assert_eq!(
-            content_events,
-            3 + 5 + 1 + c.tool_call.as_ref().unwrap().fragments.len()
-        );
+        let content_events = events.iter().filter(|e| e.kind == EventKind::Content).count();
+        assert_eq!(content_events, 3 + 5 + 1 + c.tool_call.as_ref().unwrap().fragments.len());
     }
 
     #[test]
@@ -208,10 +178,7 @@ mod tests {
         let mut c = test_completion(0, 2, false);
         c.include_usage = false;
         let parsed = parse_sse(&concat(&OpenAiChat.stream_events(&c)));
-        assert!(parsed
-            .iter()
-            .filter(|(_, d)| d != "[DONE]")
-            .all(|(_, d)| json(d).get("usage").is_none()));
+        assert!(parsed.iter().filter(|(_, d)| d != "[DONE]").all(|(_, d)| json(d).get("usage").is_none()));
         assert!(parsed.iter().all(|(_, d)| !d.contains("\"choices\":[]")));
     }
 }

@@ -27,8 +27,7 @@ impl EventWriter<'_> {
         if kind == EventKind::Content {
             pad_to(&mut body, "obfuscation", self.completion.event_bytes);
         }
-        self.events
-            .push(WireEvent::new(kind, sse_named(&name, &body)));
+        self.events.push(WireEvent::new(kind, sse_named(&name, &body)));
     }
 }
 
@@ -80,16 +79,12 @@ fn output_text(text: &str) -> Value {
 fn output_items(c: &Completion) -> Vec<Value> {
     let mut items = Vec::new();
     if !c.reasoning_chunks.is_empty() {
-        items.push(
-            json!({"id": c.ids.id("rs_", "reasoning"), "type": "reasoning",
-            "summary": [{"type": "summary_text", "text": c.reasoning_text()}]}),
-        );
+        items.push(json!({"id": c.ids.id("rs_", "reasoning"), "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": c.reasoning_text()}]}));
     }
     if !c.answer_chunks.is_empty() {
-        items.push(
-            json!({"id": c.ids.id("msg_", "message"), "type": "message", "status": "completed",
-            "role": "assistant", "content": [output_text(&c.answer_text())]}),
-        );
+        items.push(json!({"id": c.ids.id("msg_", "message"), "type": "message", "status": "completed",
+            "role": "assistant", "content": [output_text(&c.answer_text())]}));
     }
     if let Some(tool) = &c.tool_call {
         items.push(json!({"id": c.ids.id("fc_", "function_call"), "type": "function_call", "status": "completed",
@@ -105,19 +100,10 @@ impl WireFormat for OpenAiResponses {
 
     fn stream_events(&self, c: &Completion) -> Vec<WireEvent> {
         use EventKind::{Content, Control, Preamble};
-        let mut w = EventWriter {
-            completion: c,
-            events: Vec::new(),
-        };
+        let mut w = EventWriter { completion: c, events: Vec::new() };
         let in_progress = response_object(c, "in_progress", vec![], Value::Null);
-        w.push(
-            Preamble,
-            json!({"type": "response.created", "response": in_progress}),
-        );
-        w.push(
-            Preamble,
-            json!({"type": "response.in_progress", "response": in_progress}),
-        );
+        w.push(Preamble, json!({"type": "response.created", "response": in_progress}));
+        w.push(Preamble, json!({"type": "response.in_progress", "response": in_progress}));
         let finished = output_items(c);
         let mut output_index = 0;
 
@@ -129,8 +115,11 @@ impl WireFormat for OpenAiResponses {
                 json!({"type": "response.output_item.added", "output_index": output_index,
                 "item": {"id": item_id, "type": "reasoning", "summary": []}}),
             );
-            w.push(Control, json!({"type": "response.reasoning_summary_part.added", "item_id": item_id,
-                "output_index": output_index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}));
+            w.push(
+                Control,
+                json!({"type": "response.reasoning_summary_part.added", "item_id": item_id,
+                "output_index": output_index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            );
             for delta in &c.reasoning_chunks {
                 w.push(
                     Content,
@@ -143,8 +132,11 @@ impl WireFormat for OpenAiResponses {
                 json!({"type": "response.reasoning_summary_text.done", "item_id": item_id,
                 "output_index": output_index, "summary_index": 0, "text": text}),
             );
-            w.push(Control, json!({"type": "response.reasoning_summary_part.done", "item_id": item_id,
-                "output_index": output_index, "summary_index": 0, "part": {"type": "summary_text", "text": text}}));
+            w.push(
+                Control,
+                json!({"type": "response.reasoning_summary_part.done", "item_id": item_id,
+                "output_index": output_index, "summary_index": 0, "part": {"type": "summary_text", "text": text}}),
+            );
             w.push(
                 Control,
                 json!({"type": "response.output_item.done", "output_index": output_index,
@@ -163,8 +155,11 @@ impl WireFormat for OpenAiResponses {
                 "output_index": output_index, "content_index": 0, "part": output_text("")}),
             );
             for delta in &c.answer_chunks {
-                w.push(Content, json!({"type": "response.output_text.delta", "item_id": item_id,
-                    "output_index": output_index, "content_index": 0, "delta": delta, "logprobs": []}));
+                w.push(
+                    Content,
+                    json!({"type": "response.output_text.delta", "item_id": item_id,
+                    "output_index": output_index, "content_index": 0, "delta": delta, "logprobs": []}),
+                );
             }
             w.push(
                 Control,
@@ -185,9 +180,12 @@ impl WireFormat for OpenAiResponses {
         }
         if let Some(tool) = &c.tool_call {
             let item_id = c.ids.id("fc_", "function_call");
-            w.push(Control, json!({"type": "response.output_item.added", "output_index": output_index,
+            w.push(
+                Control,
+                json!({"type": "response.output_item.added", "output_index": output_index,
                 "item": {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
-                    "call_id": c.ids.id("call_", "tool"), "name": tool.name}}));
+                    "call_id": c.ids.id("call_", "tool"), "name": tool.name}}),
+            );
             for delta in &tool.fragments {
                 w.push(
                     Content,
@@ -259,10 +257,7 @@ mod tests {
             .collect();
         assert_eq!(text, c.answer_text());
         let completed = json(&parsed.last().unwrap().1);
-        assert_eq!(
-            completed["response"]["usage"]["output_tokens_details"]["reasoning_tokens"],
-            2
-        );
+        assert_eq!(completed["response"]["usage"]["output_tokens_details"]["reasoning_tokens"], 2);
         assert_eq!(completed["response"]["output"].as_array().unwrap().len(), 3);
         assert!(names.contains(&"response.reasoning_summary_text.delta"));
         assert!(names.contains(&"response.function_call_arguments.done"));

@@ -8,14 +8,11 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tokentap_analysis::sse::{SseFramer, SseItem};
-use tokentap_analysis::{
-    count_tokens, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext,
-};
+use tokentap_analysis::{count_tokens, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 
 const WORDS: &[&str] = &[
-    " the", " model", " streams", " tokens", " to", " a", " browser", ",", " and", " every",
-    " gap", " between", " them", " is", " time", " the", " user", " waits", ".", " Latency",
-    " matters",
+    " the", " model", " streams", " tokens", " to", " a", " browser", ",", " and", " every", " gap", " between",
+    " them", " is", " time", " the", " user", " waits", ".", " Latency", " matters",
 ];
 
 /// One `chat.completion.chunk` per token, as OpenAI sends them (about 1 token per chunk).
@@ -70,29 +67,25 @@ fn full_analysis(c: &mut Criterion) {
     let mut group = c.benchmark_group("full_analysis");
     for tokens in [1000usize, 2000] {
         let events = openai_stream(tokens);
-        group.bench_with_input(
-            BenchmarkId::new("openai_chunk_per_token", tokens),
-            &events,
-            |b, events| {
-                b.iter(|| {
-                    let ctx = StreamContext {
-                        request_path: "/v1/chat/completions".into(),
-                        provider_hint: Some("openai".into()),
-                        response_content_type: Some("text/event-stream".into()),
-                        response_status: Some(200),
-                    };
-                    let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits::default());
-                    for (i, event) in events.iter().enumerate() {
-                        analyzer.push_chunk(event, 100_000_000 + i as u64 * 20_000_000);
-                    }
-                    black_box(analyzer.finish(RequestTiming {
-                        t_upstream_headers_ns: Some(50_000_000),
-                        t_end_ns: Some(100_000_000 + events.len() as u64 * 20_000_000),
-                        body_complete: true,
-                    }))
-                })
-            },
-        );
+        group.bench_with_input(BenchmarkId::new("openai_chunk_per_token", tokens), &events, |b, events| {
+            b.iter(|| {
+                let ctx = StreamContext {
+                    request_path: "/v1/chat/completions".into(),
+                    provider_hint: Some("openai".into()),
+                    response_content_type: Some("text/event-stream".into()),
+                    response_status: Some(200),
+                };
+                let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits::default());
+                for (i, event) in events.iter().enumerate() {
+                    analyzer.push_chunk(event, 100_000_000 + i as u64 * 20_000_000);
+                }
+                black_box(analyzer.finish(RequestTiming {
+                    t_upstream_headers_ns: Some(50_000_000),
+                    t_end_ns: Some(100_000_000 + events.len() as u64 * 20_000_000),
+                    body_complete: true,
+                }))
+            })
+        });
     }
     group.finish();
 }
@@ -101,9 +94,7 @@ fn full_analysis(c: &mut Criterion) {
 fn tokenization(c: &mut Criterion) {
     let text: String = (0..2000).map(|i| WORDS[i % WORDS.len()]).collect();
     count_tokens("warm up");
-    c.bench_function("o200k_count/2000_tokens", |b| {
-        b.iter(|| black_box(count_tokens(black_box(&text))))
-    });
+    c.bench_function("o200k_count/2000_tokens", |b| b.iter(|| black_box(count_tokens(black_box(&text)))));
 }
 
 criterion_group!(benches, sse_framing, full_analysis, tokenization);

@@ -11,8 +11,7 @@ use crate::classify::{Classifier, Frame, Out};
 use crate::event::EventClass;
 use crate::findings::Findings;
 use crate::format::{
-    dialect_from_route, framing_from_content_type, sniff_framing, Dialect, Framing, Sniff,
-    StreamFormat,
+    dialect_from_route, framing_from_content_type, sniff_framing, Dialect, Framing, Sniff, StreamFormat,
 };
 use crate::metrics::{stall_summary, stream_metrics, MetricInputs};
 use crate::ndjson::NdjsonFramer;
@@ -69,16 +68,10 @@ const SNIFF_PREFIX_BYTES: usize = 64 * 1024 + 16;
 /// first bytes tell.
 #[derive(Debug)]
 enum Stage {
-    Sniffing {
-        pending: Vec<(Vec<u8>, u64)>,
-        prefix: Vec<u8>,
-    },
+    Sniffing { pending: Vec<(Vec<u8>, u64)>, prefix: Vec<u8> },
     Sse(SseFramer),
     Ndjson(NdjsonFramer),
-    Json {
-        body: Vec<u8>,
-        overflow: bool,
-    },
+    Json { body: Vec<u8>, overflow: bool },
     Opaque,
 }
 
@@ -102,26 +95,12 @@ impl Interpreter {
         String::from_utf8_lossy(bytes)
     }
 
-    fn frame(
-        &mut self,
-        event_type: Option<&[u8]>,
-        data: &[u8],
-        t_ns: u64,
-        end_offset: u64,
-        whole_body: bool,
-    ) {
+    fn frame(&mut self, event_type: Option<&[u8]>, data: &[u8], t_ns: u64, end_offset: u64, whole_body: bool) {
         let event_type = event_type.map(|e| self.decode(e).into_owned());
         let data = self.decode(data);
         self.timeline.begin_frame(t_ns, end_offset);
-        let frame = Frame {
-            event_type: event_type.as_deref(),
-            data: &data,
-            whole_body,
-        };
-        let mut out = Out {
-            timeline: &mut self.timeline,
-            findings: &mut self.findings,
-        };
+        let frame = Frame { event_type: event_type.as_deref(), data: &data, whole_body };
+        let mut out = Out { timeline: &mut self.timeline, findings: &mut self.findings };
         self.classifier.classify(&frame, &mut out);
     }
 
@@ -151,16 +130,9 @@ impl StreamAnalyzer {
         let framing = framing_from_content_type(ctx.response_content_type.as_deref());
         let stage = match framing {
             Some(f) => Self::stage_for(f, &limits),
-            None => Stage::Sniffing {
-                pending: Vec::new(),
-                prefix: Vec::new(),
-            },
+            None => Stage::Sniffing { pending: Vec::new(), prefix: Vec::new() },
         };
-        let timeline = Timeline::new(
-            limits.stall_threshold_ns,
-            limits.max_events_kept,
-            limits.max_token_text_bytes,
-        );
+        let timeline = Timeline::new(limits.stall_threshold_ns, limits.max_events_kept, limits.max_token_text_bytes);
         StreamAnalyzer {
             route_dialect,
             framing,
@@ -183,10 +155,7 @@ impl StreamAnalyzer {
         match framing {
             Framing::Sse => Stage::Sse(SseFramer::new(limits.max_event_bytes)),
             Framing::Ndjson => Stage::Ndjson(NdjsonFramer::new(limits.max_event_bytes)),
-            Framing::Json => Stage::Json {
-                body: Vec::new(),
-                overflow: false,
-            },
+            Framing::Json => Stage::Json { body: Vec::new(), overflow: false },
             Framing::Audio | Framing::Binary => Stage::Opaque,
         }
     }
@@ -267,9 +236,7 @@ impl StreamAnalyzer {
             Stage::Sse(framer) => oversized = framer.oversized_events(),
             Stage::Ndjson(framer) => {
                 let interpreter = &mut self.interpreter;
-                framer.finish(&mut |line| {
-                    interpreter.frame(None, line.data, t_last, line.end_offset, false)
-                });
+                framer.finish(&mut |line| interpreter.frame(None, line.data, t_last, line.end_offset, false));
                 oversized = framer.oversized_lines();
             }
             Stage::Json { body, overflow } => {
@@ -290,8 +257,7 @@ impl StreamAnalyzer {
     fn whole_body(&mut self, body: &[u8], t_ns: u64) {
         let single_document = serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok();
         if single_document || !body.contains(&b'\n') {
-            self.interpreter
-                .frame(None, body, t_ns, self.body_bytes, true);
+            self.interpreter.frame(None, body, t_ns, self.body_bytes, true);
             return;
         }
         let mut framer = NdjsonFramer::new(self.limits.max_event_bytes);
@@ -304,12 +270,7 @@ impl StreamAnalyzer {
     }
 
     fn into_analysis(self, timing: RequestTiming, oversized_events: u64) -> StreamAnalysis {
-        let Interpreter {
-            classifier,
-            timeline,
-            findings,
-            invalid_utf8,
-        } = self.interpreter;
+        let Interpreter { classifier, timeline, findings, invalid_utf8 } = self.interpreter;
         let framing = self.framing.unwrap_or(Framing::Binary);
         let dialect = match framing {
             _ if self.body_bytes == 0 => None,

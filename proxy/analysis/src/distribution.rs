@@ -49,18 +49,11 @@ pub fn percentile(sorted_samples: &[f64], q: f64) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    let q = if q.is_nan() {
-        50.0
-    } else {
-        q.clamp(0.0, 100.0)
-    };
+    let q = if q.is_nan() { 50.0 } else { q.clamp(0.0, 100.0) };
     let position = q / 100.0 * (n - 1) as f64;
     let lower = position.floor() as usize;
     let upper = position.ceil() as usize;
-    let (lo, hi) = (
-        sorted_samples[lower.min(n - 1)],
-        sorted_samples[upper.min(n - 1)],
-    );
+    let (lo, hi) = (sorted_samples[lower.min(n - 1)], sorted_samples[upper.min(n - 1)]);
     lo + (hi - lo) * (position - lower as f64)
 }
 

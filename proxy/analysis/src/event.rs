@@ -27,10 +27,7 @@ pub enum EventClass {
 impl EventClass {
     /// Classes whose non-empty text makes an event content-bearing.
     pub fn is_content(self) -> bool {
-        matches!(
-            self,
-            EventClass::Answer | EventClass::Reasoning | EventClass::ToolCall
-        )
+        matches!(self, EventClass::Answer | EventClass::Reasoning | EventClass::ToolCall)
     }
 }
 

@@ -95,14 +95,11 @@ impl Findings {
         let (error_type, message) = match error {
             Value::String(message) => (None, Some(message.as_str())),
             Value::Object(map) => {
-                let error_type =
-                    ["type", "code", "status"]
-                        .iter()
-                        .find_map(|k| match map.get(*k) {
-                            Some(Value::String(s)) => Some(s.clone()),
-                            Some(Value::Number(n)) => Some(n.to_string()),
-                            _ => None,
-                        });
+                let error_type = ["type", "code", "status"].iter().find_map(|k| match map.get(*k) {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(Value::Number(n)) => Some(n.to_string()),
+                    _ => None,
+                });
                 (error_type, map.get("message").and_then(Value::as_str))
             }
             _ => (None, None),
@@ -110,12 +107,7 @@ impl Findings {
         self.push_error(t_ns, error_type, message);
     }
 
-    pub(crate) fn push_error(
-        &mut self,
-        t_ns: u64,
-        error_type: Option<String>,
-        message: Option<&str>,
-    ) {
+    pub(crate) fn push_error(&mut self, t_ns: u64, error_type: Option<String>, message: Option<&str>) {
         if self.errors.len() >= MAX_ERRORS {
             return;
         }
@@ -148,21 +140,11 @@ impl Findings {
         };
         set(
             &mut u.input_tokens,
-            &[
-                &["prompt_tokens"],
-                &["input_tokens"],
-                &["promptTokenCount"],
-                &["prompt_eval_count"],
-            ],
+            &[&["prompt_tokens"], &["input_tokens"], &["promptTokenCount"], &["prompt_eval_count"]],
         );
         set(
             &mut u.output_tokens,
-            &[
-                &["completion_tokens"],
-                &["output_tokens"],
-                &["candidatesTokenCount"],
-                &["eval_count"],
-            ],
+            &[&["completion_tokens"], &["output_tokens"], &["candidatesTokenCount"], &["eval_count"]],
         );
         set(
             &mut u.reasoning_tokens,
@@ -181,14 +163,8 @@ impl Findings {
                 &["cachedContentTokenCount"],
             ],
         );
-        set(
-            &mut u.cache_creation_tokens,
-            &[&["cache_creation_input_tokens"]],
-        );
-        set(
-            &mut u.total_tokens,
-            &[&["total_tokens"], &["totalTokenCount"]],
-        );
+        set(&mut u.cache_creation_tokens, &[&["cache_creation_input_tokens"]]);
+        set(&mut u.total_tokens, &[&["total_tokens"], &["totalTokenCount"]]);
         u.raw = Some(usage.clone());
     }
 }

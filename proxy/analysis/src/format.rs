@@ -110,11 +110,7 @@ pub(crate) fn sniff_framing(prefix: &[u8], dialect: Option<Dialect>, at_end: boo
     let bytes = prefix.strip_prefix(&BOM[..]).unwrap_or(prefix);
     let start = bytes.iter().position(|b| !b.is_ascii_whitespace());
     let Some(start) = start else {
-        return if at_end || bytes.len() > 64 * 1024 {
-            Sniff::Decided(Framing::Binary)
-        } else {
-            Sniff::NeedMoreBytes
-        };
+        return if at_end || bytes.len() > 64 * 1024 { Sniff::Decided(Framing::Binary) } else { Sniff::NeedMoreBytes };
     };
     let rest = &bytes[start..];
     match rest[0] {
@@ -146,10 +142,7 @@ pub(crate) fn dialect_from_shape(value: &serde_json::Value) -> Dialect {
     };
     let kind = object.get("type").and_then(|t| t.as_str()).unwrap_or("");
     let obj = object.get("object").and_then(|t| t.as_str()).unwrap_or("");
-    if obj.starts_with("chat.completion")
-        || obj == "text_completion"
-        || object.contains_key("choices")
-    {
+    if obj.starts_with("chat.completion") || obj == "text_completion" || object.contains_key("choices") {
         Dialect::OpenaiChat
     } else if kind.starts_with("response.") || obj == "response" {
         Dialect::OpenaiResponses
@@ -167,9 +160,7 @@ pub(crate) fn dialect_from_shape(value: &serde_json::Value) -> Dialect {
         Dialect::AnthropicMessages
     } else if object.contains_key("candidates") || object.contains_key("usageMetadata") {
         Dialect::Gemini
-    } else if object.contains_key("done")
-        && (object.contains_key("message") || object.contains_key("response"))
-    {
+    } else if object.contains_key("done") && (object.contains_key("message") || object.contains_key("response")) {
         Dialect::Ollama
     } else {
         Dialect::Generic
@@ -182,80 +173,35 @@ mod tests {
 
     #[test]
     fn route_hints_and_paths() {
+        assert_eq!(dialect_from_route(None, "/v1/chat/completions"), Some(Dialect::OpenaiChat));
+        assert_eq!(dialect_from_route(Some("openai"), "/v1/responses"), Some(Dialect::OpenaiResponses));
+        assert_eq!(dialect_from_route(None, "/v1/messages?beta=true"), Some(Dialect::AnthropicMessages));
         assert_eq!(
-            dialect_from_route(None, "/v1/chat/completions"),
-            Some(Dialect::OpenaiChat)
-        );
-        assert_eq!(
-            dialect_from_route(Some("openai"), "/v1/responses"),
-            Some(Dialect::OpenaiResponses)
-        );
-        assert_eq!(
-            dialect_from_route(None, "/v1/messages?beta=true"),
-            Some(Dialect::AnthropicMessages)
-        );
-        assert_eq!(
-            dialect_from_route(
-                None,
-                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
-            ),
+            dialect_from_route(None, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
             Some(Dialect::Gemini)
         );
         assert_eq!(dialect_from_route(None, "/api/chat"), Some(Dialect::Ollama));
-        assert_eq!(
-            dialect_from_route(Some("anthropic"), "/proxy/x"),
-            Some(Dialect::AnthropicMessages)
-        );
+        assert_eq!(dialect_from_route(Some("anthropic"), "/proxy/x"), Some(Dialect::AnthropicMessages));
         assert_eq!(dialect_from_route(Some("generic"), "/whatever"), None);
     }
 
     #[test]
     fn content_types() {
-        assert_eq!(
-            framing_from_content_type(Some("text/event-stream; charset=utf-8")),
-            Some(Framing::Sse)
-        );
-        assert_eq!(
-            framing_from_content_type(Some("application/x-ndjson")),
-            Some(Framing::Ndjson)
-        );
-        assert_eq!(
-            framing_from_content_type(Some("audio/mpeg")),
-            Some(Framing::Audio)
-        );
+        assert_eq!(framing_from_content_type(Some("text/event-stream; charset=utf-8")), Some(Framing::Sse));
+        assert_eq!(framing_from_content_type(Some("application/x-ndjson")), Some(Framing::Ndjson));
+        assert_eq!(framing_from_content_type(Some("audio/mpeg")), Some(Framing::Audio));
         assert_eq!(framing_from_content_type(Some("text/plain")), None);
     }
 
     #[test]
     fn sniffing() {
-        assert!(matches!(
-            sniff_framing(b"da", None, false),
-            Sniff::NeedMoreBytes
-        ));
-        assert!(matches!(
-            sniff_framing(b"data: {}", None, false),
-            Sniff::Decided(Framing::Sse)
-        ));
-        assert!(matches!(
-            sniff_framing(b"{\"a\"", Some(Dialect::Ollama), false),
-            Sniff::Decided(Framing::Ndjson)
-        ));
-        assert!(matches!(
-            sniff_framing(b"\x00\x01", None, false),
-            Sniff::Decided(Framing::Binary)
-        ));
+        assert!(matches!(sniff_framing(b"da", None, false), Sniff::NeedMoreBytes));
+        assert!(matches!(sniff_framing(b"data: {}", None, false), Sniff::Decided(Framing::Sse)));
+        assert!(matches!(sniff_framing(b"{\"a\"", Some(Dialect::Ollama), false), Sniff::Decided(Framing::Ndjson)));
+        assert!(matches!(sniff_framing(b"\x00\x01", None, false), Sniff::Decided(Framing::Binary)));
         // A BOM cut by the network is not binary (found by the fuzzer).
-        assert!(matches!(
-            sniff_framing(b"\xEF", None, false),
-            Sniff::NeedMoreBytes
-        ));
-        assert!(matches!(
-            sniff_framing(b"\xEF\xBB", None, false),
-            Sniff::NeedMoreBytes
-        ));
-        assert!(matches!(
-            sniff_framing(b"\xEF\xBB\xBF: hb", None, false),
-            Sniff::Decided(Framing::Sse)
-        ));
+        assert!(matches!(sniff_framing(b"\xEF", None, false), Sniff::NeedMoreBytes));
+        assert!(matches!(sniff_framing(b"\xEF\xBB", None, false), Sniff::NeedMoreBytes));
+        assert!(matches!(sniff_framing(b"\xEF\xBB\xBF: hb", None, false), Sniff::Decided(Framing::Sse)));
     }
 }

@@ -33,8 +33,8 @@ mod timeline;
 mod tokens;
 
 pub use analysis::{
-    AnalysisFlags, EventStamp, OutputTokens, ProviderUsage, Stall, StallSummary, StreamAnalysis,
-    StreamError, StreamMetrics, ToolCallSummary,
+    AnalysisFlags, EventStamp, OutputTokens, ProviderUsage, Stall, StallSummary, StreamAnalysis, StreamError,
+    StreamMetrics, ToolCallSummary,
 };
 pub use analyzer::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 pub use distribution::{percentile, Distribution};

@@ -69,19 +69,11 @@ fn add_token_metrics(timeline: &Timeline, metrics: &mut StreamMetrics) {
     let mut per_class = [0u64; 3];
     let events_with_text = [0, 1, 2]
         .iter()
-        .filter_map(|&slot| {
-            timeline.boundaries[slot]
-                .last()
-                .map(|b| b.content_event as usize + 1)
-        })
+        .filter_map(|&slot| timeline.boundaries[slot].last().map(|b| b.content_event as usize + 1))
         .max()
         .unwrap_or(0);
     let mut tokens_per_event = vec![0u64; events_with_text];
-    for ((count, text), boundaries) in per_class
-        .iter_mut()
-        .zip(&timeline.texts)
-        .zip(&timeline.boundaries)
-    {
+    for ((count, text), boundaries) in per_class.iter_mut().zip(&timeline.texts).zip(&timeline.boundaries) {
         let mut consumed = 0usize;
         let mut next_boundary = 0usize;
         let ok = for_each_token_len(text, |len| {
@@ -101,20 +93,12 @@ fn add_token_metrics(timeline: &Timeline, metrics: &mut StreamMetrics) {
         }
     }
     let total = per_class.iter().sum::<u64>();
-    metrics.output_tokens = Some(OutputTokens {
-        total,
-        answer: per_class[0],
-        reasoning: per_class[1],
-        tool_call: per_class[2],
-    });
+    metrics.output_tokens =
+        Some(OutputTokens { total, answer: per_class[0], reasoning: per_class[1], tool_call: per_class[2] });
     if timeline.content_events == 0 {
         return;
     }
-    let first: u64 = timeline
-        .first_event_texts
-        .iter()
-        .filter_map(|t| count_tokens(t))
-        .sum();
+    let first: u64 = timeline.first_event_texts.iter().filter_map(|t| count_tokens(t)).sum();
     metrics.first_content_tokens = Some(first);
     if let (Some(t_first), Some(t_last)) = (timeline.first_content_ns, timeline.last_content_ns) {
         let span_ns = t_last.saturating_sub(t_first);

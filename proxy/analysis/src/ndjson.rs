@@ -109,9 +109,7 @@ mod tests {
     fn lines(chunks: &[&[u8]], max: usize) -> (Vec<(String, u64)>, u64) {
         let mut framer = NdjsonFramer::new(max);
         let mut out = Vec::new();
-        let mut emit = |l: NdjsonLine<'_>| {
-            out.push((String::from_utf8_lossy(l.data).into_owned(), l.end_offset))
-        };
+        let mut emit = |l: NdjsonLine<'_>| out.push((String::from_utf8_lossy(l.data).into_owned(), l.end_offset));
         for c in chunks {
             framer.push(c, &mut emit);
         }
@@ -123,14 +121,7 @@ mod tests {
     fn splits_lines_and_keeps_unterminated_last_line() {
         let input = b"{\"a\":1}\r\n\n  \n{\"b\":2}\n{\"c\":3}";
         let (whole, _) = lines(&[input], 1024);
-        assert_eq!(
-            whole,
-            vec![
-                ("{\"a\":1}".into(), 9),
-                ("{\"b\":2}".into(), 21),
-                ("{\"c\":3}".into(), 28)
-            ]
-        );
+        assert_eq!(whole, vec![("{\"a\":1}".into(), 9), ("{\"b\":2}".into(), 21), ("{\"c\":3}".into(), 28)]);
         let bytes: Vec<&[u8]> = input.chunks(1).collect();
         assert_eq!(lines(&bytes, 1024).0, whole);
     }

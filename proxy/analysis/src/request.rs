@@ -48,12 +48,7 @@ const MAX_TOOL_RESULT_IDS: usize = 256;
 /// Reads a request body. `body_truncated` says the proxy captured only a prefix; facts that need
 /// the whole body are then absent and `parse_error` says why. Path-derived facts (operation, the
 /// Gemini model and stream flag) are always filled in.
-pub fn analyze_request(
-    path: &str,
-    content_type: Option<&str>,
-    body: &[u8],
-    body_truncated: bool,
-) -> RequestInfo {
+pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body_truncated: bool) -> RequestInfo {
     let path_only = path.split('?').next().unwrap_or(path);
     let route = Route::from_path(path_only);
     let mut info = RequestInfo {
@@ -71,12 +66,7 @@ pub fn analyze_request(
         return info;
     }
     if let Some(ct) = content_type {
-        let mime = ct
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
         if !(mime == "application/json" || mime.ends_with("+json") || mime.is_empty()) {
             info.parse_error = Some(format!("not JSON (content type {mime})"));
             return info;
@@ -105,9 +95,7 @@ pub fn analyze_request(
         .find_map(|k| map.get(*k).and_then(Value::as_u64))
         .or_else(|| pointer_u64(&value, "/generationConfig/maxOutputTokens"))
         .or_else(|| pointer_u64(&value, "/options/num_predict"));
-    info.include_usage = value
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool);
+    info.include_usage = value.pointer("/stream_options/include_usage").and_then(Value::as_bool);
 
     let mut texts = Vec::new();
     let mut message_count = None;
@@ -128,13 +116,7 @@ pub fn analyze_request(
         }
     }
     info.message_count = message_count;
-    for key in [
-        "system",
-        "instructions",
-        "systemInstruction",
-        "system_instruction",
-        "prompt",
-    ] {
+    for key in ["system", "instructions", "systemInstruction", "system_instruction", "prompt"] {
         if let Some(v) = map.get(key) {
             collect_text(v, &mut texts, 0);
         }
@@ -143,14 +125,9 @@ pub fn analyze_request(
     info.tool_definitions = Some(match map.get("tools") {
         Some(Value::Array(tools)) => tools
             .iter()
-            .map(|tool| {
-                match tool
-                    .get("functionDeclarations")
-                    .or_else(|| tool.get("function_declarations"))
-                {
-                    Some(Value::Array(decls)) => decls.len() as u64,
-                    _ => 1,
-                }
+            .map(|tool| match tool.get("functionDeclarations").or_else(|| tool.get("function_declarations")) {
+                Some(Value::Array(decls)) => decls.len() as u64,
+                _ => 1,
             })
             .sum(),
         _ => 0,
@@ -173,12 +150,7 @@ struct Route {
 
 impl Route {
     fn from_path(path: &str) -> Route {
-        let mut route = Route {
-            operation: None,
-            path_model: None,
-            path_stream: None,
-            default_stream: false,
-        };
+        let mut route = Route { operation: None, path_model: None, path_stream: None, default_stream: false };
         if let Some(idx) = path.find("/models/") {
             // Gemini: /v1beta/models/{model}:{method}
             let rest = &path[idx + "/models/".len()..];
@@ -197,27 +169,23 @@ impl Route {
                 return route;
             }
         }
-        route.operation = if path.ends_with("/chat/completions")
-            || path.ends_with("/messages")
-            || path.ends_with("/responses")
-        {
-            Some("chat")
-        } else if path.ends_with("/completions") {
-            Some("text_completion")
-        } else if path.ends_with("/embeddings")
-            || path.ends_with("/api/embed")
-            || path.ends_with("/api/embeddings")
-        {
-            Some("embeddings")
-        } else if path.ends_with("/api/chat") {
-            route.default_stream = true;
-            Some("chat")
-        } else if path.ends_with("/api/generate") {
-            route.default_stream = true;
-            Some("text_completion")
-        } else {
-            None
-        };
+        route.operation =
+            if path.ends_with("/chat/completions") || path.ends_with("/messages") || path.ends_with("/responses") {
+                Some("chat")
+            } else if path.ends_with("/completions") {
+                Some("text_completion")
+            } else if path.ends_with("/embeddings") || path.ends_with("/api/embed") || path.ends_with("/api/embeddings")
+            {
+                Some("embeddings")
+            } else if path.ends_with("/api/chat") {
+                route.default_stream = true;
+                Some("chat")
+            } else if path.ends_with("/api/generate") {
+                route.default_stream = true;
+                Some("text_completion")
+            } else {
+                None
+            };
         route
     }
 }
@@ -255,11 +223,7 @@ fn collect_tool_result_ids(item: &Value, ids: &mut Vec<String>) {
     if item.get("role").and_then(Value::as_str) == Some("tool") {
         push(item.get("tool_call_id"));
     }
-    if item
-        .get("type")
-        .and_then(Value::as_str)
-        .is_some_and(|t| t.ends_with("_call_output"))
-    {
+    if item.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call_output")) {
         push(item.get("call_id"));
     }
     for parts_key in ["content", "parts"] {

@@ -222,9 +222,8 @@ impl SseFramer {
             }
             b"id" if memchr(0, value).is_none() => self.last_event_id = Some(value.to_vec()),
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                self.retry_ms = Some(value.iter().fold(0u64, |acc, d| {
-                    acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-                }));
+                self.retry_ms =
+                    Some(value.iter().fold(0u64, |acc, d| acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))));
             }
             _ => {}
         }
@@ -263,12 +262,7 @@ mod tests {
     /// Owned copy of an item, for comparisons.
     #[derive(Debug, Clone, PartialEq, Eq)]
     enum Owned {
-        Event {
-            event_type: Option<Vec<u8>>,
-            data: Vec<u8>,
-            id: Option<Vec<u8>>,
-            end: u64,
-        },
+        Event { event_type: Option<Vec<u8>>, data: Vec<u8>, id: Option<Vec<u8>>, end: u64 },
         Comment(u64),
         Oversized(u64),
     }
@@ -309,12 +303,7 @@ mod tests {
         let items = frame(&[input], 1 << 20);
         assert_eq!(
             items[0],
-            Owned::Event {
-                event_type: Some(b"x".to_vec()),
-                data: b"a\n b".to_vec(),
-                id: Some(b"7".to_vec()),
-                end: 56
-            }
+            Owned::Event { event_type: Some(b"x".to_vec()), data: b"a\n b".to_vec(), id: Some(b"7".to_vec()), end: 56 }
         );
         assert_eq!(items[1], Owned::Comment(61));
         // "data" without colon is a data field with an empty value: the buffer is "\n", one event "".
@@ -335,14 +324,11 @@ mod tests {
     fn id_with_nul_is_ignored_and_retry_needs_digits() {
         let mut framer = SseFramer::new(1024);
         let mut ids = Vec::new();
-        framer.push(
-            b"id: 1\nretry: 300\ndata: a\n\nid: x\0y\nretry: 4a\ndata: b\n\n",
-            &mut |i| {
-                if let SseItem::Event(e) = i {
-                    ids.push(e.last_event_id.map(<[u8]>::to_vec));
-                }
-            },
-        );
+        framer.push(b"id: 1\nretry: 300\ndata: a\n\nid: x\0y\nretry: 4a\ndata: b\n\n", &mut |i| {
+            if let SseItem::Event(e) = i {
+                ids.push(e.last_event_id.map(<[u8]>::to_vec));
+            }
+        });
         assert_eq!(ids, vec![Some(b"1".to_vec()), Some(b"1".to_vec())]);
         assert_eq!(framer.retry_ms(), Some(300));
     }
@@ -389,21 +375,17 @@ mod tests {
     }
 
     fn arb_stream() -> impl Strategy<Value = Vec<u8>> {
-        (
-            any::<bool>(),
-            proptest::collection::vec((arb_line(), 0..3usize), 0..40),
-        )
-            .prop_map(|(bom, lines)| {
-                let mut out = Vec::new();
-                if bom {
-                    out.extend_from_slice(&BOM);
-                }
-                for (line, ending) in lines {
-                    out.extend_from_slice(line.as_bytes());
-                    out.extend_from_slice([&b"\n"[..], b"\r\n", b"\r"][ending]);
-                }
-                out
-            })
+        (any::<bool>(), proptest::collection::vec((arb_line(), 0..3usize), 0..40)).prop_map(|(bom, lines)| {
+            let mut out = Vec::new();
+            if bom {
+                out.extend_from_slice(&BOM);
+            }
+            for (line, ending) in lines {
+                out.extend_from_slice(line.as_bytes());
+                out.extend_from_slice([&b"\n"[..], b"\r\n", b"\r"][ending]);
+            }
+            out
+        })
     }
 
     proptest! {

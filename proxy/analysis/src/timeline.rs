@@ -75,12 +75,7 @@ pub(crate) struct Reservoir {
 
 impl Reservoir {
     fn new() -> Self {
-        Reservoir {
-            samples: Vec::new(),
-            seen: 0,
-            max: 0,
-            rng: 0x9E37_79B9_7F4A_7C15,
-        }
+        Reservoir { samples: Vec::new(), seen: 0, max: 0, rng: 0x9E37_79B9_7F4A_7C15 }
     }
 
     fn push(&mut self, value: u64) {
@@ -96,10 +91,7 @@ impl Reservoir {
         self.rng ^= self.rng >> 27;
         let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
         let slot = r % self.seen;
-        if let Some(s) = usize::try_from(slot)
-            .ok()
-            .and_then(|i| self.samples.get_mut(i))
-        {
+        if let Some(s) = usize::try_from(slot).ok().and_then(|i| self.samples.get_mut(i)) {
             *s = value;
         }
     }
@@ -115,11 +107,7 @@ fn class_slot(class: EventClass) -> Option<usize> {
 }
 
 impl Timeline {
-    pub(crate) fn new(
-        stall_threshold_ns: u64,
-        max_events_kept: usize,
-        max_token_text_bytes: usize,
-    ) -> Self {
+    pub(crate) fn new(stall_threshold_ns: u64, max_events_kept: usize, max_token_text_bytes: usize) -> Self {
         Timeline {
             stall_threshold_ns,
             max_events_kept,
@@ -215,17 +203,12 @@ impl Timeline {
             self.answer_chars_cum += chars;
         }
         if let Some(slot) = class_slot(class) {
-            if !self.token_text_truncated
-                && self.text_bytes + text.len() <= self.max_token_text_bytes
-            {
+            if !self.token_text_truncated && self.text_bytes + text.len() <= self.max_token_text_bytes {
                 self.text_bytes += text.len();
                 self.texts[slot].push_str(text);
                 if self.events.len() < self.max_events_kept {
                     let content_event = u32::try_from(self.content_events - 1).unwrap_or(u32::MAX);
-                    self.boundaries[slot].push(TextBoundary {
-                        content_event,
-                        end: self.texts[slot].len(),
-                    });
+                    self.boundaries[slot].push(TextBoundary { content_event, end: self.texts[slot].len() });
                 }
             } else {
                 self.token_text_truncated = true;

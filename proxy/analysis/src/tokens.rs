@@ -70,15 +70,10 @@ fn load() -> Option<O200k> {
     .ok()
     .flatten()?;
     // Every single byte is a token (BPE's starting point); a table without them is not o200k.
-    if ranks.len() != O200K_ORDINARY_TOKENS as usize
-        || !(0..=255u8).all(|b| ranks.contains_key(&[b][..]))
-    {
+    if ranks.len() != O200K_ORDINARY_TOKENS as usize || !(0..=255u8).all(|b| ranks.contains_key(&[b][..])) {
         return None;
     }
-    Some(O200k {
-        ranks,
-        pretokenizer,
-    })
+    Some(O200k { ranks, pretokenizer })
 }
 
 impl O200k {
@@ -217,11 +212,8 @@ mod tests {
             let piece = piece.as_bytes();
             match bpe.ranks.get(piece) {
                 Some(&rank) => out.push(rank),
-                None => out.extend(
-                    tiktoken_rs::byte_pair_split(piece, &bpe.ranks)
-                        .into_iter()
-                        .map(|token| bpe.ranks[token]),
-                ),
+                None => out
+                    .extend(tiktoken_rs::byte_pair_split(piece, &bpe.ranks).into_iter().map(|token| bpe.ranks[token])),
             }
         });
         out
@@ -296,10 +288,7 @@ mod tests {
         let bpe = encoding().unwrap();
         assert_eq!(bpe.ranks.len(), O200K_ORDINARY_TOKENS as usize);
         for (bytes, &rank) in bpe.ranks.iter().step_by(97) {
-            let back: Vec<u8> = reference()
-                ._decode_native_and_split(vec![rank])
-                .flatten()
-                .collect();
+            let back: Vec<u8> = reference()._decode_native_and_split(vec![rank]).flatten().collect();
             assert_eq!(&back, bytes);
         }
     }

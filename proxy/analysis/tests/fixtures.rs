@@ -7,8 +7,7 @@
 use std::path::PathBuf;
 
 use tokentap_analysis::{
-    AnalysisLimits, Dialect, EventClass, RequestTiming, StreamAnalysis, StreamAnalyzer,
-    StreamContext, StreamFormat,
+    AnalysisLimits, Dialect, EventClass, RequestTiming, StreamAnalysis, StreamAnalyzer, StreamContext, StreamFormat,
 };
 
 const T_CHUNK_NS: u64 = 5_000_000;
@@ -99,24 +98,14 @@ const CASES: &[Case] = &[
         hint: None,
         content_type: Some("application/json"),
     },
-    Case {
-        file: "anthropic_nonstream.json",
-        path: "/proxy/llm",
-        hint: None,
-        content_type: Some("application/json"),
-    },
+    Case { file: "anthropic_nonstream.json", path: "/proxy/llm", hint: None, content_type: Some("application/json") },
     Case {
         file: "gemini_array.json",
         path: "/v1beta/models/gemini-2.5-pro:streamGenerateContent",
         hint: Some("gemini"),
         content_type: Some("application/json; charset=UTF-8"),
     },
-    Case {
-        file: "audio_speech.bin",
-        path: "/v1/audio/speech",
-        hint: Some("openai"),
-        content_type: Some("audio/mpeg"),
-    },
+    Case { file: "audio_speech.bin", path: "/v1/audio/speech", hint: Some("openai"), content_type: Some("audio/mpeg") },
 ];
 
 fn fixture_dir() -> PathBuf {
@@ -124,10 +113,7 @@ fn fixture_dir() -> PathBuf {
 }
 
 fn case(file: &str) -> &'static Case {
-    CASES
-        .iter()
-        .find(|c| c.file == file)
-        .expect("known fixture")
+    CASES.iter().find(|c| c.file == file).expect("known fixture")
 }
 
 fn analyze_chunks(case: &Case, chunks: &[&[u8]]) -> StreamAnalysis {
@@ -179,37 +165,20 @@ fn check(case: &Case, bytes: &[u8]) -> StreamAnalysis {
     for seed in 1..=40u64 {
         let chunks = random_split(bytes, seed, 1 + (seed as usize % 17));
         let split = analyze_chunks(case, &chunks);
-        assert_eq!(
-            split, whole,
-            "{}: split with seed {seed} changed the analysis",
-            case.file
-        );
+        assert_eq!(split, whole, "{}: split with seed {seed} changed the analysis", case.file);
     }
     let one_byte: Vec<&[u8]> = bytes.chunks(1).collect();
-    assert_eq!(
-        analyze_chunks(case, &one_byte),
-        whole,
-        "{}: 1-byte chunks changed the analysis",
-        case.file
-    );
+    assert_eq!(analyze_chunks(case, &one_byte), whole, "{}: 1-byte chunks changed the analysis", case.file);
 
     let expected_path = fixture_dir().join(format!("{}.expected.json", case.file));
     let actual = serde_json::to_string_pretty(&whole).unwrap() + "\n";
     if std::env::var_os("UPDATE_EXPECT").is_some() {
         std::fs::write(&expected_path, &actual).unwrap();
     } else {
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|_| {
-            panic!(
-                "missing {}; run with UPDATE_EXPECT=1 and review",
-                expected_path.display()
-            )
-        });
+        let expected = std::fs::read_to_string(&expected_path)
+            .unwrap_or_else(|_| panic!("missing {}; run with UPDATE_EXPECT=1 and review", expected_path.display()));
         let expected: StreamAnalysis = serde_json::from_str(&expected).expect("expectation parses");
-        assert_eq!(
-            whole, expected,
-            "{} differs from its expectation file",
-            case.file
-        );
+        assert_eq!(whole, expected, "{} differs from its expectation file", case.file);
     }
     whole
 }
@@ -229,11 +198,7 @@ fn every_fixture_is_split_invariant_and_matches_expectation() {
 }
 
 fn answer_chars(a: &StreamAnalysis) -> u64 {
-    a.events
-        .iter()
-        .map(|e| e.answer_chars_cum)
-        .max()
-        .unwrap_or(0)
+    a.events.iter().map(|e| e.answer_chars_cum).max().unwrap_or(0)
 }
 
 #[test]
@@ -241,30 +206,10 @@ fn openai_reasoning_then_answer_with_usage() {
     let a = fixture("openai_chat_reasoning_answer.sse");
     assert_eq!(a.format, StreamFormat::OpenaiChat);
     let c = &a.event_counts;
-    assert_eq!(
-        (
-            c.control,
-            c.reasoning,
-            c.answer,
-            c.heartbeat,
-            c.usage,
-            c.done
-        ),
-        (2, 4, 4, 1, 1, 1)
-    );
-    assert_eq!(
-        answer_chars(&a),
-        "Hello, world! How are you?".chars().count() as u64
-    );
+    assert_eq!((c.control, c.reasoning, c.answer, c.heartbeat, c.usage, c.done), (2, 4, 4, 1, 1, 1));
+    assert_eq!(answer_chars(&a), "Hello, world! How are you?".chars().count() as u64);
     let usage = a.usage.as_ref().unwrap();
-    assert_eq!(
-        (
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.reasoning_tokens
-        ),
-        (Some(12), Some(9), Some(4))
-    );
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.reasoning_tokens), (Some(12), Some(9), Some(4)));
     assert_eq!(usage.cached_tokens, Some(0));
     assert_eq!(a.finish_reasons, vec!["stop"]);
     assert_eq!(a.response_id.as_deref(), Some("chatcmpl-abc"));
@@ -285,15 +230,9 @@ fn openai_fragmented_parallel_tool_calls() {
     assert_eq!(a.tool_calls.len(), 2);
     assert_eq!(a.tool_calls[0].id.as_deref(), Some("call_1"));
     assert_eq!(a.tool_calls[0].name.as_deref(), Some("get_weather"));
-    assert_eq!(
-        a.tool_calls[0].argument_bytes,
-        r#"{"city": "Paris"}"#.len() as u64
-    );
+    assert_eq!(a.tool_calls[0].argument_bytes, r#"{"city": "Paris"}"#.len() as u64);
     assert_eq!(a.tool_calls[1].name.as_deref(), Some("get_time"));
-    assert_eq!(
-        a.tool_calls[1].argument_bytes,
-        r#"{"tz": "CET"}"#.len() as u64
-    );
+    assert_eq!(a.tool_calls[1].argument_bytes, r#"{"tz": "CET"}"#.len() as u64);
     assert_eq!(a.event_counts.tool_call, 7);
     assert_eq!(a.event_counts.reasoning, 1);
     assert_eq!(a.finish_reasons, vec!["tool_calls"]);
@@ -307,10 +246,7 @@ fn openai_refusal_counts_as_answer_and_sets_flag() {
     let a = fixture("openai_chat_refusal.sse");
     assert!(a.refusal);
     assert_eq!(a.event_counts.answer, 3);
-    assert_eq!(
-        answer_chars(&a),
-        "I'm sorry, I can't help with that.".chars().count() as u64
-    );
+    assert_eq!(answer_chars(&a), "I'm sorry, I can't help with that.".chars().count() as u64);
 }
 
 #[test]
@@ -321,18 +257,11 @@ fn openai_midstream_error_with_comments_crlf_and_bom() {
     assert_eq!(a.event_counts.error, 1);
     assert_eq!(a.errors.len(), 1);
     assert_eq!(a.errors[0].error_type.as_deref(), Some("server_error"));
-    assert!(a.errors[0]
-        .message
-        .as_deref()
-        .unwrap()
-        .starts_with("The server had an error"));
+    assert!(a.errors[0].message.as_deref().unwrap().starts_with("The server had an error"));
     assert_eq!(a.events.last().unwrap().class, EventClass::Error);
     assert_eq!(
         a.events.last().unwrap().end_offset,
-        std::fs::read(fixture_dir().join("openai_chat_error_crlf_bom.sse"))
-            .unwrap()
-            .len() as u64
-            - 1
+        std::fs::read(fixture_dir().join("openai_chat_error_crlf_bom.sse")).unwrap().len() as u64 - 1
     );
     assert_eq!(answer_chars(&a), "Partial answer".len() as u64);
     assert!(!a.flags.invalid_utf8);
@@ -343,10 +272,7 @@ fn cr_only_multiline_data_and_unterminated_block() {
     let a = fixture("openai_chat_cr_multiline_unterminated.sse");
     // Content-type absent: the body was sniffed as SSE, the path chose the dialect.
     assert_eq!(a.format, StreamFormat::OpenaiChat);
-    assert_eq!(
-        a.event_counts.answer, 2,
-        "the unterminated last block is discarded"
-    );
+    assert_eq!(a.event_counts.answer, 2, "the unterminated last block is discarded");
     assert_eq!(a.event_counts.unparsed, 1);
     assert_eq!(answer_chars(&a), "multi line".len() as u64);
 }
@@ -366,23 +292,14 @@ fn responses_api_reasoning_text_tool_and_usage() {
     assert_eq!(a.format, StreamFormat::OpenaiResponses);
     let c = &a.event_counts;
     assert_eq!((c.reasoning, c.answer, c.tool_call, c.done), (2, 2, 3, 1));
-    assert_eq!(
-        c.control, 11,
-        "lifecycle, *.done repeats and the unknown event"
-    );
+    assert_eq!(c.control, 11, "lifecycle, *.done repeats and the unknown event");
     assert_eq!(a.tool_calls.len(), 1);
     assert_eq!(a.tool_calls[0].id.as_deref(), Some("call_abc"));
     assert_eq!(a.tool_calls[0].name.as_deref(), Some("lookup"));
     assert_eq!(a.tool_calls[0].argument_bytes, 9);
     let u = a.usage.as_ref().unwrap();
     assert_eq!(
-        (
-            u.input_tokens,
-            u.output_tokens,
-            u.reasoning_tokens,
-            u.cached_tokens,
-            u.total_tokens
-        ),
+        (u.input_tokens, u.output_tokens, u.reasoning_tokens, u.cached_tokens, u.total_tokens),
         (Some(30), Some(40), Some(20), Some(10), Some(70))
     );
     assert_eq!(a.response_id.as_deref(), Some("resp_123"));
@@ -398,29 +315,18 @@ fn anthropic_thinking_redacted_text_tool_ping_unknown() {
     assert_eq!(c.heartbeat, 2, "ping and the empty input_json_delta");
     assert_eq!(c.reasoning, 3, "two thinking deltas and the redacted block");
     assert_eq!(c.answer, 2);
-    assert_eq!(
-        c.tool_call, 3,
-        "tool name at block start, two argument fragments"
-    );
+    assert_eq!(c.tool_call, 3, "tool name at block start, two argument fragments");
     assert_eq!((c.usage, c.done), (1, 1));
     assert!(a.flags.redacted_reasoning);
     let u = a.usage.as_ref().unwrap();
     assert_eq!(
-        (
-            u.input_tokens,
-            u.output_tokens,
-            u.cached_tokens,
-            u.cache_creation_tokens
-        ),
+        (u.input_tokens, u.output_tokens, u.cached_tokens, u.cache_creation_tokens),
         (Some(25), Some(89), Some(100), Some(5))
     );
     assert_eq!(u.raw.as_ref().unwrap()["output_tokens"], 89);
     assert_eq!(a.tool_calls[0].name.as_deref(), Some("get_weather"));
     assert_eq!(a.tool_calls[0].id.as_deref(), Some("toolu_01"));
-    assert_eq!(
-        a.tool_calls[0].argument_bytes,
-        r#"{"location": "Paris"}"#.len() as u64
-    );
+    assert_eq!(a.tool_calls[0].argument_bytes, r#"{"location": "Paris"}"#.len() as u64);
     assert_eq!(a.finish_reasons, vec!["tool_use"]);
     assert_eq!(a.response_model.as_deref(), Some("claude-sonnet-4-5"));
 }
@@ -442,19 +348,11 @@ fn gemini_thoughts_function_call_and_last_usage() {
     assert_eq!((c.reasoning, c.answer, c.tool_call, c.done), (1, 2, 1, 1));
     let u = a.usage.as_ref().unwrap();
     assert_eq!(
-        (
-            u.input_tokens,
-            u.output_tokens,
-            u.reasoning_tokens,
-            u.total_tokens
-        ),
+        (u.input_tokens, u.output_tokens, u.reasoning_tokens, u.total_tokens),
         (Some(8), Some(12), Some(5), Some(25))
     );
     assert_eq!(a.tool_calls[0].name.as_deref(), Some("get_weather"));
-    assert_eq!(
-        a.tool_calls[0].argument_bytes,
-        r#"{"city":"Paris"}"#.len() as u64
-    );
+    assert_eq!(a.tool_calls[0].argument_bytes, r#"{"city":"Paris"}"#.len() as u64);
     assert_eq!(a.finish_reasons, vec!["STOP"]);
     assert_eq!(a.response_model.as_deref(), Some("gemini-2.5-flash"));
 }
@@ -465,10 +363,7 @@ fn ollama_ndjson_with_final_line_without_newline() {
     assert_eq!(a.format, StreamFormat::Ndjson);
     assert_eq!(a.dialect, Some(Dialect::Ollama));
     let c = &a.event_counts;
-    assert_eq!(
-        (c.reasoning, c.answer, c.tool_call, c.heartbeat, c.done),
-        (2, 2, 1, 1, 1)
-    );
+    assert_eq!((c.reasoning, c.answer, c.tool_call, c.heartbeat, c.done), (2, 2, 1, 1, 1));
     let u = a.usage.as_ref().unwrap();
     assert_eq!((u.input_tokens, u.output_tokens), (Some(11), Some(7)));
     assert_eq!(a.finish_reasons, vec!["stop"]);
@@ -479,14 +374,7 @@ fn generic_sse_is_timing_only() {
     let a = fixture("generic_unknown.sse");
     assert_eq!(a.format, StreamFormat::GenericSse);
     assert_eq!(a.dialect, Some(Dialect::Generic));
-    assert_eq!(
-        (
-            a.event_counts.control,
-            a.event_counts.heartbeat,
-            a.event_counts.done
-        ),
-        (2, 1, 1)
-    );
+    assert_eq!((a.event_counts.control, a.event_counts.heartbeat, a.event_counts.done), (2, 1, 1));
     assert_eq!(a.metrics.output_tokens, None);
     assert_eq!(a.metrics.ttft_answer_ms, None);
 }
@@ -494,28 +382,14 @@ fn generic_sse_is_timing_only() {
 #[test]
 fn non_streaming_bodies() {
     let a = fixture("openai_chat_nonstream.json");
-    assert_eq!(
-        (a.format, a.dialect),
-        (StreamFormat::Json, Some(Dialect::OpenaiChat))
-    );
-    assert_eq!(
-        (
-            a.event_counts.answer,
-            a.event_counts.tool_call,
-            a.event_counts.usage
-        ),
-        (1, 1, 1)
-    );
+    assert_eq!((a.format, a.dialect), (StreamFormat::Json, Some(Dialect::OpenaiChat)));
+    assert_eq!((a.event_counts.answer, a.event_counts.tool_call, a.event_counts.usage), (1, 1, 1));
     assert_eq!(a.metrics.ttft_answer_ms, Some(5.0));
     assert_eq!(a.metrics.itl_ms, None);
     assert_eq!(a.usage.as_ref().unwrap().output_tokens, Some(10));
 
     let a = fixture("anthropic_nonstream.json");
-    assert_eq!(
-        a.dialect,
-        Some(Dialect::AnthropicMessages),
-        "detected from the body shape"
-    );
+    assert_eq!(a.dialect, Some(Dialect::AnthropicMessages), "detected from the body shape");
     assert_eq!((a.event_counts.answer, a.event_counts.reasoning), (1, 1));
     assert_eq!(a.finish_reasons, vec!["end_turn"]);
 

@@ -1,8 +1,6 @@
 //! Hostile and huge inputs: memory stays bounded, nothing panics, counters stay exact.
 
-use tokentap_analysis::{
-    AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext, StreamFormat,
-};
+use tokentap_analysis::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext, StreamFormat};
 
 fn openai_ctx() -> StreamContext {
     StreamContext {
@@ -14,11 +12,7 @@ fn openai_ctx() -> StreamContext {
 }
 
 fn done() -> RequestTiming {
-    RequestTiming {
-        t_upstream_headers_ns: Some(1),
-        t_end_ns: Some(2),
-        body_complete: true,
-    }
+    RequestTiming { t_upstream_headers_ns: Some(1), t_end_ns: Some(2), body_complete: true }
 }
 
 #[test]
@@ -32,16 +26,10 @@ fn fifty_megabyte_line_is_skipped_not_buffered() {
         sent += block.len();
     }
     analyzer.push_chunk(b"\"}}]}\n\n", 3);
-    analyzer.push_chunk(
-        b"data: {\"choices\":[{\"delta\":{\"content\":\"after\"}}]}\n\n",
-        4,
-    );
+    analyzer.push_chunk(b"data: {\"choices\":[{\"delta\":{\"content\":\"after\"}}]}\n\n", 4);
     let a = analyzer.finish(done());
     assert_eq!(a.flags.oversized_events, 1);
-    assert_eq!(
-        a.event_counts.answer, 1,
-        "framing resynced after the oversized event"
-    );
+    assert_eq!(a.event_counts.answer, 1, "framing resynced after the oversized event");
     assert_eq!(a.metrics.ttft_answer_ms, Some(4.0 / 1e6));
     // The analyzer's own buffers never hold the line: its debug form stays small.
     assert!(a.metrics.body_bytes > 50 << 20);
@@ -49,10 +37,7 @@ fn fifty_megabyte_line_is_skipped_not_buffered() {
 
 #[test]
 fn fifty_megabyte_json_body_is_flagged() {
-    let ctx = StreamContext {
-        response_content_type: Some("application/json".into()),
-        ..openai_ctx()
-    };
+    let ctx = StreamContext { response_content_type: Some("application/json".into()), ..openai_ctx() };
     let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits::default());
     let block = vec![b' '; 64 * 1024];
     analyzer.push_chunk(b"{\"choices\":[],\"pad\":\"", 1);
@@ -89,16 +74,10 @@ fn a_million_tiny_events_only_grow_counters() {
 
 #[test]
 fn token_text_cap_flags_and_withholds_the_rate() {
-    let limits = AnalysisLimits {
-        max_token_text_bytes: 1000,
-        ..AnalysisLimits::default()
-    };
+    let limits = AnalysisLimits { max_token_text_bytes: 1000, ..AnalysisLimits::default() };
     let mut analyzer = StreamAnalyzer::new(openai_ctx(), limits);
     for i in 0..1000u64 {
-        analyzer.push_chunk(
-            b"data: {\"choices\":[{\"delta\":{\"content\":\" word\"}}]}\n\n",
-            i * 1000,
-        );
+        analyzer.push_chunk(b"data: {\"choices\":[{\"delta\":{\"content\":\" word\"}}]}\n\n", i * 1000);
     }
     let a = analyzer.finish(done());
     assert!(a.flags.token_text_truncated);
@@ -133,25 +112,14 @@ fn garbage_never_panics_for_any_hint() {
         *b = alphabet[(state % alphabet.len() as u64) as usize];
     }
     for hint in ["openai", "anthropic", "gemini", "ollama", "generic"] {
-        for ct in [
-            Some("text/event-stream"),
-            Some("application/x-ndjson"),
-            Some("application/json"),
-            None,
-        ] {
+        for ct in [Some("text/event-stream"), Some("application/x-ndjson"), Some("application/json"), None] {
             let ctx = StreamContext {
                 request_path: "/x".into(),
                 provider_hint: Some(hint.into()),
                 response_content_type: ct.map(str::to_owned),
                 response_status: None,
             };
-            let mut analyzer = StreamAnalyzer::new(
-                ctx,
-                AnalysisLimits {
-                    max_event_bytes: 512,
-                    ..Default::default()
-                },
-            );
+            let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits { max_event_bytes: 512, ..Default::default() });
             for (i, chunk) in bytes.chunks(97).enumerate() {
                 analyzer.push_chunk(chunk, i as u64);
             }
@@ -164,12 +132,8 @@ fn garbage_never_panics_for_any_hint() {
 /// Found by the fuzzer: without a content type, a BOM cut after its first byte was sniffed as binary.
 #[test]
 fn bom_split_before_sniffing_is_still_sse() {
-    let body =
-        b"\xEF\xBB\xBF: keep-alive\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
-    let ctx = StreamContext {
-        response_content_type: None,
-        ..openai_ctx()
-    };
+    let body = b"\xEF\xBB\xBF: keep-alive\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let ctx = StreamContext { response_content_type: None, ..openai_ctx() };
     for cut in 1..4 {
         let mut analyzer = StreamAnalyzer::new(ctx.clone(), AnalysisLimits::default());
         analyzer.push_chunk(&body[..cut], 1);

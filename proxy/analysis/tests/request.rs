@@ -11,12 +11,7 @@ fn openai_chat_with_tools_and_tool_results() {
                   {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},
                   {"role":"tool","tool_call_id":"call_1","content":"18C"}],
       "tools":[{"type":"function","function":{"name":"get_weather","parameters":{}}}]}"#;
-    let info = analyze_request(
-        "/v1/chat/completions",
-        Some("application/json"),
-        body,
-        false,
-    );
+    let info = analyze_request("/v1/chat/completions", Some("application/json"), body, false);
     assert_eq!(info.operation.as_deref(), Some("chat"));
     assert_eq!(info.model.as_deref(), Some("gpt-4o-mini"));
     assert_eq!(info.stream, Some(true));
@@ -26,10 +21,7 @@ fn openai_chat_with_tools_and_tool_results() {
     assert_eq!(info.tool_definitions, Some(1));
     assert_eq!(info.tool_result_ids, vec!["call_1"]);
     assert_eq!(info.prompt_bytes, Some(body.len() as u64));
-    let expected = ["Be brief.", "Weather in Paris?", "18C"]
-        .iter()
-        .map(|t| count_tokens(t).unwrap())
-        .sum();
+    let expected = ["Be brief.", "Weather in Paris?", "18C"].iter().map(|t| count_tokens(t).unwrap()).sum();
     assert_eq!(info.prompt_tokens, Some(expected));
     assert_eq!(info.parse_error, None);
 }
@@ -49,17 +41,13 @@ fn anthropic_messages_with_system_blocks_and_tool_result() {
     assert_eq!(info.tool_definitions, Some(2));
     assert_eq!(info.tool_result_ids, vec!["toolu_1"]);
     assert_eq!(info.include_usage, None);
-    let expected = ["Hi", "done", "You are terse."]
-        .iter()
-        .map(|t| count_tokens(t).unwrap())
-        .sum();
+    let expected = ["Hi", "done", "You are terse."].iter().map(|t| count_tokens(t).unwrap()).sum();
     assert_eq!(info.prompt_tokens, Some(expected));
 }
 
 #[test]
 fn responses_api_input_and_function_call_output() {
-    let body =
-        br#"{"model":"o4-mini","stream":true,"instructions":"Be kind.","max_output_tokens":500,
+    let body = br#"{"model":"o4-mini","stream":true,"instructions":"Be kind.","max_output_tokens":500,
       "input":[{"role":"user","content":[{"type":"input_text","text":"Look it up"}]},
                {"type":"function_call","call_id":"call_9","name":"lookup","arguments":"{}"},
                {"type":"function_call_output","call_id":"call_9","output":"found"}],
@@ -69,18 +57,10 @@ fn responses_api_input_and_function_call_output() {
     assert_eq!(info.max_tokens, Some(500));
     assert_eq!(info.message_count, Some(3));
     assert_eq!(info.tool_result_ids, vec!["call_9"]);
-    let expected = ["Look it up", "found", "Be kind."]
-        .iter()
-        .map(|t| count_tokens(t).unwrap())
-        .sum();
+    let expected = ["Look it up", "found", "Be kind."].iter().map(|t| count_tokens(t).unwrap()).sum();
     assert_eq!(info.prompt_tokens, Some(expected));
 
-    let info = analyze_request(
-        "/v1/responses",
-        None,
-        br#"{"model":"gpt-4.1","input":"Hello"}"#,
-        false,
-    );
+    let info = analyze_request("/v1/responses", None, br#"{"model":"gpt-4.1","input":"Hello"}"#, false);
     assert_eq!((info.message_count, info.stream), (Some(1), Some(false)));
 }
 
@@ -102,18 +82,10 @@ fn gemini_model_and_stream_from_path() {
     assert_eq!(info.max_tokens, Some(128));
     assert_eq!(info.message_count, Some(1));
     assert_eq!(info.tool_definitions, Some(3));
-    let expected = ["Why is the sky blue?", "Answer briefly."]
-        .iter()
-        .map(|t| count_tokens(t).unwrap())
-        .sum();
+    let expected = ["Why is the sky blue?", "Answer briefly."].iter().map(|t| count_tokens(t).unwrap()).sum();
     assert_eq!(info.prompt_tokens, Some(expected));
 
-    let info = analyze_request(
-        "/v1beta/models/gemini-2.5-pro:generateContent",
-        None,
-        b"{}",
-        false,
-    );
+    let info = analyze_request("/v1beta/models/gemini-2.5-pro:generateContent", None, b"{}", false);
     assert_eq!(info.stream, Some(false));
 }
 
@@ -124,12 +96,7 @@ fn ollama_streams_by_default() {
     assert_eq!(info.operation.as_deref(), Some("chat"));
     assert_eq!(info.stream, Some(true));
     assert_eq!(info.max_tokens, Some(64));
-    let info = analyze_request(
-        "/api/generate",
-        None,
-        br#"{"model":"m","prompt":"hello there","stream":false}"#,
-        false,
-    );
+    let info = analyze_request("/api/generate", None, br#"{"model":"m","prompt":"hello there","stream":false}"#, false);
     assert_eq!(info.operation.as_deref(), Some("text_completion"));
     assert_eq!(info.stream, Some(false));
     assert_eq!(info.prompt_tokens, count_tokens("hello there"));
@@ -137,57 +104,26 @@ fn ollama_streams_by_default() {
 
 #[test]
 fn other_operations() {
-    let info = analyze_request(
-        "/v1/embeddings",
-        None,
-        br#"{"model":"text-embedding-3-small","input":["a","b"]}"#,
-        false,
-    );
+    let info =
+        analyze_request("/v1/embeddings", None, br#"{"model":"text-embedding-3-small","input":["a","b"]}"#, false);
     assert_eq!(info.operation.as_deref(), Some("embeddings"));
     assert_eq!(info.message_count, Some(2));
-    let info = analyze_request(
-        "/v1/completions",
-        None,
-        br#"{"model":"gpt-3.5-turbo-instruct","prompt":"Say"}"#,
-        false,
-    );
+    let info = analyze_request("/v1/completions", None, br#"{"model":"gpt-3.5-turbo-instruct","prompt":"Say"}"#, false);
     assert_eq!(info.operation.as_deref(), Some("text_completion"));
 }
 
 #[test]
 fn truncated_invalid_and_non_json_bodies() {
-    let info = analyze_request(
-        "/v1/chat/completions",
-        Some("application/json"),
-        br#"{"model":"gpt"#,
-        true,
-    );
+    let info = analyze_request("/v1/chat/completions", Some("application/json"), br#"{"model":"gpt"#, true);
     assert!(info.parse_error.is_some());
-    assert_eq!(
-        (info.model, info.prompt_bytes, info.prompt_tokens),
-        (None, None, None)
-    );
+    assert_eq!((info.model, info.prompt_bytes, info.prompt_tokens), (None, None, None));
     assert_eq!(info.operation.as_deref(), Some("chat"));
 
-    let info = analyze_request(
-        "/v1/chat/completions",
-        Some("application/json"),
-        b"{nope",
-        false,
-    );
-    assert!(info
-        .parse_error
-        .as_deref()
-        .unwrap()
-        .starts_with("invalid JSON"));
+    let info = analyze_request("/v1/chat/completions", Some("application/json"), b"{nope", false);
+    assert!(info.parse_error.as_deref().unwrap().starts_with("invalid JSON"));
     assert_eq!(info.model, None);
 
-    let info = analyze_request(
-        "/v1/audio/transcriptions",
-        Some("multipart/form-data; boundary=x"),
-        b"--x\r\n",
-        false,
-    );
+    let info = analyze_request("/v1/audio/transcriptions", Some("multipart/form-data; boundary=x"), b"--x\r\n", false);
     assert!(info.parse_error.as_deref().unwrap().contains("not JSON"));
 
     let info = analyze_request("/v1/models", None, b"", false);

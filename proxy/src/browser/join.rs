@@ -117,7 +117,8 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     let arrival_of_byte = |end: u64| browser_chunks.iter().find(|c| c.bytes >= end).map(|c| rel(c.t_ms));
 
     let events: Vec<_> = record.analysis.as_ref().map(|a| a.events.as_slice()).unwrap_or(&[]).to_vec();
-    let answer_chars = events.iter().filter(|e| e.class == EventClass::Answer).map(|e| e.answer_chars_cum).max().unwrap_or(0);
+    let answer_chars =
+        events.iter().filter(|e| e.class == EventClass::Answer).map(|e| e.answer_chars_cum).max().unwrap_or(0);
     let painted_chars = paints.last().map(|p| p.chars).unwrap_or(0);
     let scale = if answer_chars > 0 && painted_chars > 0 { painted_chars as f64 / answer_chars as f64 } else { 1.0 };
     let paint_of_chars = |chars: u64| -> Option<f64> {
@@ -156,7 +157,8 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         .filter_map(|e| Some(paint_of_chars(e.answer_chars_cum)? - arrival_of_byte(e.end_offset)?))
         .collect();
 
-    let marks: Vec<BrowserMark> = report.marks.iter().map(|m| BrowserMark { name: m.name.clone(), t_ms: rel(m.t_ms) }).collect();
+    let marks: Vec<BrowserMark> =
+        report.marks.iter().map(|m| BrowserMark { name: m.name.clone(), t_ms: rel(m.t_ms) }).collect();
     let fetch_start_ms = report.fetch.as_ref().map(|f| rel(f.start_ms));
     let first_paint_ms = paints.iter().find(|p| p.chars > 0).map(|p| rel(p.t_ms));
     let (from_name, from_ms) = match marks.iter().find(|m| m.name == "user_send") {
@@ -171,10 +173,11 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     BrowserTimeline {
         probe_span_id: report.span_id.clone(),
         page_path: report.page_path.clone(),
-        clock: report
-            .clock
-            .as_ref()
-            .map(|c| BrowserClock { offset_ms: c.offset_ms, uncertainty_ms: c.uncertainty_ms, samples: c.samples }),
+        clock: report.clock.as_ref().map(|c| BrowserClock {
+            offset_ms: c.offset_ms,
+            uncertainty_ms: c.uncertainty_ms,
+            samples: c.samples,
+        }),
         marks,
         fetch_start_ms,
         response_ms: report.fetch.as_ref().and_then(|f| f.response_ms).map(rel),
@@ -189,12 +192,20 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         long_frames: report
             .long_frames
             .iter()
-            .map(|f| BrowserLongFrame { start_ms: rel(f.start_ms), duration_ms: f.duration_ms, blocking_ms: f.blocking_ms })
+            .map(|f| BrowserLongFrame {
+                start_ms: rel(f.start_ms),
+                duration_ms: f.duration_ms,
+                blocking_ms: f.blocking_ms,
+            })
             .collect(),
         audio: report
             .audio
             .iter()
-            .map(|a| BrowserAudio { kind: a.kind.clone(), audible_ms: rel(a.audible_ms), output_latency_ms: a.output_latency_ms })
+            .map(|a| BrowserAudio {
+                kind: a.kind.clone(),
+                audible_ms: rel(a.audible_ms),
+                output_latency_ms: a.output_latency_ms,
+            })
             .collect(),
         browser_bytes,
         bytes_match: browser_bytes == record.timeline.body_bytes,
@@ -238,10 +249,20 @@ mod tests {
         for (i, p) in pieces.iter().enumerate() {
             let t_up_ns = (100 + 20 * i as u64) * 1_000_000;
             analyzer.push_chunk(p, t_up_ns);
-            chunks.push(ChunkStamp { offset, len: p.len() as u32, t_up_ns, t_handoff_ns: Some(t_up_ns + 1_000_000), t_acked_ns: None });
+            chunks.push(ChunkStamp {
+                offset,
+                len: p.len() as u32,
+                t_up_ns,
+                t_handoff_ns: Some(t_up_ns + 1_000_000),
+                t_acked_ns: None,
+            });
             offset += p.len() as u64;
         }
-        let analysis = analyzer.finish(RequestTiming { t_upstream_headers_ns: Some(50_000_000), t_end_ns: Some(141_000_000), body_complete: true });
+        let analysis = analyzer.finish(RequestTiming {
+            t_upstream_headers_ns: Some(50_000_000),
+            t_end_ns: Some(141_000_000),
+            body_complete: true,
+        });
         let mut record: Record = serde_json::from_value(serde_json::json!({
             "record_version": 1, "request_id": "r", "trace_id": "0af7651916cd43dd8448eb211c80319c",
             "span_id": "b7ad6b7169203331", "started_at": "2027-01-15T08:00:00Z", "route": "/",
@@ -276,7 +297,11 @@ mod tests {
                 start_ms: b(-2.0),
                 response_ms: Some(b(52.0)),
                 end_ms: Some(b(147.0)),
-                chunks: ends.iter().enumerate().map(|(i, &e)| BrowserChunk { t_ms: b(106.0 + 20.0 * i as f64), bytes: e }).collect(),
+                chunks: ends
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &e)| BrowserChunk { t_ms: b(106.0 + 20.0 * i as f64), bytes: e })
+                    .collect(),
                 chunks_dropped: 0,
             }),
             paints: vec![

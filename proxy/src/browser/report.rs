@@ -139,7 +139,9 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> ReportError {
 }
 
 fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) && s.bytes().any(|b| b != b'0')
+    s.len() == len
+        && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && s.bytes().any(|b| b != b'0')
 }
 
 fn finite(field: &'static str, v: f64) -> Result<(), ReportError> {
@@ -213,7 +215,9 @@ impl ProbeReport {
         if self.audio.len() > MAX_AUDIO {
             return Err(invalid("audio", format!("at most {MAX_AUDIO}")));
         }
-        for path in [self.page_path.as_deref(), self.request.as_ref().and_then(|r| r.path.as_deref())].into_iter().flatten() {
+        for path in
+            [self.page_path.as_deref(), self.request.as_ref().and_then(|r| r.path.as_deref())].into_iter().flatten()
+        {
             if path.len() > 2048 || path.contains('?') {
                 return Err(invalid("path", "at most 2048 characters and no query string"));
             }
@@ -257,15 +261,78 @@ mod tests {
     #[test]
     fn rejects_bad_reports_with_reasons() {
         let cases: Vec<(serde_json::Value, &str)> = vec![
-            ({ let mut v = valid(); v["schema"] = "x/2".into(); v }, "schema"),
-            ({ let mut v = valid(); v["trace_id"] = "XYZ".into(); v }, "trace_id"),
-            ({ let mut v = valid(); v["trace_id"] = "00000000000000000000000000000000".into(); v }, "trace_id"),
-            ({ let mut v = valid(); v["span_id"] = "abc".into(); v }, "span_id"),
-            ({ let mut v = valid(); v["extra"] = 1.into(); v }, "unknown field"),
-            ({ let mut v = valid(); v["paints"][1]["chars"] = 1.into(); v }, "paints"),
-            ({ let mut v = valid(); v["fetch"]["chunks"][1]["t_ms"] = 1050.0.into(); v }, "fetch.chunks"),
-            ({ let mut v = valid(); v["page_path"] = "/chat?secret=1".into(); v }, "path"),
-            ({ let mut v = valid(); v["marks"][0]["t_ms"] = (-1.0).into(); v }, "marks.t_ms"),
+            (
+                {
+                    let mut v = valid();
+                    v["schema"] = "x/2".into();
+                    v
+                },
+                "schema",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["trace_id"] = "XYZ".into();
+                    v
+                },
+                "trace_id",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["trace_id"] = "00000000000000000000000000000000".into();
+                    v
+                },
+                "trace_id",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["span_id"] = "abc".into();
+                    v
+                },
+                "span_id",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["extra"] = 1.into();
+                    v
+                },
+                "unknown field",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["paints"][1]["chars"] = 1.into();
+                    v
+                },
+                "paints",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["fetch"]["chunks"][1]["t_ms"] = 1050.0.into();
+                    v
+                },
+                "fetch.chunks",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["page_path"] = "/chat?secret=1".into();
+                    v
+                },
+                "path",
+            ),
+            (
+                {
+                    let mut v = valid();
+                    v["marks"][0]["t_ms"] = (-1.0).into();
+                    v
+                },
+                "marks.t_ms",
+            ),
         ];
         for (value, expect) in cases {
             let err = ProbeReport::parse(value.to_string().as_bytes()).unwrap_err().to_string();

@@ -194,7 +194,11 @@ fn percent_decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() && bytes[i + 1].is_ascii_hexdigit() && bytes[i + 2].is_ascii_hexdigit() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && bytes[i + 1].is_ascii_hexdigit()
+            && bytes[i + 2].is_ascii_hexdigit()
+        {
             let hex = |b: u8| (b as char).to_digit(16).unwrap_or(0) as u8;
             out.push(hex(bytes[i + 1]) * 16 + hex(bytes[i + 2]));
             i += 3;
@@ -259,7 +263,11 @@ struct Choice<'a> {
 }
 
 /// Checks `[otel]` and the `OTEL_*` variables; `None` when export is off.
-pub(super) fn validate_otel(file: &OtelConfig, env: &OtelEnv, data_dir: &Path) -> Result<Option<OtlpSettings>, ConfigError> {
+pub(super) fn validate_otel(
+    file: &OtelConfig,
+    env: &OtelEnv,
+    data_dir: &Path,
+) -> Result<Option<OtlpSettings>, ConfigError> {
     if env.get("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
         return Ok(None);
     }
@@ -290,7 +298,9 @@ pub(super) fn validate_otel(file: &OtelConfig, env: &OtelEnv, data_dir: &Path) -
         }
     }
     let generic_timeout = match env.get("OTEL_EXPORTER_OTLP_TIMEOUT") {
-        Some(t) => t.trim().parse::<u64>().map_err(|_| invalid("OTEL_EXPORTER_OTLP_TIMEOUT", "must be milliseconds"))?,
+        Some(t) => {
+            t.trim().parse::<u64>().map_err(|_| invalid("OTEL_EXPORTER_OTLP_TIMEOUT", "must be milliseconds"))?
+        }
         None => file.timeout_ms,
     };
 
@@ -345,7 +355,12 @@ pub(super) fn validate_otel(file: &OtelConfig, env: &OtelEnv, data_dir: &Path) -
         if timeout_ms == 0 {
             return Err(invalid(timeout_var, "must be greater than 0"));
         }
-        Ok(Some(OtlpTarget { protocol, endpoint, headers: SecretHeaders(headers), timeout: Duration::from_millis(timeout_ms) }))
+        Ok(Some(OtlpTarget {
+            protocol,
+            endpoint,
+            headers: SecretHeaders(headers),
+            timeout: Duration::from_millis(timeout_ms),
+        }))
     };
     let traces = target("traces", traces_on, &file.traces_endpoint)?;
     let metrics = target("metrics", metrics_on, &file.metrics_endpoint)?;
@@ -353,7 +368,8 @@ pub(super) fn validate_otel(file: &OtelConfig, env: &OtelEnv, data_dir: &Path) -
         return Ok(None);
     }
 
-    let service_name = env.get("OTEL_SERVICE_NAME").map(|s| s.trim().to_string()).unwrap_or_else(|| file.service_name.clone());
+    let service_name =
+        env.get("OTEL_SERVICE_NAME").map(|s| s.trim().to_string()).unwrap_or_else(|| file.service_name.clone());
     if service_name.is_empty() {
         return Err(invalid("otel.service_name", "must not be empty"));
     }
@@ -439,7 +455,9 @@ mod tests {
         assert!(settings("[otel]\nprotocol = \"grpc\"\n", &[("OTEL_SERVICE_NAME", "x")]).unwrap().is_none());
         let on = settings("[otel]\nendpoint = \"http://127.0.0.1:4318\"\n", &[]).unwrap().unwrap();
         assert_eq!(on.spool_dir, Path::new("/data/otlp-spool"));
-        assert!(settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_SDK_DISABLED", "true")]).unwrap().is_none());
+        assert!(settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_SDK_DISABLED", "true")])
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -466,7 +484,10 @@ mod tests {
         let traces = s.traces.unwrap();
         assert_eq!((traces.protocol, traces.endpoint.as_str()), (OtlpProtocol::Grpc, "http://env:4317"));
         let metrics = s.metrics.unwrap();
-        assert_eq!((metrics.protocol, metrics.endpoint.as_str()), (OtlpProtocol::HttpProtobuf, "http://metrics:4318/custom"));
+        assert_eq!(
+            (metrics.protocol, metrics.endpoint.as_str()),
+            (OtlpProtocol::HttpProtobuf, "http://metrics:4318/custom")
+        );
         let headers: Vec<_> = traces.headers.iter().cloned().collect();
         assert!(headers.contains(&("x-api-key".into(), "s=cret".into())), "{headers:?}");
         assert!(!format!("{:?}", traces.headers).contains("s=cret"), "headers must not show in Debug");
@@ -476,7 +497,8 @@ mod tests {
 
     #[test]
     fn a_signal_can_be_switched_off() {
-        let s = settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_METRICS_EXPORTER", "none")]).unwrap().unwrap();
+        let s =
+            settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_METRICS_EXPORTER", "none")]).unwrap().unwrap();
         assert!(s.traces.is_some() && s.metrics.is_none());
         let s = settings("[otel]\nendpoint = \"http://c:4318\"\ntraces = false\n", &[]).unwrap().unwrap();
         assert!(s.traces.is_none() && s.metrics.is_some());
@@ -490,8 +512,16 @@ mod tests {
             ("[otel]\nendpoint = \"https://x\"\n", &[], "otel.endpoint"),
             ("[otel]\nendpoint = \"http://x\"\nprotocol = \"http/json\"\n", &[], "otel.protocol"),
             ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "nonsense")], "OTEL_EXPORTER_OTLP_ENDPOINT"),
-            ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_HEADERS", "novalue")], "OTEL_EXPORTER_OTLP_HEADERS"),
-            ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_TRACES_EXPORTER", "zipkin")], "OTEL_TRACES_EXPORTER"),
+            (
+                "",
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_HEADERS", "novalue")],
+                "OTEL_EXPORTER_OTLP_HEADERS",
+            ),
+            (
+                "",
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_TRACES_EXPORTER", "zipkin")],
+                "OTEL_TRACES_EXPORTER",
+            ),
             ("[otel]\nendpoint = \"http://x\"\nmax_events_per_span = 500\n", &[], "otel.max_events_per_span"),
             ("[otel]\nendpoint = \"http://x\"\nbatch_delay_ms = 0\n", &[], "otel.batch_delay_ms"),
             ("[otel]\nendpoint = \"http://x\"\nretry_initial_ms = 10\nretry_max_ms = 5\n", &[], "otel.retry_max_ms"),
@@ -502,9 +532,10 @@ mod tests {
             assert!(err.contains(key), "{text} {env:?}: {err}");
         }
         // Header values never appear in errors.
-        let err = settings("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_HEADERS", "secretvalue")])
-            .unwrap_err()
-            .to_string();
+        let err =
+            settings("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_HEADERS", "secretvalue")])
+                .unwrap_err()
+                .to_string();
         assert!(!err.contains("secretvalue"), "{err}");
     }
 

@@ -22,9 +22,11 @@ const APP_CSS: &str = include_str!("../../assets/dashboard/app.css");
 /// dashboard's.
 pub fn asset(path: &str) -> Option<(&'static str, &'static str)> {
     match path {
-        "/_tokentap" | "/_tokentap/" | "/_tokentap/dashboard" | "/_tokentap/dashboard/" | "/_tokentap/dashboard/index.html" => {
-            Some(("text/html; charset=utf-8", INDEX_HTML))
-        }
+        "/_tokentap"
+        | "/_tokentap/"
+        | "/_tokentap/dashboard"
+        | "/_tokentap/dashboard/"
+        | "/_tokentap/dashboard/index.html" => Some(("text/html; charset=utf-8", INDEX_HTML)),
         "/_tokentap/dashboard/app.js" => Some(("text/javascript; charset=utf-8", APP_JS)),
         "/_tokentap/dashboard/app.css" => Some(("text/css; charset=utf-8", APP_CSS)),
         _ => None,
@@ -43,7 +45,9 @@ mod tests {
         assert!(asset("/_tokentap/dashboard/app.css").is_some());
         assert!(asset("/_tokentap/dashboard/nope.js").is_none());
         // Nothing is fetched from another origin.
-        for (_, text) in ["/_tokentap/", "/_tokentap/dashboard/app.js", "/_tokentap/dashboard/app.css"].map(|p| asset(p).unwrap()) {
+        for (_, text) in
+            ["/_tokentap/", "/_tokentap/dashboard/app.js", "/_tokentap/dashboard/app.css"].map(|p| asset(p).unwrap())
+        {
             let text = text.replace("http://www.w3.org/2000/svg", "");
             assert!(!text.contains("https://") && !text.contains("http://"), "external reference in a dashboard file");
         }

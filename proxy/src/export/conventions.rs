@@ -82,7 +82,8 @@ pub const TTFT_BUCKETS: &[f64] =
 pub const ITL_BUCKETS: &[f64] =
     &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0];
 /// Output tokens per second.
-pub const TPS_BUCKETS: &[f64] = &[1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0];
+pub const TPS_BUCKETS: &[f64] =
+    &[1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0, 500.0, 1000.0];
 /// tokentap's own time inside its hooks for one request, in seconds (10 µs … 100 ms).
 pub const OVERHEAD_BUCKETS: &[f64] =
     &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
@@ -554,7 +555,8 @@ fn phase_times(record: &Record) -> PhaseTimes {
         return PhaseTimes { first_content: None, first_chunk, reasoning: None, answer: None, tool_call: None };
     };
     let m = &a.metrics;
-    let first_content = [m.ttft_reasoning_ms, m.ttft_answer_ms, m.ttft_tool_ms].into_iter().flatten().map(ms_to_ns).min();
+    let first_content =
+        [m.ttft_reasoning_ms, m.ttft_answer_ms, m.ttft_tool_ms].into_iter().flatten().map(ms_to_ns).min();
     PhaseTimes {
         first_content,
         first_chunk: first_chunk.or(m.time_to_first_chunk_ms.map(ms_to_ns)),
@@ -647,7 +649,11 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
             attrs.push((attr::RESPONSE_FINISH_REASONS, AttrValue::StrArray(a.finish_reasons.clone())));
         }
         if request.stream == Some(true) {
-            push_opt_f64(&mut attrs, attr::RESPONSE_TIME_TO_FIRST_CHUNK, a.metrics.time_to_first_chunk_ms.map(|ms| ms / 1e3));
+            push_opt_f64(
+                &mut attrs,
+                attr::RESPONSE_TIME_TO_FIRST_CHUNK,
+                a.metrics.time_to_first_chunk_ms.map(|ms| ms / 1e3),
+            );
         }
         if let Some(u) = &a.usage {
             push_opt_u64(&mut attrs, attr::USAGE_INPUT_TOKENS, u.input_tokens);
@@ -709,7 +715,8 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
 /// times carry the clock uncertainty, recorded as an attribute.
 pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     let Some(b) = &record.browser else { return Vec::new() };
-    let (Some(trace_id), Some(fetch_span)) = (hex_bytes::<16>(&record.trace_id), hex_bytes::<8>(&b.probe_span_id)) else {
+    let (Some(trace_id), Some(fetch_span)) = (hex_bytes::<16>(&record.trace_id), hex_bytes::<8>(&b.probe_span_id))
+    else {
         return Vec::new();
     };
     let t0 = i128::from(record.timeline.t0_unix_ns);
@@ -745,7 +752,11 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     let mut events: Vec<EventPlan> = b
         .marks
         .iter()
-        .map(|m| EventPlan { name: event::BROWSER_MARK, time_unix_ns: at(m.t_ms), attributes: vec![(attr::MARK_NAME, AttrValue::Str(m.name.clone()))] })
+        .map(|m| EventPlan {
+            name: event::BROWSER_MARK,
+            time_unix_ns: at(m.t_ms),
+            attributes: vec![(attr::MARK_NAME, AttrValue::Str(m.name.clone()))],
+        })
         .collect();
     if let Some(p) = b.first_paint_ms {
         events.push(EventPlan { name: event::FIRST_PAINT, time_unix_ns: at(p), attributes: Vec::new() });
@@ -841,11 +852,16 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
             if let Some(message) = &error.message {
                 attributes.push((attr::ERROR_MESSAGE, AttrValue::Str(message.clone())));
             }
-            request_events.push(EventPlan { name: event::STREAM_ERROR, time_unix_ns: at(ms_to_ns(error.t_ms)), attributes });
+            request_events.push(EventPlan {
+                name: event::STREAM_ERROR,
+                time_unix_ns: at(ms_to_ns(error.t_ms)),
+                attributes,
+            });
         }
     }
     request_events.sort_by_key(|e| e.time_unix_ns);
-    let stalls_listed_short = record.analysis.as_ref().map_or(0, |a| a.stalls.count.saturating_sub(a.stalls.list.len() as u64));
+    let stalls_listed_short =
+        record.analysis.as_ref().map_or(0, |a| a.stalls.count.saturating_sub(a.stalls.list.len() as u64));
     let (request_events, dropped) = within_budget(request_events, budget);
     let dropped = dropped.saturating_add(u32::try_from(stalls_listed_short).unwrap_or(u32::MAX));
     let mut attributes = request_attributes(record, options);
@@ -940,7 +956,8 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
                     (attr::CHUNK_BYTES, AttrValue::Int(i64::from(c.len))),
                 ];
                 if let Some(h) = c.t_handoff_ns {
-                    attributes.push((attr::CHUNK_HANDOFF_LAG_US, AttrValue::F64(h.saturating_sub(c.t_up_ns) as f64 / 1e3)));
+                    attributes
+                        .push((attr::CHUNK_HANDOFF_LAG_US, AttrValue::F64(h.saturating_sub(c.t_up_ns) as f64 / 1e3)));
                 }
                 EventPlan { name: event::CHUNK, time_unix_ns: at(c.t_up_ns), attributes }
             })

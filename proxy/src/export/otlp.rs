@@ -145,7 +145,11 @@ pub(super) fn trace_request(resource: &Resource, spans: &[SpanPlan]) -> ExportTr
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(resource.clone()),
-            scope_spans: vec![ScopeSpans { scope: Some(scope()), spans: spans.iter().map(span_message).collect(), ..Default::default() }],
+            scope_spans: vec![ScopeSpans {
+                scope: Some(scope()),
+                spans: spans.iter().map(span_message).collect(),
+                ..Default::default()
+            }],
             ..Default::default()
         }],
     }
@@ -162,7 +166,8 @@ pub(super) fn metrics_request(
     let mut metrics = Vec::new();
     for m in snapshot.iter().filter(|m| !m.series.is_empty()) {
         let def = m.def;
-        let attributes = |labels: &[(&'static str, String)]| labels.iter().map(|(k, v)| string_kv(k, v)).collect::<Vec<_>>();
+        let attributes =
+            |labels: &[(&'static str, String)]| labels.iter().map(|(k, v)| string_kv(k, v)).collect::<Vec<_>>();
         let data = match def.instrument {
             Instrument::Counter => metric::Data::Sum(Sum {
                 data_points: m
@@ -262,7 +267,8 @@ impl Sender {
     }
 
     async fn send_http(&self, body: &Bytes) -> Result<u64, SendError> {
-        let uri: http::Uri = self.target.endpoint.parse().map_err(|e| SendError::Permanent(format!("bad endpoint: {e}")))?;
+        let uri: http::Uri =
+            self.target.endpoint.parse().map_err(|e| SendError::Permanent(format!("bad endpoint: {e}")))?;
         let host = uri.host().unwrap_or("localhost").trim_start_matches('[').trim_end_matches(']').to_string();
         let port = uri.port_u16().unwrap_or(80);
         let stream = tokio::net::TcpStream::connect((host.as_str(), port))
@@ -283,8 +289,10 @@ impl Sender {
         for (name, value) in self.target.headers.iter() {
             builder = builder.header(name.as_str(), value.as_str());
         }
-        let request = builder.body(Full::new(body.clone())).map_err(|e| SendError::Permanent(format!("request: {e}")))?;
-        let response = request_sender.send_request(request).await.map_err(|e| SendError::Retryable(format!("HTTP: {e}")))?;
+        let request =
+            builder.body(Full::new(body.clone())).map_err(|e| SendError::Permanent(format!("request: {e}")))?;
+        let response =
+            request_sender.send_request(request).await.map_err(|e| SendError::Retryable(format!("HTTP: {e}")))?;
         let status = response.status();
         let response_body = response
             .into_body()
@@ -302,7 +310,10 @@ impl Sender {
     /// Items the collector reported as rejected in a partial success (protobuf answer body).
     fn rejected_in(&self, body: &[u8]) -> u64 {
         match self.signal {
-            Signal::Traces => ExportTraceServiceResponse::decode(body).ok().and_then(|r| r.partial_success).map_or(0, |p| p.rejected_spans.max(0) as u64),
+            Signal::Traces => ExportTraceServiceResponse::decode(body)
+                .ok()
+                .and_then(|r| r.partial_success)
+                .map_or(0, |p| p.rejected_spans.max(0) as u64),
             Signal::Metrics => ExportMetricsServiceResponse::decode(body)
                 .ok()
                 .and_then(|r| r.partial_success)
@@ -338,14 +349,16 @@ impl Sender {
         let channel = self.channel()?;
         let result = match self.signal {
             Signal::Traces => {
-                let message = ExportTraceServiceRequest::decode(body.as_ref()).map_err(|e| SendError::Permanent(format!("spooled request: {e}")))?;
+                let message = ExportTraceServiceRequest::decode(body.as_ref())
+                    .map_err(|e| SendError::Permanent(format!("spooled request: {e}")))?;
                 TraceServiceClient::new(channel)
                     .export(self.grpc_request(message)?)
                     .await
                     .map(|r| r.into_inner().partial_success.map_or(0, |p| p.rejected_spans.max(0) as u64))
             }
             Signal::Metrics => {
-                let message = ExportMetricsServiceRequest::decode(body.as_ref()).map_err(|e| SendError::Permanent(format!("spooled request: {e}")))?;
+                let message = ExportMetricsServiceRequest::decode(body.as_ref())
+                    .map_err(|e| SendError::Permanent(format!("spooled request: {e}")))?;
                 MetricsServiceClient::new(channel)
                     .export(self.grpc_request(message)?)
                     .await
@@ -388,7 +401,12 @@ struct Exporter {
 }
 
 /// Runs the export loop until the span channel closes (the process is ending).
-pub(super) fn run(telemetry: Arc<Telemetry>, settings: OtlpSettings, spool: Option<Spool>, rx: Receiver<Vec<SpanPlan>>) {
+pub(super) fn run(
+    telemetry: Arc<Telemetry>,
+    settings: OtlpSettings,
+    spool: Option<Spool>,
+    rx: Receiver<Vec<SpanPlan>>,
+) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -504,7 +522,11 @@ impl Exporter {
             let (entry, bytes) = match spool.peek() {
                 None => break,
                 Some(Err(unreadable)) => {
-                    self.telemetry.stats.count_dropped(unreadable.signal, unreadable.items, super::DropReason::SpoolFull);
+                    self.telemetry.stats.count_dropped(
+                        unreadable.signal,
+                        unreadable.items,
+                        super::DropReason::SpoolFull,
+                    );
                     continue;
                 }
                 Some(Ok(found)) => found,

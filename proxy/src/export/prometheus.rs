@@ -49,7 +49,8 @@ fn number(v: f64) -> String {
 fn labels_text(labels: &[(&'static str, String)], extra: Option<(&str, &str)>) -> String {
     let mut out = String::new();
     let mut first = true;
-    for (k, v) in labels.iter().map(|(k, v)| (label_name(k), v.as_str())).chain(extra.map(|(k, v)| (k.to_string(), v))) {
+    for (k, v) in labels.iter().map(|(k, v)| (label_name(k), v.as_str())).chain(extra.map(|(k, v)| (k.to_string(), v)))
+    {
         out.push(if first { '{' } else { ',' });
         first = false;
         out.push_str(&k);
@@ -85,7 +86,11 @@ pub fn render(snapshot: &[MetricSnapshot]) -> String {
                     for (i, n) in bucket_counts.iter().enumerate() {
                         cumulative += n;
                         let le = bounds.get(i).map_or_else(|| "+Inf".to_string(), |b| number(*b));
-                        let _ = writeln!(out, "{name}_bucket{} {cumulative}", labels_text(&series.labels, Some(("le", &le))));
+                        let _ = writeln!(
+                            out,
+                            "{name}_bucket{} {cumulative}",
+                            labels_text(&series.labels, Some(("le", &le)))
+                        );
                     }
                     let labels = labels_text(&series.labels, None);
                     let _ = writeln!(out, "{name}_sum{labels} {}", number(*sum));
@@ -113,10 +118,22 @@ mod tests {
         registry.add(MetricId::TtftAnswer, &labels, 30.0);
         let text = render(&registry.snapshot());
         assert!(text.contains("# TYPE tokentap_ttft_answer_seconds histogram\n"), "{text}");
-        assert!(text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"0.001\"} 0\n"), "{text}");
-        assert!(text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"0.005\"} 1\n"), "{text}");
-        assert!(text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"10\"} 2\n"), "{text}");
-        assert!(text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"+Inf\"} 3\n"), "{text}");
+        assert!(
+            text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"0.001\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"0.005\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"10\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tokentap_ttft_answer_seconds_bucket{gen_ai_request_model=\"m\\\"x\",le=\"+Inf\"} 3\n"),
+            "{text}"
+        );
         assert!(text.contains("tokentap_ttft_answer_seconds_count{gen_ai_request_model=\"m\\\"x\"} 3\n"), "{text}");
         assert!(text.contains("# TYPE tokentap_requests_total counter\n"), "{text}");
     }

@@ -142,7 +142,11 @@ impl MetricRegistry {
                 series: inner
                     .series
                     .get(&def.id)
-                    .map(|s| s.iter().map(|(labels, value)| SeriesSnapshot { labels: labels.clone(), value: value.clone() }).collect())
+                    .map(|s| {
+                        s.iter()
+                            .map(|(labels, value)| SeriesSnapshot { labels: labels.clone(), value: value.clone() })
+                            .collect()
+                    })
                     .unwrap_or_default(),
             })
             .collect()

@@ -101,7 +101,13 @@ impl Spool {
         found.sort_by_key(|(sequence, _)| *sequence);
         let next_sequence = found.last().map_or(0, |(s, _)| s + 1);
         let total_bytes = found.iter().map(|(_, e)| e.bytes).sum();
-        Ok(Spool { dir: dir.to_path_buf(), max_bytes, entries: found.into_iter().map(|(_, e)| e).collect(), total_bytes, next_sequence })
+        Ok(Spool {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            entries: found.into_iter().map(|(_, e)| e).collect(),
+            total_bytes,
+            next_sequence,
+        })
     }
 
     pub fn is_empty(&self) -> bool {

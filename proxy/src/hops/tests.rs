@@ -43,7 +43,11 @@ fn record(n: usize) -> Record {
         offset += piece.len() as u64;
     }
     let t_end = chunks.last().map(|c| c.t_up_ns + 100_000);
-    let analysis = analyzer.finish(RequestTiming { t_upstream_headers_ns: Some(50_000_000), t_end_ns: t_end, body_complete: true });
+    let analysis = analyzer.finish(RequestTiming {
+        t_upstream_headers_ns: Some(50_000_000),
+        t_end_ns: t_end,
+        body_complete: true,
+    });
     let mut record: Record = serde_json::from_value(serde_json::json!({
         "record_version": 1, "request_id": "0123456789abcdef01234567", "trace_id": "0af7651916cd43dd8448eb211c80319c",
         "span_id": "b7ad6b7169203331", "started_at": "2027-01-15T08:00:00Z", "route": "/",
@@ -57,7 +61,13 @@ fn record(n: usize) -> Record {
     }))
     .unwrap();
     record.timeline.chunks = chunks;
-    record.timeline.client_delivery = Some(ClientDelivery { available: true, reason: None, backlog_max_bytes: 300, drained: true, samples: n as u64 * 2 });
+    record.timeline.client_delivery = Some(ClientDelivery {
+        available: true,
+        reason: None,
+        backlog_max_bytes: 300,
+        drained: true,
+        samples: n as u64 * 2,
+    });
     record.analysis = Some(analysis);
     record
 }
@@ -67,9 +77,16 @@ fn t_up(record: &Record, i: usize) -> f64 {
 }
 
 /// Joins a browser timeline: chunk i arrives at `arrival(i)` and is painted at `paint(i)` (ms since t0).
-fn with_browser(mut record: Record, arrival: &dyn Fn(usize) -> f64, paint: &dyn Fn(usize) -> f64, uncertainty_ms: f64, long_frames: Vec<(f64, f64)>) -> Record {
+fn with_browser(
+    mut record: Record,
+    arrival: &dyn Fn(usize) -> f64,
+    paint: &dyn Fn(usize) -> f64,
+    uncertainty_ms: f64,
+    long_frames: Vec<(f64, f64)>,
+) -> Record {
     let n = record.timeline.chunks.len();
-    let chunks = (0..n).map(|i| BrowserChunkJoin { t_browser_ms: Some(arrival(i)), t_paint_ms: Some(paint(i)) }).collect();
+    let chunks =
+        (0..n).map(|i| BrowserChunkJoin { t_browser_ms: Some(arrival(i)), t_paint_ms: Some(paint(i)) }).collect();
     record.browser = Some(BrowserTimeline {
         probe_span_id: "00f067aa0ba902b7".into(),
         page_path: None,
@@ -85,7 +102,10 @@ fn with_browser(mut record: Record, arrival: &dyn Fn(usize) -> f64, paint: &dyn 
         delivery_delay_ms: None,
         render_delay_ms: None,
         chunks,
-        long_frames: long_frames.into_iter().map(|(start_ms, duration_ms)| BrowserLongFrame { start_ms, duration_ms, blocking_ms: None }).collect(),
+        long_frames: long_frames
+            .into_iter()
+            .map(|(start_ms, duration_ms)| BrowserLongFrame { start_ms, duration_ms, blocking_ms: None })
+            .collect(),
         audio: vec![],
         browser_bytes: record.timeline.body_bytes,
         bytes_match: true,
@@ -254,7 +274,13 @@ fn without_ack_data_the_browser_hop_compares_with_the_handoff() {
     for c in &mut r.timeline.chunks {
         c.t_acked_ns = None;
     }
-    r.timeline.client_delivery = Some(ClientDelivery { available: false, reason: Some("HTTP/2 client".into()), backlog_max_bytes: 0, drained: false, samples: 0 });
+    r.timeline.client_delivery = Some(ClientDelivery {
+        available: false,
+        reason: Some("HTTP/2 client".into()),
+        backlog_max_bytes: 0,
+        drained: false,
+        samples: 0,
+    });
     let d = diagnose(&smooth_browser(r.clone())).unwrap();
     assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
     assert_eq!(d.unobserved, vec![Unobserved { hop: Hop::ClientAck, reason: "HTTP/2 client".into() }]);
@@ -366,7 +392,11 @@ fn chain_with_an_app_that_bursts_names_the_app() {
     let d = diagnose_chain(&ingress, &egress).unwrap();
     assert_eq!(d.kind, VerdictKind::InApp, "{d:#?}");
     assert_eq!(d.hop, Some(Hop::App));
-    assert!(d.verdict.starts_with("in the app (between tokentap's egress handoff and its ingress arrival): "), "{}", d.verdict);
+    assert!(
+        d.verdict.starts_with("in the app (between tokentap's egress handoff and its ingress arrival): "),
+        "{}",
+        d.verdict
+    );
     let order: Vec<Hop> = d.hops.iter().map(|h| h.hop).collect();
     assert_eq!(order, [Hop::EgressHandoff, Hop::App, Hop::Handoff, Hop::ClientAck]);
     let app = hop(&d, Hop::App);
@@ -390,7 +420,11 @@ fn chain_with_an_app_that_streams_has_no_rebuffering() {
     let (ingress, egress) = chain(40, &|e, i| egress_handoff(e, i) + 2.0 + (i % 3) as f64);
     let d = diagnose_chain(&ingress, &egress).unwrap();
     assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
-    assert!(d.verdict.starts_with("no re-buffering (hops observed: egress_handoff, app, handoff, client_ack)"), "{}", d.verdict);
+    assert!(
+        d.verdict.starts_with("no re-buffering (hops observed: egress_handoff, app, handoff, client_ack)"),
+        "{}",
+        d.verdict
+    );
     assert_eq!(d.events, 40);
     // 50 ms between the two t0s, 0.1 ms egress handoff, 2–4 ms in the app.
     let app = hop(&d, Hop::App);

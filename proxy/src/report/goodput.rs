@@ -68,16 +68,17 @@ pub fn verdict(record: &Record, slo: &SloConfig) -> Verdict {
     let succeeded = record.outcome == Outcome::Ok;
     let metrics = record.analysis.as_ref().map(|a| &a.metrics);
     let mut objectives = Vec::new();
-    let mut check = |objective: &'static str, limit: Option<f64>, value: Option<f64>, undefined_result: &'static str| {
-        if let Some(limit_ms) = limit {
-            let result = match value {
-                Some(v) if v <= limit_ms => "met",
-                Some(_) => "missed",
-                None => undefined_result,
-            };
-            objectives.push(ObjectiveResult { objective, limit_ms, value_ms: value, result });
-        }
-    };
+    let mut check =
+        |objective: &'static str, limit: Option<f64>, value: Option<f64>, undefined_result: &'static str| {
+            if let Some(limit_ms) = limit {
+                let result = match value {
+                    Some(v) if v <= limit_ms => "met",
+                    Some(_) => "missed",
+                    None => undefined_result,
+                };
+                objectives.push(ObjectiveResult { objective, limit_ms, value_ms: value, result });
+            }
+        };
     check("ttft_answer", slo.ttft_answer_ms, metrics.and_then(|m| m.ttft_answer_ms), "unverified");
     let tokens_withheld = record.analysis.as_ref().is_some_and(|a| a.flags.token_text_truncated);
     let tpot_undefined = if tokens_withheld || metrics.is_none() { "unverified" } else { "not_applicable" };

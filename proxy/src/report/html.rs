@@ -37,17 +37,39 @@ fn ecdf_svg(metric: &str, groups: &[&GroupSummary]) -> Option<String> {
     let x = |v: f64| left + (v - min) / span * (w - left - right);
     let y = |p: f64| top + (1.0 - p) * (h - top - bottom);
     let mut svg = String::new();
-    let _ = write!(svg, r#"<svg class="ecdf" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{metric} CDF">"#);
-    let _ = write!(svg, r##"<rect x="{left}" y="{top}" width="{}" height="{}" fill="none" stroke="#ccc"/>"##, w - left - right, h - top - bottom);
+    let _ = write!(
+        svg,
+        r#"<svg class="ecdf" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{metric} CDF">"#
+    );
+    let _ = write!(
+        svg,
+        r##"<rect x="{left}" y="{top}" width="{}" height="{}" fill="none" stroke="#ccc"/>"##,
+        w - left - right,
+        h - top - bottom
+    );
     for p in [0.5, 0.9, 0.99] {
         let (x2, yp, tx, ty, label) = (w - right, y(p), left - 4.0, y(p) + 3.0, (p * 100.0) as u32);
-        let _ = write!(svg, r##"<line x1="{left}" x2="{x2}" y1="{yp}" y2="{yp}" stroke="#eee"/><text x="{tx}" y="{ty}" font-size="10" text-anchor="end">p{label}</text>"##);
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" x2="{x2}" y1="{yp}" y2="{yp}" stroke="#eee"/><text x="{tx}" y="{ty}" font-size="10" text-anchor="end">p{label}</text>"##
+        );
     }
     for i in 0..=4 {
         let v = min + span * f64::from(i) / 4.0;
-        let _ = write!(svg, r#"<text x="{}" y="{}" font-size="10" text-anchor="middle">{}</text>"#, x(v), h - bottom + 14.0, number(v));
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" font-size="10" text-anchor="middle">{}</text>"#,
+            x(v),
+            h - bottom + 14.0,
+            number(v)
+        );
     }
-    let _ = write!(svg, r#"<text x="{}" y="{}" font-size="11" text-anchor="middle">{metric}</text>"#, left + (w - left - right) / 2.0, h - 4.0);
+    let _ = write!(
+        svg,
+        r#"<text x="{}" y="{}" font-size="11" text-anchor="middle">{metric}</text>"#,
+        left + (w - left - right) / 2.0,
+        h - 4.0
+    );
     for (i, (label, s)) in series.iter().enumerate() {
         let n = s.len() as f64;
         let mut d = format!("M{:.1},{:.1}", x(s[0]), y(0.0));
@@ -55,8 +77,18 @@ fn ecdf_svg(metric: &str, groups: &[&GroupSummary]) -> Option<String> {
             let _ = write!(d, " L{:.1},{:.1} L{:.1},{:.1}", x(*v), y(k as f64 / n), x(*v), y((k + 1) as f64 / n));
         }
         let color = COLORS[i % COLORS.len()];
-        let _ = write!(svg, r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"><title>{}</title></path>"#, escape(label));
-        let _ = write!(svg, r#"<text x="{}" y="{}" font-size="10" fill="{color}">{}</text>"#, left + 6.0, top + 12.0 + 12.0 * i as f64, escape(label));
+        let _ = write!(
+            svg,
+            r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"><title>{}</title></path>"#,
+            escape(label)
+        );
+        let _ = write!(
+            svg,
+            r#"<text x="{}" y="{}" font-size="10" fill="{color}">{}</text>"#,
+            left + 6.0,
+            top + 12.0 + 12.0 * i as f64,
+            escape(label)
+        );
     }
     svg.push_str("</svg>");
     Some(svg)
@@ -65,7 +97,8 @@ fn ecdf_svg(metric: &str, groups: &[&GroupSummary]) -> Option<String> {
 /// Renders the report as a complete HTML document. The report must have been built with
 /// `keep_samples` for the plots to appear.
 pub fn render(report: &Report) -> String {
-    let groups: Vec<&GroupSummary> = if report.groups.is_empty() { vec![&report.overall] } else { report.groups.iter().collect() };
+    let groups: Vec<&GroupSummary> =
+        if report.groups.is_empty() { vec![&report.overall] } else { report.groups.iter().collect() };
     let mut b = String::new();
     let _ = write!(
         b,
@@ -134,6 +167,7 @@ th{{background:#f5f5f5}}h1{{font-size:22px}}h2{{font-size:17px;margin-top:28px}}
     let conditions = markdown.split("## Conditions (reproducibility)").nth(1).unwrap_or("");
     let _ = write!(b, "<pre>{}</pre>", escape(conditions.trim()));
     let json = serde_json::to_string_pretty(report).unwrap_or_default();
-    let _ = writeln!(b, "<details><summary>report as JSON</summary><pre>{}</pre></details></body></html>", escape(&json));
+    let _ =
+        writeln!(b, "<details><summary>report as JSON</summary><pre>{}</pre></details></body></html>", escape(&json));
     b
 }

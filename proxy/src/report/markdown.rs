@@ -12,7 +12,11 @@ use crate::config::SloConfig;
 pub fn number(v: f64) -> String {
     let text = if v.abs() >= 100.0 { format!("{v:.1}") } else { format!("{v:.3}") };
     let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text };
-    if text == "-0" { "0".into() } else { text }
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
+    }
 }
 
 fn percent(v: Option<f64>) -> String {
@@ -30,7 +34,11 @@ pub fn slo_text(slo: &SloConfig) -> String {
     .iter()
     .filter_map(|(name, v)| v.map(|v| format!("{name} ≤ {} ms", number(v))))
     .collect();
-    if parts.is_empty() { "none configured (every successful request is good)".into() } else { parts.join(", ") }
+    if parts.is_empty() {
+        "none configured (every successful request is good)".into()
+    } else {
+        parts.join(", ")
+    }
 }
 
 fn distribution_cells(d: Option<&Distribution>) -> String {
@@ -49,7 +57,11 @@ fn distribution_cells(d: Option<&Distribution>) -> String {
 }
 
 fn table_groups(report: &Report) -> Vec<&GroupSummary> {
-    if report.groups.is_empty() { vec![&report.overall] } else { report.groups.iter().collect() }
+    if report.groups.is_empty() {
+        vec![&report.overall]
+    } else {
+        report.groups.iter().collect()
+    }
 }
 
 /// Renders the whole report.
@@ -94,7 +106,10 @@ pub fn render(report: &Report) -> String {
     }
 
     let _ = writeln!(w, "\n## Goodput and stalls\n");
-    let _ = writeln!(w, "| group | requests | ok | good | attainment | good tokens/s | wall s | stalled / analysed | stall rate |");
+    let _ = writeln!(
+        w,
+        "| group | requests | ok | good | attainment | good tokens/s | wall s | stalled / analysed | stall rate |"
+    );
     let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows = table_groups(report);
     if !report.groups.is_empty() {

@@ -72,8 +72,15 @@ impl ListRow {
             return true;
         }
         let needle = needle.to_lowercase();
-        [self.request_id.as_str(), &self.route, self.model.as_deref().unwrap_or(""), &self.path, self.outcome, &self.verdict]
-            .iter()
-            .any(|field| field.to_lowercase().contains(&needle))
+        [
+            self.request_id.as_str(),
+            &self.route,
+            self.model.as_deref().unwrap_or(""),
+            &self.path,
+            self.outcome,
+            &self.verdict,
+        ]
+        .iter()
+        .any(|field| field.to_lowercase().contains(&needle))
     }
 }

@@ -242,7 +242,9 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         }
         used.push(r);
     }
-    used.sort_by(|a, b| a.timeline.t0_unix_ns.cmp(&b.timeline.t0_unix_ns).then_with(|| a.request_id.cmp(&b.request_id)));
+    used.sort_by(|a, b| {
+        a.timeline.t0_unix_ns.cmp(&b.timeline.t0_unix_ns).then_with(|| a.request_id.cmp(&b.request_id))
+    });
 
     let mut groups: BTreeMap<Vec<(String, String)>, Vec<&Record>> = BTreeMap::new();
     if !options.group_by.is_empty() {
@@ -279,7 +281,8 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
     } else {
         key.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
     };
-    let mut samples: BTreeMap<&'static str, Vec<f64>> = super::REPORT_METRICS.iter().map(|m| (*m, Vec::new())).collect();
+    let mut samples: BTreeMap<&'static str, Vec<f64>> =
+        super::REPORT_METRICS.iter().map(|m| (*m, Vec::new())).collect();
     let mut outcomes = BTreeMap::new();
     let mut stalls = StallRate::default();
     let mut goodput = Goodput::default();

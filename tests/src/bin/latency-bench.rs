@@ -77,7 +77,9 @@ async fn upstream(listener: TcpListener, events: usize, gap: Duration) {
                 buf.drain(..head_end + 4 + len);
                 let start = tokio::time::Instant::now();
                 if stream
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                    )
                     .await
                     .is_err()
                 {
@@ -119,7 +121,11 @@ async fn client(addr: std::net::SocketAddr, events: usize) -> Vec<f64> {
         let n = match stream.read(&mut tmp).await {
             Ok(0) => {
                 if std::env::var_os("BENCH_DEBUG").is_some() {
-                    eprintln!("eof after {} events: {:?}", out.len(), String::from_utf8_lossy(&buf[..buf.len().min(200)]));
+                    eprintln!(
+                        "eof after {} events: {:?}",
+                        out.len(),
+                        String::from_utf8_lossy(&buf[..buf.len().min(200)])
+                    );
                 }
                 break;
             }

@@ -93,12 +93,7 @@ fn is_tool_block(kind: &str) -> bool {
 }
 
 impl Anthropic {
-    pub(crate) fn classify(
-        &mut self,
-        event_type: Option<&str>,
-        data: &str,
-        out: &mut Out<'_>,
-    ) -> Parsed {
+    pub(crate) fn classify(&mut self, event_type: Option<&str>, data: &str, out: &mut Out<'_>) -> Parsed {
         let event: Event<'_> = match serde_json::from_str(data) {
             Ok(e) => e,
             Err(_) => return parse_failure(data),
@@ -116,9 +111,7 @@ impl Anthropic {
                 }
                 out.piece(EventClass::Control, "");
             }
-            "content_block_start" => {
-                self.block_start(event.index, event.content_block.as_ref(), out)
-            }
+            "content_block_start" => self.block_start(event.index, event.content_block.as_ref(), out),
             "content_block_delta" => self.block_delta(event.index, event.delta.as_ref(), out),
             "message_delta" => {
                 if let Some(reason) = event.delta.as_ref().and_then(|d| text(&d.stop_reason)) {
@@ -150,8 +143,7 @@ impl Anthropic {
             kind if is_tool_block(kind) => {
                 let slot = self.tool_slot(index, out);
                 let name = text(&block.name).unwrap_or("");
-                out.findings
-                    .update_tool_call(slot, text(&block.id), Some(name), 0);
+                out.findings.update_tool_call(slot, text(&block.id), Some(name), 0);
                 if name.is_empty() {
                     out.piece(EventClass::Control, "");
                 } else {
@@ -178,20 +170,14 @@ impl Anthropic {
             return;
         };
         match text(&delta.kind).unwrap_or("") {
-            "text_delta" => {
-                out.content_or_heartbeat(EventClass::Answer, text(&delta.text).unwrap_or(""))
-            }
+            "text_delta" => out.content_or_heartbeat(EventClass::Answer, text(&delta.text).unwrap_or("")),
             "thinking_delta" => {
-                out.content_or_heartbeat(
-                    EventClass::Reasoning,
-                    text(&delta.thinking).unwrap_or(""),
-                );
+                out.content_or_heartbeat(EventClass::Reasoning, text(&delta.thinking).unwrap_or(""));
             }
             "input_json_delta" => {
                 let fragment = text(&delta.partial_json).unwrap_or("");
                 let slot = self.tool_slot(index, out);
-                out.findings
-                    .update_tool_call(slot, None, None, fragment.len());
+                out.findings.update_tool_call(slot, None, None, fragment.len());
                 out.content_or_heartbeat(EventClass::ToolCall, fragment);
             }
             // signature_delta, citations_delta and future delta types carry no user-visible text.
@@ -218,14 +204,9 @@ impl Anthropic {
         out.findings.note_model(text(&message.model));
         for block in message.content.iter().flatten() {
             match text(&block.kind).unwrap_or("") {
-                "text" => {
-                    out.content_or_heartbeat(EventClass::Answer, text(&block.text).unwrap_or(""))
-                }
+                "text" => out.content_or_heartbeat(EventClass::Answer, text(&block.text).unwrap_or("")),
                 "thinking" => {
-                    out.content_or_heartbeat(
-                        EventClass::Reasoning,
-                        text(&block.thinking).unwrap_or(""),
-                    );
+                    out.content_or_heartbeat(EventClass::Reasoning, text(&block.thinking).unwrap_or(""));
                 }
                 "redacted_thinking" => {
                     out.findings.redacted_reasoning = true;
@@ -235,12 +216,7 @@ impl Anthropic {
                     let arguments = json_text(block.input.as_ref());
                     let slot = out.findings.new_tool_call();
                     let name = text(&block.name).unwrap_or("");
-                    out.findings.update_tool_call(
-                        slot,
-                        text(&block.id),
-                        Some(name),
-                        arguments.len(),
-                    );
+                    out.findings.update_tool_call(slot, text(&block.id), Some(name), arguments.len());
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
                 _ => {}

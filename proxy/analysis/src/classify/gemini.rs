@@ -99,23 +99,14 @@ impl Gemini {
             let parts = candidate.content.as_ref().and_then(|c| c.parts.as_ref());
             for part in parts.into_iter().flatten() {
                 if let Some(t) = text(&part.text).filter(|t| !t.is_empty()) {
-                    let class = if part.thought == Some(true) {
-                        EventClass::Reasoning
-                    } else {
-                        EventClass::Answer
-                    };
+                    let class = if part.thought == Some(true) { EventClass::Reasoning } else { EventClass::Answer };
                     out.piece(class, t);
                 }
                 if let Some(call) = &part.function_call {
                     let name = call.name.as_deref().unwrap_or("");
                     let arguments = json_text(call.args.as_ref());
                     let slot = out.findings.new_tool_call();
-                    out.findings.update_tool_call(
-                        slot,
-                        call.id.as_deref(),
-                        Some(name),
-                        arguments.len(),
-                    );
+                    out.findings.update_tool_call(slot, call.id.as_deref(), Some(name), arguments.len());
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
             }
@@ -124,11 +115,8 @@ impl Gemini {
                 finished = true;
             }
         }
-        if let Some(reason) = response
-            .prompt_feedback
-            .as_ref()
-            .and_then(|f| f.get("blockReason"))
-            .and_then(Value::as_str)
+        if let Some(reason) =
+            response.prompt_feedback.as_ref().and_then(|f| f.get("blockReason")).and_then(Value::as_str)
         {
             // The prompt itself was blocked: the user gets a refusal instead of an answer.
             out.findings.refusal = true;

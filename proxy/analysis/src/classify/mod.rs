@@ -135,9 +135,7 @@ impl Classifier {
                 Parsed::Yes
             }
             Classifier::OpenaiChat(c) => c.classify(data, out),
-            Classifier::OpenaiResponses(c) => {
-                c.classify(frame.event_type, data, frame.whole_body, out)
-            }
+            Classifier::OpenaiResponses(c) => c.classify(frame.event_type, data, frame.whole_body, out),
             Classifier::Anthropic(c) => c.classify(frame.event_type, data, out),
             Classifier::Gemini(c) => c.classify(data, out),
             Classifier::Ollama(c) => c.classify(data, out),
@@ -183,13 +181,5 @@ pub(crate) fn parse_failure(data: &str) -> Parsed {
 
 /// Compact JSON text of tool arguments given as an object (Gemini, Ollama, Anthropic non-streaming).
 pub(crate) fn json_text(value: Option<&serde_json::Value>) -> String {
-    value
-        .map(|v| {
-            if let serde_json::Value::String(s) = v {
-                s.clone()
-            } else {
-                v.to_string()
-            }
-        })
-        .unwrap_or_default()
+    value.map(|v| if let serde_json::Value::String(s) = v { s.clone() } else { v.to_string() }).unwrap_or_default()
 }

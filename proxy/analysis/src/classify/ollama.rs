@@ -62,33 +62,21 @@ impl Ollama {
             out.error(error);
         }
         let message = line.message.as_ref();
-        let thinking = message
-            .and_then(|m| text(&m.thinking))
-            .or(text(&line.thinking));
+        let thinking = message.and_then(|m| text(&m.thinking)).or(text(&line.thinking));
         if let Some(t) = thinking.filter(|t| !t.is_empty()) {
             out.piece(EventClass::Reasoning, t);
         }
-        let content = message
-            .and_then(|m| text(&m.content))
-            .or(text(&line.response));
+        let content = message.and_then(|m| text(&m.content)).or(text(&line.response));
         if let Some(t) = content.filter(|t| !t.is_empty()) {
             out.piece(EventClass::Answer, t);
         }
-        for call in message
-            .and_then(|m| m.tool_calls.as_ref())
-            .into_iter()
-            .flatten()
-        {
+        for call in message.and_then(|m| m.tool_calls.as_ref()).into_iter().flatten() {
             let function = call.get("function");
-            let name = function
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
             let arguments = json_text(function.and_then(|f| f.get("arguments")));
             let slot = out.findings.new_tool_call();
             let id = call.get("id").and_then(Value::as_str);
-            out.findings
-                .update_tool_call(slot, id, Some(name), arguments.len());
+            out.findings.update_tool_call(slot, id, Some(name), arguments.len());
             out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
         }
         if line.done == Some(true) {

@@ -229,17 +229,8 @@ impl OpenaiResponses {
                     }
                 }
                 "reasoning" => {
-                    for part in item
-                        .summary
-                        .iter()
-                        .flatten()
-                        .chain(item.content.iter().flatten())
-                    {
-                        if let Some(t) = part
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .filter(|t| !t.is_empty())
-                        {
+                    for part in item.summary.iter().flatten().chain(item.content.iter().flatten()) {
+                        if let Some(t) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
                             out.piece(EventClass::Reasoning, t);
                         }
                     }

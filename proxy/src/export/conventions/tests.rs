@@ -93,7 +93,10 @@ fn spans_of(json: serde_json::Value) -> Vec<SpanPlan> {
 }
 
 fn find<'a>(spans: &'a [SpanPlan], name: &str) -> &'a SpanPlan {
-    spans.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()))
+    spans
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no span {name}: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()))
 }
 
 fn ms(ms: u64) -> u64 {
@@ -194,7 +197,10 @@ fn phase_spans_cover_the_stream_in_order() {
         assert_eq!(s.kind, SpanKind::Internal);
         assert_eq!(s.parent_span_id, Some(root.span_id), "{name}");
         assert_eq!(s.trace_id, root.trace_id);
-        assert!(s.start_unix_ns >= root.start_unix_ns && s.end_unix_ns <= root.end_unix_ns, "{name} outside its parent");
+        assert!(
+            s.start_unix_ns >= root.start_unix_ns && s.end_unix_ns <= root.end_unix_ns,
+            "{name} outside its parent"
+        );
         assert_eq!(s.attribute(attr::PHASE), Some(&AttrValue::Str(name.into())));
         for e in &s.events {
             assert!(e.time_unix_ns >= s.start_unix_ns && e.time_unix_ns <= s.end_unix_ns, "{name}: event outside");
@@ -212,7 +218,10 @@ fn phase_spans_cover_the_stream_in_order() {
     let delivery = find(&spans, "delivery");
     let times: Vec<u64> = delivery.events.iter().map(|e| e.time_unix_ns).collect();
     assert_eq!(times, [ms(90), ms(120), ms(150), ms(199)]);
-    assert_eq!(delivery.events[3].attributes.iter().find(|(k, _)| *k == attr::CHUNK_HANDOFF_LAG_US).map(|(_, v)| v), Some(&AttrValue::F64(500.0)));
+    assert_eq!(
+        delivery.events[3].attributes.iter().find(|(k, _)| *k == attr::CHUNK_HANDOFF_LAG_US).map(|(_, v)| v),
+        Some(&AttrValue::F64(500.0))
+    );
 }
 
 #[test]
@@ -258,7 +267,8 @@ fn errors_set_status_and_error_type() {
 
     // An error event inside a 200 stream is an error too.
     let mut json = record_json();
-    json["analysis"]["errors"] = serde_json::json!([{"t_ms": 150.0, "error_type": "overloaded_error", "message": "Overloaded"}]);
+    json["analysis"]["errors"] =
+        serde_json::json!([{"t_ms": 150.0, "error_type": "overloaded_error", "message": "Overloaded"}]);
     let span = &spans_of(json)[0];
     assert_eq!(span.attribute(attr::ERROR_TYPE), Some(&AttrValue::Str("overloaded_error".into())));
     assert!(span.events.iter().any(|e| e.name == event::STREAM_ERROR && e.time_unix_ns == ms(150)));
@@ -307,7 +317,8 @@ fn content_is_attached_only_when_asked() {
 #[test]
 fn observations_follow_the_conventions() {
     let r = record(record_json());
-    let objectives = Objectives { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: Some(30_000.0), first_paint_ms: None };
+    let objectives =
+        Objectives { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: Some(30_000.0), first_paint_ms: None };
     let obs = metric_observations(&r, &objectives);
     let values = |metric: MetricId| obs.iter().filter(|o| o.metric == metric).map(|o| o.value).collect::<Vec<_>>();
     assert_eq!(values(MetricId::Requests), [1.0]);
@@ -317,7 +328,10 @@ fn observations_follow_the_conventions() {
     // Seven content events: six gaps of 10 or 20 ms.
     let per_chunk = values(MetricId::TimePerOutputChunk);
     assert_eq!(per_chunk.len(), 6);
-    assert!(per_chunk.iter().all(|v| (*v - 0.01).abs() < 1e-9 || (*v - 0.02).abs() < 1e-9 || (*v - 0.0).abs() < 1e-9), "{per_chunk:?}");
+    assert!(
+        per_chunk.iter().all(|v| (*v - 0.01).abs() < 1e-9 || (*v - 0.02).abs() < 1e-9 || (*v - 0.0).abs() < 1e-9),
+        "{per_chunk:?}"
+    );
     assert_eq!(values(MetricId::InterTokenLatency).len(), 6);
     assert_eq!(values(MetricId::TtftAnswer), [0.13]);
     assert_eq!(values(MetricId::TtftReasoning), [0.1]);
@@ -377,7 +391,9 @@ fn browser_spans_continue_the_trace_from_the_probe() {
         "chunks_dropped": 0, "paints_dropped": 0
     });
     let r = record(json);
-    assert!(request_spans(&r, &SpanOptions::default()).iter().any(|s| s.parent_span_id == Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])));
+    assert!(request_spans(&r, &SpanOptions::default())
+        .iter()
+        .any(|s| s.parent_span_id == Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])));
     let spans = browser_spans(&r, &SpanOptions::default());
     assert_eq!(spans.len(), 2);
     let fetch = &spans[0];

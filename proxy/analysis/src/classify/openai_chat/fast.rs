@@ -30,15 +30,8 @@ const MAX_DEPTH: u32 = 24;
 /// Known members, in the index order that [`Members`] uses.
 const TOP_FIELDS: [&str; 5] = ["id", "model", "choices", "usage", "error"];
 const CHOICE_FIELDS: [&str; 5] = ["index", "delta", "message", "text", "finish_reason"];
-const DELTA_FIELDS: [&str; 7] = [
-    "role",
-    "content",
-    "reasoning_content",
-    "reasoning",
-    "refusal",
-    "tool_calls",
-    "function_call",
-];
+const DELTA_FIELDS: [&str; 7] =
+    ["role", "content", "reasoning_content", "reasoning", "refusal", "tool_calls", "function_call"];
 const CHOICES: usize = 2;
 const DELTA: usize = 1;
 const CONTENT: usize = 1;
@@ -93,8 +86,7 @@ pub(super) fn parse<'d>(resume: &mut Resume, data: &'d str) -> Option<Chunk<'d>>
     if p.i != p.b.len() {
         return None;
     }
-    if let (Some(mark), Some(choice_members), Some(delta_members)) = (p.mark, &p.choice0, &p.delta0)
-    {
+    if let (Some(mark), Some(choice_members), Some(delta_members)) = (p.mark, &p.choice0, &p.delta0) {
         let choice = chunk.choices.as_ref().and_then(|c| c.first());
         let delta = choice.and_then(|c| c.delta.as_ref());
         if let (Some(choice), Some(delta)) = (choice, delta) {
@@ -173,11 +165,7 @@ fn restore<'d, T>(
             SavedValue::Null => members.first(m.field, m.at)?,
             SavedValue::Slice(start, end) => {
                 members.first(m.field, m.at)?;
-                set(
-                    target,
-                    m.field,
-                    Some(Text(Cow::Borrowed(data.get(start..end)?))),
-                );
+                set(target, m.field, Some(Text(Cow::Borrowed(data.get(start..end)?))));
             }
             SavedValue::Parse => parse(target, members, m)?,
         }
@@ -190,43 +178,22 @@ impl Snapshot {
         let mut p = Parser::new(data);
         let mut chunk = empty_chunk();
         let mut top = Members::default();
-        restore(
-            &self.top,
-            data,
-            &mut chunk,
-            &mut top,
-            set_top,
-            |c, m, saved| {
-                p.i = saved.at;
-                p.top_member(c, m, saved.field)
-            },
-        )?;
+        restore(&self.top, data, &mut chunk, &mut top, set_top, |c, m, saved| {
+            p.i = saved.at;
+            p.top_member(c, m, saved.field)
+        })?;
         let mut choice = empty_choice();
         let mut choice_members = Members::default();
-        restore(
-            &self.choice,
-            data,
-            &mut choice,
-            &mut choice_members,
-            set_choice,
-            |c, m, saved| {
-                p.i = saved.at;
-                p.choice_member(c, m, saved.field)
-            },
-        )?;
+        restore(&self.choice, data, &mut choice, &mut choice_members, set_choice, |c, m, saved| {
+            p.i = saved.at;
+            p.choice_member(c, m, saved.field)
+        })?;
         let mut delta = empty_delta();
         let mut delta_members = Members::default();
-        restore(
-            &self.delta,
-            data,
-            &mut delta,
-            &mut delta_members,
-            set_delta,
-            |d, m, saved| {
-                p.i = saved.at;
-                p.delta_member(d, m, saved.field)
-            },
-        )?;
+        restore(&self.delta, data, &mut delta, &mut delta_members, set_delta, |d, m, saved| {
+            p.i = saved.at;
+            p.delta_member(d, m, saved.field)
+        })?;
         top.first(CHOICES, 0)?;
         choice_members.first(DELTA, 0)?;
         // From the content value on, exactly the fresh parse's path.
@@ -294,34 +261,18 @@ impl Members {
                     }
                     _ => SavedValue::Parse,
                 };
-                Saved {
-                    field,
-                    at: self.at[field],
-                    value,
-                }
+                Saved { field, at: self.at[field], value }
             })
             .collect()
     }
 }
 
 fn empty_chunk<'a>() -> Chunk<'a> {
-    Chunk {
-        id: None,
-        model: None,
-        choices: None,
-        usage: None,
-        error: None,
-    }
+    Chunk { id: None, model: None, choices: None, usage: None, error: None }
 }
 
 fn empty_choice<'a>() -> Choice<'a> {
-    Choice {
-        index: None,
-        delta: None,
-        message: None,
-        text: None,
-        finish_reason: None,
-    }
+    Choice { index: None, delta: None, message: None, text: None, finish_reason: None }
 }
 
 fn empty_delta<'a>() -> Delta<'a> {
@@ -388,15 +339,7 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn new(s: &'a str) -> Self {
-        Parser {
-            s,
-            b: s.as_bytes(),
-            i: 0,
-            path: 0,
-            mark: None,
-            choice0: None,
-            delta0: None,
-        }
+        Parser { s, b: s.as_bytes(), i: 0, path: 0, mark: None, choice0: None, delta0: None }
     }
 
     /// JSON whitespace only (serde_json's definition), not Unicode whitespace.
@@ -471,10 +414,7 @@ impl<'a> Parser<'a> {
     }
 
     /// The rest of an object after one of its member values.
-    fn members_after_value(
-        &mut self,
-        member: impl FnMut(&mut Self, &'a str) -> Option<()>,
-    ) -> Option<()> {
+    fn members_after_value(&mut self, member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         if self.more(b'}')? {
             self.members(member)
         } else {
@@ -493,11 +433,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Array elements from the cursor through the closing bracket, the first being `position`.
-    fn elements(
-        &mut self,
-        mut position: usize,
-        mut element: impl FnMut(&mut Self, usize) -> Option<()>,
-    ) -> Option<()> {
+    fn elements(&mut self, mut position: usize, mut element: impl FnMut(&mut Self, usize) -> Option<()>) -> Option<()> {
         loop {
             element(self, position)?;
             position += 1;
@@ -724,12 +660,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn top_member(
-        &mut self,
-        chunk: &mut Chunk<'a>,
-        members: &mut Members,
-        field: usize,
-    ) -> Option<()> {
+    fn top_member(&mut self, chunk: &mut Chunk<'a>, members: &mut Members, field: usize) -> Option<()> {
         members.first(field, self.i)?;
         match field {
             0 => chunk.id = self.opt_text()?,
@@ -766,24 +697,14 @@ impl<'a> Parser<'a> {
         Some(choice)
     }
 
-    fn choice_key(
-        &mut self,
-        choice: &mut Choice<'a>,
-        members: &mut Members,
-        key: &str,
-    ) -> Option<()> {
+    fn choice_key(&mut self, choice: &mut Choice<'a>, members: &mut Members, key: &str) -> Option<()> {
         match field_index(&CHOICE_FIELDS, key) {
             Some(field) => self.choice_member(choice, members, field),
             None => self.skip_value(3),
         }
     }
 
-    fn choice_member(
-        &mut self,
-        choice: &mut Choice<'a>,
-        members: &mut Members,
-        field: usize,
-    ) -> Option<()> {
+    fn choice_member(&mut self, choice: &mut Choice<'a>, members: &mut Members, field: usize) -> Option<()> {
         members.first(field, self.i)?;
         match field {
             0 => choice.index = self.opt_u64()?,
@@ -820,12 +741,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn delta_member(
-        &mut self,
-        delta: &mut Delta<'a>,
-        members: &mut Members,
-        field: usize,
-    ) -> Option<()> {
+    fn delta_member(&mut self, delta: &mut Delta<'a>, members: &mut Members, field: usize) -> Option<()> {
         members.first(field, self.i)?;
         match field {
             0 => delta.role = self.opt_text()?,
@@ -859,15 +775,8 @@ mod tests {
         let fast = parse(resume, data);
         if let Some(fast) = &fast {
             let slow = serde_json::from_str::<Chunk<'_>>(data);
-            assert!(
-                slow.is_ok(),
-                "fast path accepted what serde rejects: {data:?}"
-            );
-            assert_eq!(
-                Some(fast),
-                slow.ok().as_ref(),
-                "different chunk for {data:?}"
-            );
+            assert!(slow.is_ok(), "fast path accepted what serde rejects: {data:?}");
+            assert_eq!(Some(fast), slow.ok().as_ref(), "different chunk for {data:?}");
         }
         fast.is_some()
     }
@@ -974,13 +883,7 @@ mod tests {
                 let utf16 = c.encode_utf16(&mut units);
                 let escaped: String = utf16
                     .iter()
-                    .map(|u| {
-                        if how % 2 == 0 {
-                            format!("\\u{u:04x}")
-                        } else {
-                            format!("\\u{u:04X}")
-                        }
-                    })
+                    .map(|u| if how % 2 == 0 { format!("\\u{u:04x}") } else { format!("\\u{u:04X}") })
                     .collect();
                 let must_escape = matches!(c, '"' | '\\') || (c as u32) < 0x20;
                 match how {
@@ -1007,25 +910,15 @@ mod tests {
             Just("null".to_owned()),
             Just("true".to_owned()),
             Just("false".to_owned()),
-            prop::sample::select(vec![
-                "0",
-                "7",
-                "-1",
-                "1.5",
-                "-0.0e-7",
-                "1E+2",
-                "123456789012345678901234"
-            ])
-            .prop_map(str::to_owned),
+            prop::sample::select(vec!["0", "7", "-1", "1.5", "-0.0e-7", "1E+2", "123456789012345678901234"])
+                .prop_map(str::to_owned),
             string_literal(),
         ];
         leaf.prop_recursive(3, 12, 4, |inner| {
             prop_oneof![
-                prop::collection::vec(inner.clone(), 0..4)
-                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
                 prop::collection::vec((string_literal(), inner), 0..4).prop_map(|v| {
-                    let members: Vec<String> =
-                        v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                    let members: Vec<String> = v.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
                     format!("{{{}}}", members.join(","))
                 }),
             ]
@@ -1059,16 +952,11 @@ mod tests {
         let n = fields.len();
         let options: Vec<_> = fields
             .into_iter()
-            .map(|(key, value)| {
-                prop::option::weighted(0.6, value.prop_map(move |v| (key.to_owned(), v)))
-            })
+            .map(|(key, value)| prop::option::weighted(0.6, value.prop_map(move |v| (key.to_owned(), v))))
             .collect();
         (
             options,
-            prop::collection::vec(
-                prop::sample::select(vec!["x", "logprobs", "index", "content", "id"]),
-                0..2,
-            ),
+            prop::collection::vec(prop::sample::select(vec!["x", "logprobs", "index", "content", "id"]), 0..2),
             prop::collection::vec(any_value(), 2),
             prop::collection::vec(ws(), n + 2),
             any::<u64>(),
@@ -1089,11 +977,8 @@ mod tests {
             })
     }
 
-    fn members(
-        fields: Vec<(&'static str, BoxedStrategy<String>)>,
-    ) -> impl Strategy<Value = String> {
-        member_list(fields)
-            .prop_map(|(members, spaces)| format!("{{{}}}", render(&members, &spaces)))
+    fn members(fields: Vec<(&'static str, BoxedStrategy<String>)>) -> impl Strategy<Value = String> {
+        member_list(fields).prop_map(|(members, spaces)| format!("{{{}}}", render(&members, &spaces)))
     }
 
     fn delta_fields() -> Vec<(&'static str, BoxedStrategy<String>)> {
@@ -1103,14 +988,8 @@ mod tests {
             ("reasoning_content", text_value().boxed()),
             ("reasoning", text_value().boxed()),
             ("refusal", text_value().boxed()),
-            (
-                "tool_calls",
-                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
-            ),
-            (
-                "function_call",
-                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
-            ),
+            ("tool_calls", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            ("function_call", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
         ]
     }
 
@@ -1125,14 +1004,8 @@ mod tests {
         ];
         vec![
             ("index", index.boxed()),
-            (
-                "delta",
-                prop_oneof![6 => delta(), 1 => Just("null".to_owned()), 1 => any_value()].boxed(),
-            ),
-            (
-                "message",
-                prop_oneof![8 => Just("null".to_owned()), 1 => delta()].boxed(),
-            ),
+            ("delta", prop_oneof![6 => delta(), 1 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            ("message", prop_oneof![8 => Just("null".to_owned()), 1 => delta()].boxed()),
             ("text", text_value().boxed()),
             ("finish_reason", text_value().boxed()),
             ("logprobs", any_value().boxed()),
@@ -1153,14 +1026,8 @@ mod tests {
             ("id", text_value().boxed()),
             ("model", text_value().boxed()),
             ("choices", choices.boxed()),
-            (
-                "usage",
-                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
-            ),
-            (
-                "error",
-                prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed(),
-            ),
+            ("usage", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            ("error", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
             ("object", string_literal().boxed()),
         ]
     }
@@ -1170,24 +1037,14 @@ mod tests {
     }
 
     /// Members before and after the resumable point, split at a random place.
-    fn split_members(
-        fields: Vec<(&'static str, BoxedStrategy<String>)>,
-    ) -> impl Strategy<Value = (String, String)> {
+    fn split_members(fields: Vec<(&'static str, BoxedStrategy<String>)>) -> impl Strategy<Value = (String, String)> {
         (member_list(fields), any::<prop::sample::Index>()).prop_map(|((members, spaces), at)| {
             let at = at.index(members.len() + 1);
             let before = render(&members[..at], &spaces);
             let after = render(&members[at..], &spaces);
             (
-                if before.is_empty() {
-                    before
-                } else {
-                    before + ","
-                },
-                if after.is_empty() {
-                    after
-                } else {
-                    format!(",{after}")
-                },
+                if before.is_empty() { before } else { before + "," },
+                if after.is_empty() { after } else { format!(",{after}") },
             )
         })
     }
@@ -1202,12 +1059,10 @@ mod tests {
             prop::collection::vec(choice(), 0..2),
             split_members(top_fields()),
         )
-            .prop_map(
-                |((_, delta_after), (_, choice_after), more, (_, top_after))| {
-                    let more: String = more.iter().map(|c| format!(",{c}")).collect();
-                    format!("{delta_after}}}{choice_after}}}{more}]{top_after}}}")
-                },
-            );
+            .prop_map(|((_, delta_after), (_, choice_after), more, (_, top_after))| {
+                let more: String = more.iter().map(|c| format!(",{c}")).collect();
+                format!("{delta_after}}}{choice_after}}}{more}]{top_after}}}")
+            });
         let tail = prop_oneof![
             1 => generated_tail,
             6 => prop::sample::select(vec![
@@ -1228,14 +1083,12 @@ mod tests {
             ])
             .prop_map(str::to_owned),
         ];
-        let generated_prefix = (
-            split_members(top_fields()),
-            split_members(choice_fields()),
-            split_members(delta_fields()),
-        )
-            .prop_map(|((top, _), (choice, _), (delta, _))| {
-                format!("{{{top}\"choices\":[{{{choice}\"delta\":{{{delta}\"content\":")
-            });
+        let generated_prefix =
+            (split_members(top_fields()), split_members(choice_fields()), split_members(delta_fields())).prop_map(
+                |((top, _), (choice, _), (delta, _))| {
+                    format!("{{{top}\"choices\":[{{{choice}\"delta\":{{{delta}\"content\":")
+                },
+            );
         let prefix = prop_oneof![
             1 => generated_prefix,
             4 => prop::sample::select(vec![
@@ -1256,12 +1109,8 @@ mod tests {
             1 => Just("null".to_owned()),
             1 => any_value(),
         ];
-        (prefix, prop::collection::vec((content, tail), 1..5)).prop_map(|(prefix, suffixes)| {
-            suffixes
-                .iter()
-                .map(|(c, t)| format!("{prefix}{c}{t}"))
-                .collect()
-        })
+        (prefix, prop::collection::vec((content, tail), 1..5))
+            .prop_map(|(prefix, suffixes)| suffixes.iter().map(|(c, t)| format!("{prefix}{c}{t}")).collect())
     }
 
     proptest! {
@@ -1335,10 +1184,7 @@ mod tests {
         for data in [
             chunk("a\\ud800"),
             chunk("x").replace(r#""logprobs":null"#, r#""logprobs":nul"#),
-            chunk("x").replace(
-                r#""finish_reason":null"#,
-                r#""finish_reason":"stop","index":1"#,
-            ),
+            chunk("x").replace(r#""finish_reason":null"#, r#""finish_reason":"stop","index":1"#),
             chunk("x") + " x",
         ] {
             assert!(!agrees_after(&mut resume, &data), "{data}");
@@ -1362,9 +1208,6 @@ mod tests {
                 fast += 1;
             }
         }
-        assert!(
-            fast > 300,
-            "only {fast} of 2000 generated chunks took the fast path"
-        );
+        assert!(fast > 300, "only {fast} of 2000 generated chunks took the fast path");
     }
 }
