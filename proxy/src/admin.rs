@@ -26,8 +26,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::mpsc;
 
-use crate::export::Telemetry;
-use crate::finalize::PipelineStats;
+use tokentap_telemetry::Telemetry;
+use crate::pipeline::PipelineStats;
 use crate::store::{RecordFilter, RecordStore};
 
 type AdminBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -41,7 +41,7 @@ pub struct AdminState {
     /// Origins allowed to read the API from a browser (the proxy's own origin, for the demo page).
     pub allowed_origins: Vec<String>,
     /// Objectives for the goodput verdicts of the dashboard and the summary.
-    pub slo: crate::config::SloConfig,
+    pub slo: tokentap_record::SloConfig,
 }
 
 /// Serves the admin API on an already-bound listener until the runtime stops.
@@ -133,7 +133,7 @@ fn route(req: &Request<Incoming>, state: &AdminState) -> Response<AdminBody> {
             _ => match path.strip_prefix("/_tokentap/api/verdict/") {
                 Some(id) if !id.is_empty() => match state.store.get(id) {
                     Some(stored) => {
-                        let verdict = crate::report::verdict(&stored.record, &state.slo);
+                        let verdict = tokentap_report::verdict(&stored.record, &state.slo);
                         json_response(StatusCode::OK, serde_json::to_string(&verdict).unwrap_or_default())
                     }
                     None => error_response(StatusCode::NOT_FOUND, "no recent record with this request id"),
@@ -249,7 +249,7 @@ fn dashboard_list(query: &str, state: &AdminState) -> Response<AdminBody> {
         if !filter.matches(r) {
             continue;
         }
-        let row = crate::report::ListRow::of(r, &state.slo);
+        let row = tokentap_report::ListRow::of(r, &state.slo);
         if !row.matches_text(&text) {
             continue;
         }
@@ -266,13 +266,13 @@ fn dashboard_list(query: &str, state: &AdminState) -> Response<AdminBody> {
 /// Percentiles, stall rate and goodput over the records in memory (`report::build_report`).
 fn summary(query: &str, state: &AdminState) -> Response<AdminBody> {
     let now = std::time::SystemTime::now();
-    let mut options = crate::report::ReportOptions {
+    let mut options = tokentap_report::ReportOptions {
         slo: state.slo.clone(),
         source: "records in memory (admin API)".into(),
         ..Default::default()
     };
     for (key, value) in query_pairs(query) {
-        let time = || crate::report::summary::parse_time(&value, now);
+        let time = || tokentap_report::summary::parse_time(&value, now);
         match key.as_str() {
             "window" | "since" if value.is_empty() || value == "all" => {}
             "window" | "since" => match time() {
@@ -284,7 +284,7 @@ fn summary(query: &str, state: &AdminState) -> Response<AdminBody> {
                 Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
             },
             "until" => {}
-            "group_by" => match crate::report::GroupKey::parse_list(&value) {
+            "group_by" => match tokentap_report::GroupKey::parse_list(&value) {
                 Ok(keys) => options.group_by = keys,
                 Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
             },
@@ -293,7 +293,7 @@ fn summary(query: &str, state: &AdminState) -> Response<AdminBody> {
         }
     }
     let records = state.store.recent(&RecordFilter::default(), usize::MAX);
-    let report = crate::report::build_report(records.iter().map(|s| &s.record), &options);
+    let report = tokentap_report::build_report(records.iter().map(|s| &s.record), &options);
     json_response(StatusCode::OK, serde_json::to_string(&report).unwrap_or_default())
 }
 
@@ -323,7 +323,7 @@ fn prometheus_metrics(state: &AdminState) -> Response<AdminBody> {
     match state.telemetry.prometheus_text() {
         Some(text) => Response::builder()
             .status(StatusCode::OK)
-            .header("content-type", crate::export::prometheus::CONTENT_TYPE)
+            .header("content-type", tokentap_telemetry::prometheus::CONTENT_TYPE)
             .header("cache-control", "no-store")
             .body(full(text))
             .expect("static response parts"),

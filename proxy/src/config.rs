@@ -14,7 +14,9 @@ use serde::Deserialize;
 use crate::route::{Route, RouteTable, UpstreamTarget};
 
 mod otel;
-pub use otel::{MetricsConfig, OtelConfig, OtelEnv, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders};
+pub use otel::{OtelConfig, OtelEnv};
+pub use tokentap_record::SloConfig;
+pub use tokentap_telemetry::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders};
 
 /// Everything that can go wrong while reading or validating configuration.
 #[derive(Debug, thiserror::Error)]
@@ -226,48 +228,6 @@ impl Default for ProbeConfig {
     }
 }
 
-/// `[slo]`: service-level objectives. A request is *good* when it succeeded and met every objective
-/// set here (docs/metrics.md, Goodput); an objective left out is not checked.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SloConfig {
-    /// Largest acceptable `ttft_answer_ms` (first answer token).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ttft_answer_ms: Option<f64>,
-    /// Largest acceptable `tpot_ms` (milliseconds per output token after the first content event).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tpot_ms: Option<f64>,
-    /// Largest acceptable `e2e_ms` (request start to the last body byte).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub e2e_ms: Option<f64>,
-    /// Largest acceptable browser `time_to_first_paint_ms` (needs the browser probe).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_paint_ms: Option<f64>,
-}
-
-impl SloConfig {
-    /// Every objective must be a finite number of milliseconds greater than 0.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        for (key, value) in [
-            ("slo.ttft_answer_ms", self.ttft_answer_ms),
-            ("slo.tpot_ms", self.tpot_ms),
-            ("slo.e2e_ms", self.e2e_ms),
-            ("slo.first_paint_ms", self.first_paint_ms),
-        ] {
-            if let Some(v) = value {
-                if !(v.is_finite() && v > 0.0) {
-                    return Err(invalid(key, format!("{v} must be a number of milliseconds greater than 0")));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self == &SloConfig::default()
-    }
-}
-
 /// Values given on the command line or in `TOKENTAP_*` variables; they override the file.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -437,7 +397,7 @@ pub fn validate_with_env(
 
     let otel = otel::validate_otel(&file.otel, otel_env, &data_dir)?;
     otel::validate_metrics(&file.metrics)?;
-    file.slo.validate()?;
+    file.slo.validate().map_err(|e| invalid(e.key, e.message))?;
 
     Ok(ValidConfig {
         listen,

@@ -41,9 +41,9 @@ pub fn run(options: DemoOptions) -> Result<(), DemoError> {
         ..Overrides::default()
     };
     let config = config::validate(FileConfig::default(), &overrides)?;
-    let observer = Box::new(|record: &crate::record::Record| {
+    let observer = Box::new(|record: &tokentap_record::Record| {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "[tokentap] {}", crate::summary::one_line(record));
+        let _ = writeln!(out, "[tokentap] {}", tokentap_report::one_line::one_line(record));
         let _ = out.flush();
     });
     let pages = Pages { demo_enabled: true, ..Pages::default() };
@@ -65,7 +65,7 @@ fn print_banner(bound: &BoundAddrs, mock: SocketAddr, data_dir: &std::path::Path
         let _ = writeln!(out, "  admin API      http://{admin}/_tokentap/api/requests");
         let _ = writeln!(out, "  live feed      http://{admin}/_tokentap/api/stream");
     }
-    let _ = writeln!(out, "  records        {}", data_dir.join(crate::store::RECORDS_FILE).display());
+    let _ = writeln!(out, "  records        {}", data_dir.join(tokentap_record::RECORDS_FILE).display());
     let _ = writeln!(
         out,
         "try: curl -N {proxy}/v1/chat/completions -H 'content-type: application/json' -H 'x-mock-scenario: reasoning' \\\n       -d '{{\"model\":\"mock-gpt\",\"stream\":true,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"

@@ -1,25 +1,26 @@
 //! tokentap: a streaming reverse proxy for LLM APIs that shows where a user's wait goes.
 //!
-//! See ARCHITECTURE.md at the repository root for the code map and the invariants.
+//! The server crate: the only one that depends on pingora. The record schema and its derivations
+//! are in `tokentap-record`, aggregates and renderings in `tokentap-report`, OpenTelemetry in
+//! `tokentap-telemetry`, the stream analysis in `tokentap-analysis`. See ARCHITECTURE.md at the
+//! repository root for the crate map, the data path and the invariants.
+//!
+//! - `forward/`: the pingora proxy (the hooks), requests tokentap answers itself, redaction.
+//! - `request_data`, `timeline`, `route`: what the hooks gather, their stamps, the route table.
+//! - `pipeline/`: the bounded queue, the worker and record building.
+//! - `store`: the journal, the ring and the live feed.
+//! - `admin`, `dashboard`: the admin API and the dashboard page.
+//! - `config`, `server`, `demo`, `pages`: configuration, start-up, `tokentap demo`, embedded pages.
 
-pub mod ack;
 pub mod admin;
-pub mod browser;
 pub mod config;
 pub mod dashboard;
 pub mod demo;
-pub mod export;
-pub mod finalize;
-pub mod hops;
-pub mod internal;
+pub mod forward;
 pub mod pages;
-pub mod privacy;
-pub mod proxy;
-pub mod record;
-pub mod report;
+pub mod pipeline;
+pub mod request_data;
 pub mod route;
 pub mod server;
 pub mod store;
-pub mod summary;
 pub mod timeline;
-pub mod trace;

@@ -149,7 +149,7 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         println!("tokentap admin API on http://{admin}/_tokentap/api/requests");
         println!("tokentap dashboard on http://{admin}/_tokentap/");
     }
-    println!("tokentap records in {}", data_dir.join(tokentap::store::RECORDS_FILE).display());
+    println!("tokentap records in {}", data_dir.join(tokentap_record::RECORDS_FILE).display());
     server::run(pingora_server);
     Ok(())
 }
@@ -175,7 +175,7 @@ fn check_config(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 fn report(args: &ReportArgs) -> anyhow::Result<()> {
-    use tokentap::report;
+    use tokentap_report as report;
     let file = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -226,7 +226,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         Some(admin) => admin_record(admin, &args.request_id)?,
         None => {
             let dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from("tokentap-data"));
-            let loaded = tokentap::report::load_data_dir(&dir)?;
+            let loaded = tokentap_report::load_data_dir(&dir)?;
             loaded
                 .records
                 .into_iter()
@@ -236,17 +236,17 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     // Recomputed from the stamps, so records written before the diagnosis existed explain too;
     // a chain's diagnosis needs the egress record too, so it is taken as stored.
-    let diagnosis = if record.chain.is_some() { record.diagnosis.clone() } else { tokentap::hops::diagnose(&record) };
+    let diagnosis = if record.chain.is_some() { record.diagnosis.clone() } else { tokentap_record::diagnosis::diagnose(&record) };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&diagnosis)?);
     } else {
-        print!("{}", tokentap::hops::explain(&record, diagnosis.as_ref()));
+        print!("{}", tokentap_report::explain(&record, diagnosis.as_ref()));
     }
     Ok(())
 }
 
 /// GET `/_tokentap/api/requests/{id}` from a plain-HTTP admin API (no client library needed).
-fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap::record::Record> {
+fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap_record::Record> {
     use std::io::{Read, Write};
     let authority = admin.trim_start_matches("http://").trim_end_matches('/');
     anyhow::ensure!(

@@ -1,5 +1,6 @@
 //! Routes: which upstream serves a request path, and how the path is rewritten for it.
 
+pub use tokentap_record::RouteRole;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,15 +102,6 @@ pub struct Route {
     /// Requests started on this route since the process started (for the warm-up flag).
     pub started: AtomicU64,
     resolved: Mutex<Option<(Instant, Vec<SocketAddr>)>>,
-}
-
-/// Where a route sits in a multi-hop chain: browser → tokentap (ingress) → app → tokentap
-/// (egress) → provider. Records of an ingress and an egress route in one trace are joined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RouteRole {
-    Ingress,
-    Egress,
 }
 
 /// How long a DNS answer is reused.

@@ -9,10 +9,10 @@ use pingora::server::{RunArgs, Server};
 
 use crate::admin::{self, AdminState};
 use crate::config::ValidConfig;
-use crate::export::{ExportError, Telemetry};
-use crate::finalize::{self, PipelineStats, RecordObserver};
+use tokentap_telemetry::{ExportError, Telemetry};
+use crate::pipeline::{self, PipelineStats, RecordObserver};
 use crate::pages::Pages;
-use crate::proxy::TapProxy;
+use crate::forward::TapProxy;
 use crate::store::{RecordStore, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
         stats.clone(),
     )?;
     let (queue, _worker) =
-        finalize::start(config.clone(), store.clone(), stats.clone(), options.observer.take(), telemetry.clone())
+        pipeline::start(config.clone(), store.clone(), stats.clone(), options.observer.take(), telemetry.clone())
             .map_err(ServeError::Thread)?;
 
     if let Some(listener) = admin_listener {

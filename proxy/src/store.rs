@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::broadcast;
 
 use crate::config::StoreConfig;
-use crate::record::Record;
+use tokentap_record::Record;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

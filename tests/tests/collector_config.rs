@@ -20,7 +20,7 @@ fn read(path: &str) -> String {
 
 /// The source of the conventions table: attribute keys and Prometheus names appear there as literals.
 fn conventions_source() -> String {
-    read("proxy/src/export/conventions.rs")
+    read("proxy/telemetry/src/conventions.rs")
 }
 
 fn collector() -> Value {

@@ -6,7 +6,7 @@
 //! fast with thousands of records:
 //!
 //! - `/_tokentap/api/list`: compact rows, filtered and paginated on the server;
-//! - `/_tokentap/api/summary`: the same [`crate::report::Report`] `tokentap report --json` prints;
+//! - `/_tokentap/api/summary`: the same [`tokentap_report::Report`] `tokentap report --json` prints;
 //! - `/_tokentap/api/requests/{id}` and `/_tokentap/api/verdict/{id}`: one record and its goodput
 //!   verdict, for the request page;
 //! - `/_tokentap/api/stream`: the live feed that refreshes the list.

@@ -1,0 +1,190 @@
+//! Client delivery from TCP ACKs.
+//!
+//! A handoff stamp says when tokentap gave bytes to the kernel, not when the client had them: with
+//! a slow reader, megabytes can wait in the send buffer. The kernel knows better. At each handoff,
+//! and while the last bytes drain, tokentap reads `tcp_info` of the client socket:
+//! - bytes written so far = bytes_sent − bytes_retrans + notsent_bytes;
+//! - bytes the client acknowledged = bytes_acked.
+//!
+//! A sample taken at a handoff (before that piece is written) knows how many body bytes were
+//! already written, and where they ended on the connection. So a chunk ends on the connection where
+//! the first sample that had all of its bytes written says (pieces may be written together, so
+//! this can be a little later than the chunk's own end, never earlier). A chunk was delivered at the first sample whose acknowledged count reaches its end. The
+//! resolution is the sampling: each handoff, then every `ACK_POLL` while the tail drains.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stamp::ChunkStamp;
+
+/// How often the tail is sampled after the last write while the client has not acknowledged it.
+pub const ACK_POLL: Duration = Duration::from_millis(2);
+
+/// One reading of the client socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckSample {
+    pub t_ns: u64,
+    /// Body bytes already handed to the connection when the sample was taken.
+    pub body_before: u64,
+    /// Bytes tokentap had written to the connection (sent or queued in the kernel).
+    pub written: u64,
+    /// Bytes the client had acknowledged.
+    pub acked: u64,
+}
+
+/// Readings of one response, bounded.
+#[derive(Debug, Default)]
+pub struct AckTracker {
+    /// Why ACK data is missing, when it is.
+    pub unavailable: Option<String>,
+    /// `samples[i]` was taken at the handoff of chunk i (while entries are kept).
+    pub at_handoff: Vec<AckSample>,
+    /// Samples after the last write.
+    pub tail: Vec<AckSample>,
+    pub max_samples: usize,
+    pub backlog_max: u64,
+    pub drained: bool,
+}
+
+impl AckTracker {
+    pub fn push_handoff(&mut self, s: AckSample) {
+        self.backlog_max = self.backlog_max.max(s.written.saturating_sub(s.acked));
+        if self.at_handoff.len() < self.max_samples {
+            self.at_handoff.push(s);
+        }
+    }
+
+    pub fn push_tail(&mut self, s: AckSample) {
+        self.backlog_max = self.backlog_max.max(s.written.saturating_sub(s.acked));
+        self.drained = s.acked >= s.written;
+        if self.tail.len() < self.max_samples {
+            self.tail.push(s);
+        }
+    }
+}
+
+/// What a record says about client delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientDelivery {
+    /// False when the platform, the protocol (HTTP/2 multiplexes streams on one socket) or a
+    /// truncated timeline leaves no per-chunk ACK times; `reason` says which.
+    pub available: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Largest number of bytes written but not yet acknowledged by the client.
+    pub backlog_max_bytes: u64,
+    /// True when the client acknowledged everything before tokentap stopped watching.
+    pub drained: bool,
+    pub samples: u64,
+}
+
+/// Fills `t_acked_ns` of each chunk from the samples; returns the record's summary.
+pub fn apply(tracker: &AckTracker, chunks: &mut [ChunkStamp], chunks_truncated: bool) -> ClientDelivery {
+    let samples = (tracker.at_handoff.len() + tracker.tail.len()) as u64;
+    let summary = |available: bool, reason: Option<String>| ClientDelivery {
+        available,
+        reason,
+        backlog_max_bytes: tracker.backlog_max,
+        drained: tracker.drained,
+        samples,
+    };
+    if let Some(reason) = &tracker.unavailable {
+        return summary(false, Some(reason.clone()));
+    }
+    if chunks.is_empty() {
+        return summary(false, Some("no body".into()));
+    }
+    if chunks_truncated || tracker.at_handoff.len() >= tracker.max_samples.max(1) {
+        return summary(false, Some("more chunks than timeline.max_chunks: per-chunk ACK times dropped".into()));
+    }
+    if tracker.tail.is_empty() {
+        return summary(false, Some("the connection ended before the tail was sampled".into()));
+    }
+    // Where each chunk ended on the connection: the first sample taken once all its bytes were written.
+    let all: Vec<&AckSample> = tracker.at_handoff.iter().chain(tracker.tail.iter()).collect();
+    let mut end_sample = 0;
+    let mut cursor = 0;
+    for chunk in chunks.iter_mut() {
+        let body_end = chunk.offset + u64::from(chunk.len);
+        while end_sample < all.len() && all[end_sample].body_before < body_end {
+            end_sample += 1;
+        }
+        let Some(end) = all.get(end_sample).map(|s| s.written) else {
+            chunk.t_acked_ns = None;
+            continue;
+        };
+        cursor = cursor.max(end_sample);
+        while cursor < all.len() && all[cursor].acked < end {
+            cursor += 1;
+        }
+        chunk.t_acked_ns = all.get(cursor).map(|s| s.t_ns);
+    }
+    summary(true, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(offset: u64, len: u32) -> ChunkStamp {
+        ChunkStamp { offset, len, t_up_ns: 0, t_handoff_ns: None, t_acked_ns: None }
+    }
+
+    #[test]
+    fn ack_times_come_from_the_first_sample_covering_each_chunk() {
+        // Head of 100 bytes, then three chunks of 10 bytes (+ framing) written at 10, 20, 30 ms.
+        let mut t = AckTracker { max_samples: 100, ..Default::default() };
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 0 });
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 115, acked: 100 });
+        t.push_handoff(AckSample { t_ns: 30, body_before: 20, written: 130, acked: 100 });
+        t.push_tail(AckSample { t_ns: 31, body_before: 30, written: 145, acked: 115 });
+        t.push_tail(AckSample { t_ns: 40, body_before: 30, written: 145, acked: 130 });
+        t.push_tail(AckSample { t_ns: 50, body_before: 30, written: 145, acked: 145 });
+        let mut chunks = vec![chunk(0, 10), chunk(10, 10), chunk(20, 10)];
+        let d = apply(&t, &mut chunks, false);
+        assert!(d.available && d.drained);
+        assert_eq!(d.backlog_max_bytes, 100);
+        let acked: Vec<_> = chunks.iter().map(|c| c.t_acked_ns).collect();
+        assert_eq!(acked, [Some(31), Some(40), Some(50)]);
+    }
+
+    #[test]
+    fn chunks_written_together_never_get_an_ack_before_their_write() {
+        // Two upstream chunks handed off in one write: one handoff sample before it, then the tail.
+        let mut t = AckTracker { max_samples: 100, ..Default::default() };
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 });
+        t.push_tail(AckSample { t_ns: 20, body_before: 20, written: 124, acked: 100 });
+        t.push_tail(AckSample { t_ns: 25, body_before: 20, written: 124, acked: 124 });
+        let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
+        let d = apply(&t, &mut chunks, false);
+        assert!(d.available && d.drained);
+        assert_eq!(chunks[0].t_acked_ns, Some(25));
+        assert_eq!(chunks[1].t_acked_ns, Some(25));
+    }
+
+    #[test]
+    fn says_why_when_unavailable() {
+        let mut chunks = vec![chunk(0, 10)];
+        let t = AckTracker { unavailable: Some("HTTP/2 client".into()), ..Default::default() };
+        let d = apply(&t, &mut chunks, false);
+        assert!(!d.available);
+        assert_eq!(d.reason.as_deref(), Some("HTTP/2 client"));
+        assert_eq!(chunks[0].t_acked_ns, None);
+        let t = AckTracker { max_samples: 10, ..Default::default() };
+        assert!(!apply(&t, &mut chunks, false).available);
+    }
+
+    #[test]
+    fn undrained_tail_leaves_late_chunks_without_ack() {
+        let mut t = AckTracker { max_samples: 100, ..Default::default() };
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 });
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 110, acked: 110 });
+        t.push_tail(AckSample { t_ns: 30, body_before: 20, written: 120, acked: 110 });
+        let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
+        let d = apply(&t, &mut chunks, false);
+        assert!(d.available && !d.drained);
+        assert_eq!(chunks[0].t_acked_ns, Some(20));
+        assert_eq!(chunks[1].t_acked_ns, None);
+    }
+}

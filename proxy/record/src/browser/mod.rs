@@ -1,0 +1,12 @@
+//! The browser side of a request: reports from the browser probe and the record's `browser`
+//! timeline. `join.rs` aligns a report with its record so that every chunk has upstream arrival →
+//! handoff → browser arrival → paint; tokentap's ingest decides who may send reports.
+//!
+//! - `report`: the report schema (`tokentap.probe/1`) and its validation.
+//! - `timeline`: the record's `browser` section.
+
+pub mod report;
+pub mod timeline;
+
+pub use report::{ProbeReport, ReportError};
+pub use timeline::BrowserTimeline;

@@ -1,0 +1,94 @@
+//! The record's `browser` section: the browser's view of one request, joined from a probe report
+//! (`join.rs` computes it).
+
+use serde::{Deserialize, Serialize};
+use tokentap_analysis::Distribution;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserClock {
+    /// Estimated tokentap clock − browser clock.
+    pub offset_ms: f64,
+    /// Every cross-clock value below is uncertain by this much.
+    pub uncertainty_ms: f64,
+    pub samples: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserMark {
+    pub name: String,
+    pub t_ms: f64,
+}
+
+/// Per proxy chunk (same index as `timeline.chunks`): when the page had it, when it was painted.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BrowserChunkJoin {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_browser_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_paint_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserLongFrame {
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserAudio {
+    pub kind: String,
+    pub audible_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_latency_ms: Option<f64>,
+}
+
+/// The browser's part of a request, on tokentap's timeline (ms since t0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserTimeline {
+    pub probe_span_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_path: Option<String>,
+    /// Absent when the page could not estimate the clock offset (times then assume offset 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<BrowserClock>,
+    pub marks: Vec<BrowserMark>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_start_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_end_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_paint_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_paint_ms: Option<f64>,
+    /// From `user_send` (or, without that mark, from the fetch start) to the first painted answer text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_paint_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_paint_from: Option<String>,
+    /// Per chunk: browser arrival − handoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_delay_ms: Option<Distribution>,
+    /// Per answer event: paint − browser arrival.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub render_delay_ms: Option<Distribution>,
+    pub chunks: Vec<BrowserChunkJoin>,
+    pub long_frames: Vec<BrowserLongFrame>,
+    pub audio: Vec<BrowserAudio>,
+    /// Body bytes the page read.
+    pub browser_bytes: u64,
+    /// True when the page read exactly the bytes tokentap forwarded.
+    pub bytes_match: bool,
+    pub painted_chars: u64,
+    pub answer_chars: u64,
+    pub chunks_dropped: u64,
+    pub paints_dropped: u64,
+    #[serde(default)]
+    pub marks_dropped: u64,
+    #[serde(default)]
+    pub long_frames_dropped: u64,
+}
+

@@ -1,0 +1,31 @@
+//! tokentap-record: the versioned request record (docs/records.md) and the pure derivations over
+//! records. No IO: no network, no files, no clocks beyond what a caller passes in.
+//!
+//! - `schema`: [`Record`] and its parts, the record version, [`Outcome`], [`RouteRole`].
+//! - `stamp`: the per-chunk stamps the forwarding path takes, as the record keeps them.
+//! - `ack`: client delivery from sampled TCP ACK counters (`t_acked` per chunk).
+//! - `hops`: the record's diagnosis types and thresholds; `diagnosis` computes them, per hop, over
+//!   one record or an ingress/egress chain.
+//! - `browser`: the probe report schema and the record's browser timeline; `join` joins a report
+//!   to its record.
+//! - `goodput`: `[slo]` objectives and the verdict on one record.
+//! - `trace`: W3C trace context and ids.
+
+pub mod ack;
+pub mod browser;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
+pub mod goodput;
+pub mod diagnosis;
+pub mod hops;
+pub mod join;
+pub mod schema;
+pub mod stamp;
+pub mod trace;
+
+pub use goodput::SloConfig;
+pub use schema::*;
+pub use stamp::{ChunkStamp, UpstreamConnection};
+
+/// The journal's file name in the data directory (rotated files get a numeric suffix).
+pub const RECORDS_FILE: &str = "records.jsonl";

@@ -1,0 +1,188 @@
+//! The request record: the versioned JSON document tokentap writes for every proxied request.
+//! docs/records.md describes every field; bump [`RECORD_VERSION`] when a field changes meaning.
+
+use serde::{Deserialize, Serialize};
+use tokentap_analysis::{RequestInfo, StreamAnalysis};
+
+use crate::stamp::{ChunkStamp, UpstreamConnection};
+
+pub const RECORD_VERSION: u32 = 1;
+
+/// Where a route sits in a multi-hop chain: browser → tokentap (ingress) → app → tokentap
+/// (egress) → provider. Records of an ingress and an egress route in one trace are joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteRole {
+    Ingress,
+    Egress,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The upstream answered with a 1xx–3xx status and the body reached the client completely.
+    Ok,
+    /// The upstream answered with a 4xx or 5xx status, passed through unchanged.
+    HttpError,
+    /// The client went away before the response was complete; the upstream request was cancelled.
+    ClientCancelled,
+    /// The upstream failed after the response started (reset, malformed framing, read error).
+    UpstreamError,
+    /// tokentap could not connect to the upstream (DNS, TCP, TLS); the client got a 502.
+    UpstreamConnectError,
+    /// The upstream stayed silent longer than the read timeout.
+    UpstreamTimeout,
+    /// No route matches the request path; the client got a 404.
+    NoRoute,
+    /// Anything else that went wrong inside tokentap.
+    ProxyError,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::HttpError => "http_error",
+            Outcome::ClientCancelled => "client_cancelled",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::UpstreamConnectError => "upstream_connect_error",
+            Outcome::UpstreamTimeout => "upstream_timeout",
+            Outcome::NoRoute => "no_route",
+            Outcome::ProxyError => "proxy_error",
+        }
+    }
+}
+
+/// A failure as recorded: which side, what kind, a message free of secrets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// client, upstream or internal.
+    pub side: String,
+    pub kind: String,
+    pub message: String,
+}
+
+/// The conditions a report must state next to any number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conditions {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stream: Option<bool>,
+    pub request_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cached_prompt_tokens: Option<u64>,
+    /// Other requests in flight on the same route at t0.
+    pub concurrency_at_t0: u64,
+    /// True when the upstream connection was reused from the pool.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub upstream_connection_reused: Option<bool>,
+    /// True for the first `analysis.warmup_requests` requests of the route after start.
+    pub warm_up: bool,
+    pub tokentap_version: String,
+}
+
+/// The request's timeline, in nanoseconds since t0 (the request head arriving at tokentap).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineRecord {
+    /// Wall-clock time of t0, nanoseconds since the Unix epoch.
+    pub t0_unix_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_upstream_sent_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_upstream_headers_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_end_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connection: Option<UpstreamConnection>,
+    pub chunk_count: u64,
+    pub body_bytes: u64,
+    /// True when more chunks arrived than `timeline.max_chunks` entries could hold.
+    pub chunks_truncated: bool,
+    /// True when analysis saw only a prefix of the body (`timeline.max_analysis_bytes`).
+    pub analysis_bytes_truncated: bool,
+    /// Delivery to the client measured from its TCP ACKs (absent without a body).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_delivery: Option<crate::ack::ClientDelivery>,
+    pub chunks: Vec<ChunkStamp>,
+}
+
+/// tokentap's own cost for this request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelfOverhead {
+    /// Total time spent inside tokentap's hooks for this request.
+    pub hook_time_us: f64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub handoff_lag_p50_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub handoff_lag_p99_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub handoff_lag_max_us: Option<f64>,
+}
+
+/// Bodies, only when content capture is switched on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapturedContent {
+    pub request_body: String,
+    pub request_body_truncated: bool,
+    pub response_body: String,
+    pub response_body_truncated: bool,
+}
+
+/// One proxied request, as written to records.jsonl and served by the admin API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub record_version: u32,
+    pub request_id: String,
+    pub trace_id: String,
+    pub span_id: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parent_span_id: Option<String>,
+    /// RFC 3339 wall-clock time of t0.
+    pub started_at: String,
+    pub route: String,
+    /// The route's `role` in a multi-hop chain ("ingress" or "egress"), when configured.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub route_role: Option<RouteRole>,
+    pub upstream: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub provider: Option<String>,
+    pub method: String,
+    /// Request path with secret-looking query values redacted.
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub status: Option<u16>,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<ErrorInfo>,
+    /// Request headers; credential values are replaced by "[redacted]".
+    pub request_headers: Vec<(String, String)>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub response_content_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub response_content_encoding: Option<String>,
+    pub conditions: Conditions,
+    pub request: RequestInfo,
+    pub timeline: TimelineRecord,
+    /// The stream analysis (absent for requests that never reached an upstream).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub analysis: Option<StreamAnalysis>,
+    pub self_overhead: SelfOverhead,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub content: Option<CapturedContent>,
+    /// The browser's timeline, once a probe report for this request was joined. The record is then
+    /// written again; the last line for a request id is the complete one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub browser: Option<crate::browser::BrowserTimeline>,
+    /// Where answer text waited on its way to the user (`hops.rs`): per-hop delays and a verdict.
+    /// Computed for the proxy hops when the record is built, again when a browser report joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<crate::hops::Diagnosis>,
+    /// Ingress records only: the egress record of the same user turn, once joined (same trace, its
+    /// parent span is this record's span). `diagnosis` then runs from the provider to the browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<crate::hops::Chain>,
+}

@@ -1,0 +1,40 @@
+//! Stamps taken on the forwarding path, as the record keeps them (nanoseconds since t0).
+
+use serde::{Deserialize, Serialize};
+
+/// One upstream body chunk as the proxy saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkStamp {
+    /// Byte offset of the chunk's first byte in the response body.
+    pub offset: u64,
+    /// Chunk length in bytes.
+    pub len: u32,
+    /// chunk.t_up: received from upstream, ns since t0.
+    pub t_up_ns: u64,
+    /// chunk.t_handoff: handed to the downstream connection, ns since t0.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_handoff_ns: Option<u64>,
+    /// chunk.t_acked: the client's TCP had acknowledged all of the chunk's bytes (sampled).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_acked_ns: Option<u64>,
+}
+
+/// How the upstream connection for this request came to be.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UpstreamConnection {
+    /// True when a pooled connection was reused (no connect or TLS cost).
+    pub reused: bool,
+    /// TCP connect time when the connection was new.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connect_ms: Option<f64>,
+    /// TLS handshake time when the connection was new and encrypted.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tls_ms: Option<f64>,
+    /// Negotiated protocol: "http/1.1" or "h2".
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub protocol: Option<String>,
+    /// The upstream address connected to.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peer_addr: Option<String>,
+}
+

@@ -1,0 +1,126 @@
+//! The text `tokentap explain` prints: the verdict, a table per hop and a strip of when each tenth
+//! of the answer got to each hop.
+
+use tokentap_analysis::EventClass;
+use tokentap_record::hops::{format_bytes, format_ms, Diagnosis, Hop};
+use tokentap_record::Record;
+
+/// A compact text timeline per hop, for `tokentap explain`.
+pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "request {}  {} {}  route {}  outcome {}\n",
+        record.request_id,
+        record.method,
+        record.path,
+        record.route,
+        record.outcome.as_str()
+    ));
+    let Some(d) = diagnosis else {
+        out.push_str("no answer text: nothing to diagnose\n");
+        return out;
+    };
+    out.push_str(&format!("verdict: {}\n", d.verdict));
+    out.push_str(&format!("aligned {} answer events, {} characters\n\n", d.events, d.answer_chars));
+    out.push_str("hop              delay vs upstream (ms)        added (ms)   held   bursts  largest burst\n");
+    out.push_str("                 p50      p99      max          p50\n");
+    for h in &d.hops {
+        let burst = h
+            .largest_burst
+            .as_ref()
+            .map(|b| format!("{} chars, {}", b.chars, format_ms(b.hold_ms)))
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:<16} {:>8.1} {:>8.1} {:>8.1}     {:>8.1}   {:>4.0}%   {:>6}  {}{}\n",
+            h.hop.as_str(),
+            h.delay_ms.p50,
+            h.delay_ms.p99,
+            h.delay_ms.max,
+            h.added_ms.p50,
+            h.held_fraction * 100.0,
+            h.bursts,
+            burst,
+            if h.rebuffers { "  <- re-buffers" } else { "" }
+        ));
+    }
+    for u in &d.unobserved {
+        out.push_str(&format!("{:<16} not observed: {}\n", u.hop.as_str(), u.reason));
+    }
+    if let Some(delivery) = &record.timeline.client_delivery {
+        out.push_str(&format!("client backlog high-water mark: {}\n", format_bytes(delivery.backlog_max_bytes)));
+    }
+    if let Some(b) = &record.browser {
+        if let Some(c) = &b.clock {
+            out.push_str(&format!("browser clock uncertainty: ±{:.1} ms\n", c.uncertainty_ms));
+        }
+        if !b.long_frames.is_empty() {
+            let longest = b.long_frames.iter().map(|f| f.duration_ms).fold(0.0, f64::max);
+            out.push_str(&format!("long animation frames: {} (longest {})\n", b.long_frames.len(), format_ms(longest)));
+        }
+    }
+    out.push_str(&timeline_strip(record, d));
+    out
+}
+
+/// One line per hop: when each tenth of the answer's characters got there (ms since t0).
+fn timeline_strip(record: &Record, d: &Diagnosis) -> String {
+    let Some(analysis) = &record.analysis else { return String::new() };
+    let events: Vec<_> = analysis.events.iter().filter(|e| e.class == EventClass::Answer && e.chars > 0).collect();
+    if events.len() < 2 {
+        return String::new();
+    }
+    let chunks = &record.timeline.chunks;
+    let chunk_of = |end: u64| chunks.iter().position(|c| c.offset + u64::from(c.len) >= end);
+    let total = events.last().map(|e| e.answer_chars_cum).unwrap_or(0).max(1);
+    let mut out = String::from("\nwhen each 10% of the answer text got there (ms since t0):\n");
+    let deciles: Vec<_> = (1..=10)
+        .filter_map(|k| {
+            events.iter().find(|e| e.answer_chars_cum * 10 >= total * k).map(|e| (e, chunk_of(e.end_offset)))
+        })
+        .collect();
+    let mut line = |name: &str, at: &dyn Fn(usize, f64) -> Option<f64>| {
+        out.push_str(&format!("{name:<16}"));
+        for (e, chunk) in &deciles {
+            match chunk.and_then(|c| at(c, e.t_ms)) {
+                Some(t) => out.push_str(&format!(" {t:>7.0}")),
+                None => out.push_str("       -"),
+            }
+        }
+        out.push('\n');
+    };
+    line("upstream", &|_, t| Some(t));
+    let observed = |h: Hop| d.hops.iter().any(|x| x.hop == h);
+    if observed(Hop::Handoff) {
+        line("handoff", &|c, _| chunks[c].t_handoff_ns.map(|t| t as f64 / 1e6));
+    }
+    if observed(Hop::ClientAck) {
+        line("client_ack", &|c, _| chunks[c].t_acked_ns.map(|t| t as f64 / 1e6));
+    }
+    if let Some(b) = &record.browser {
+        if observed(Hop::BrowserArrival) {
+            line("browser_arrival", &|c, _| b.chunks.get(c).and_then(|x| x.t_browser_ms));
+        }
+        if observed(Hop::Paint) {
+            line("paint", &|c, _| b.chunks.get(c).and_then(|x| x.t_paint_ms));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokentap_record::fixtures::{smooth_browser, stream_record as record};
+    use tokentap_record::diagnosis::diagnose;
+
+#[test]
+    fn explain_prints_the_verdict_and_every_hop() {
+        let r = smooth_browser(record(20));
+        let d = diagnose(&r);
+        let text = explain(&r, d.as_ref());
+        assert!(text.contains("verdict: no re-buffering"), "{text}");
+        for name in ["handoff", "client_ack", "browser_arrival", "paint", "upstream"] {
+            assert!(text.contains(name), "{name}: {text}");
+        }
+    }
+}

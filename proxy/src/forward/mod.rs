@@ -1,0 +1,511 @@
+//! The pingora proxy: one [`ProxyHttp`] implementation whose hooks are the phases of a request.
+//!
+//! Architecture invariant: the body hooks (`upstream_response_body_filter`, `response_body_filter`)
+//! only read the clock, push a stamp and clone a `Bytes` handle. They never parse, tokenize, lock,
+//! allocate per byte, log, or export. Everything else happens in the record pipeline after `logging`.
+
+pub mod internal;
+pub mod privacy;
+pub mod probe_ingest;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::protocols::{Digest, ALPN};
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorSource, ErrorType, Result};
+
+use tokentap_record::ack::{AckSample, ACK_POLL};
+use tokentap_record::trace::TraceContext;
+use tokentap_record::{ErrorInfo, Outcome, UpstreamConnection};
+
+use crate::config::ValidConfig;
+use crate::pages::Pages;
+use crate::pipeline::{CompletedRequest, FinalizeQueue};
+use crate::request_data::RequestData;
+use internal::ProbeIngest;
+use privacy::{redact_path, Redactor};
+
+/// Header tokentap adds to responses (when enabled) so a client can find its record.
+pub const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) that are not forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "trailer",
+    "upgrade",
+];
+
+/// The proxy application handed to pingora.
+pub struct TapProxy {
+    config: Arc<ValidConfig>,
+    redactor: Redactor,
+    finalize: FinalizeQueue,
+    pages: Arc<Pages>,
+    ingest: Arc<ProbeIngest>,
+}
+
+impl TapProxy {
+    pub fn new(config: Arc<ValidConfig>, finalize: FinalizeQueue, pages: Arc<Pages>) -> Self {
+        let redactor = Redactor::new(&config.privacy.redact_headers);
+        let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
+        Self { config, redactor, finalize, pages, ingest }
+    }
+}
+
+/// Everything known about one request while it is in flight: the recorded [`RequestData`] and
+/// the forwarding path's own flags.
+pub struct RequestCtx {
+    pub data: RequestData,
+    /// Served by tokentap itself (pages under /_tokentap/): no record.
+    pub internal: bool,
+    pub no_route: bool,
+}
+
+impl RequestCtx {
+    fn new() -> Self {
+        Self { data: RequestData::start(), internal: false, no_route: false }
+    }
+
+    fn charge(&mut self, entered: Instant) {
+        self.data.hook_ns += entered.elapsed().as_nanos() as u64;
+    }
+}
+
+/// Reads the client socket's TCP counters (one getsockopt), or says why it cannot.
+fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<AckSample, &'static str> {
+    let downstream = session.as_downstream();
+    if downstream.is_http2() {
+        return Err("HTTP/2 client: streams share one socket, so its ACKs are not per response");
+    }
+    let info = downstream
+        .digest()
+        .and_then(|d| d.socket_digest.as_ref())
+        .and_then(|s| s.tcp_info())
+        .ok_or("no TCP information for the client socket on this platform")?;
+    let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
+    Ok(AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked })
+}
+
+fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
+    value.and_then(|v| v.to_str().ok()).map(str::to_string)
+}
+
+fn upstream_error(kind: ErrorType, context: String) -> Box<Error> {
+    let mut e = Error::explain(kind, context);
+    e.esource = ErrorSource::Upstream;
+    e
+}
+
+#[async_trait]
+impl ProxyHttp for TapProxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> Self::CTX {
+        let mut ctx = RequestCtx::new();
+        ctx.data.ack.max_samples = self.config.timeline.max_chunks;
+        ctx
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
+        let entered = Instant::now();
+        let req = session.req_header();
+        let path_and_query = req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+
+        if path_and_query.starts_with("/_tokentap/") || path_and_query == "/_tokentap" {
+            ctx.internal = true;
+            internal::serve(session, &path_and_query, &self.pages, &self.ingest, &self.finalize).await?;
+            return Ok(true);
+        }
+
+        ctx.data.method = req.method.as_str().to_string();
+        ctx.data.path = redact_path(&path_and_query);
+        ctx.data.request_headers = req
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                (name.as_str().to_string(), self.redactor.header_value(name.as_str(), value.as_bytes()))
+            })
+            .collect();
+        ctx.data.request_content_type = header_str(req.headers.get("content-type"));
+        let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
+        if self.ingest.config.enabled {
+            self.ingest.recent.note(&trace.trace_id);
+        }
+        ctx.data.trace = Some(trace);
+
+        let Some(route) = self.config.routes.find(req.uri.path()).cloned() else {
+            ctx.no_route = true;
+            let body = Bytes::from(format!(
+                "{{\"error\":{{\"type\":\"tokentap_no_route\",\"message\":\"tokentap has no route for path {}\"}}}}",
+                serde_json::Value::String(req.uri.path().to_string())
+            ));
+            let mut resp = ResponseHeader::build(404, Some(3))?;
+            resp.insert_header("content-type", "application/json")?;
+            resp.insert_header("content-length", body.len().to_string())?;
+            session.write_response_header(Box::new(resp), false).await?;
+            session.write_response_body(Some(body), true).await?;
+            ctx.charge(entered);
+            return Ok(true);
+        };
+        let (in_flight_before, index) = route.begin_request();
+        ctx.data.concurrency_at_t0 = in_flight_before;
+        ctx.data.route_request_index = index;
+        ctx.data.route = Some(route);
+        ctx.charge(entered);
+        Ok(false)
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Self::CTX,
+    ) -> Result<()> {
+        let entered = Instant::now();
+        let t = ctx.data.anchor.since_t0(entered);
+        if let Some(piece) = body.as_ref() {
+            ctx.data.request_body.push(piece, t, self.config.timeline.max_request_bytes);
+        }
+        if end_of_stream {
+            ctx.data.t_request_body_end_ns = Some(t);
+        }
+        ctx.charge(entered);
+        Ok(())
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Self::CTX) -> Result<Box<HttpPeer>> {
+        let route = ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
+        let addr =
+            route.resolve().await.map_err(|message| upstream_error(ErrorType::Custom("DNSLookupFailed"), message))?;
+        ctx.data.peer_addr = Some(addr.to_string());
+        // SNI is always the upstream host name: an empty SNI would disable certificate checks.
+        let mut peer = HttpPeer::new(addr, route.upstream.tls, route.upstream.host.clone());
+        let t = &self.config.timeouts;
+        let options = &mut peer.options;
+        options.connection_timeout = Some(Duration::from_millis(t.connect_ms));
+        options.total_connection_timeout = Some(Duration::from_millis(t.total_connect_ms));
+        options.read_timeout = Some(Duration::from_secs(t.read_s));
+        options.write_timeout = Some(Duration::from_secs(t.write_s));
+        options.idle_timeout = Some(Duration::from_secs(t.idle_pool_s));
+        if route.upstream.tls && route.http2 {
+            options.alpn = ALPN::H2H1;
+            // One stream per connection hides other streams' flow control from the timings.
+            options.max_h2_streams = 1;
+        }
+        if let Some(ca) = &route.ca {
+            options.ca = Some(ca.clone());
+        }
+        Ok(Box::new(peer))
+    }
+
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        reused: bool,
+        _peer: &HttpPeer,
+        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
+        digest: Option<&Digest>,
+        ctx: &mut Self::CTX,
+    ) -> Result<()> {
+        let mut connection = UpstreamConnection { reused, peer_addr: ctx.data.peer_addr.clone(), ..Default::default() };
+        if !reused {
+            if let Some(digest) = digest {
+                let durations: Vec<Option<Duration>> =
+                    digest.timing_digest.iter().map(|t| t.as_ref().and_then(|t| t.establishment_duration)).collect();
+                connection.connect_ms = durations.first().copied().flatten().map(|d| d.as_secs_f64() * 1e3);
+                if digest.ssl_digest.is_some() {
+                    connection.tls_ms = durations.get(1).copied().flatten().map(|d| d.as_secs_f64() * 1e3);
+                }
+            }
+        }
+        ctx.data.connection = Some(connection);
+        Ok(())
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut Self::CTX,
+    ) -> Result<()> {
+        let entered = Instant::now();
+        let route = ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
+        let path_and_query = upstream_request.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+        let new_path = route.upstream_path(&path_and_query);
+        let uri: http::Uri = new_path
+            .parse()
+            .map_err(|e| Error::because(ErrorType::InternalError, "rewritten upstream path is not a URI", e))?;
+        upstream_request.set_uri(uri);
+        upstream_request.insert_header("host", route.upstream.host_header())?;
+        let upgrade = session.is_upgrade_req();
+        for name in HOP_BY_HOP {
+            if upgrade && (*name == "connection" || *name == "upgrade") {
+                continue;
+            }
+            upstream_request.remove_header(*name);
+        }
+        if self.config.inject_traceparent {
+            if let Some(trace) = &ctx.data.trace {
+                upstream_request.insert_header("traceparent", trace.traceparent())?;
+            }
+        }
+        ctx.data.t_upstream_request_ns = Some(ctx.data.anchor.since_t0(Instant::now()));
+        ctx.charge(entered);
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut Self::CTX,
+    ) -> Result<()> {
+        let entered = Instant::now();
+        if upstream_response.status.is_informational() && upstream_response.status.as_u16() != 101 {
+            return Ok(());
+        }
+        ctx.data.t_upstream_headers_ns = Some(ctx.data.anchor.since_t0(entered));
+        ctx.data.status = Some(upstream_response.status.as_u16());
+        ctx.data.response_content_type = header_str(upstream_response.headers.get("content-type"));
+        ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
+        ctx.data.response_protocol = Some(format!("{:?}", upstream_response.version));
+        if upstream_response.status.as_u16() != 101 {
+            for name in ["connection", "keep-alive", "proxy-connection", "upgrade"] {
+                upstream_response.remove_header(name);
+            }
+        }
+        ctx.charge(entered);
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut Self::CTX,
+    ) -> Result<()> {
+        // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a body of unknown length
+        // is delimited by closing the connection instead. Same bytes, framed the way it can read.
+        if session.req_header().version == http::Version::HTTP_10
+            && upstream_response.headers.get("content-length").is_none()
+            && upstream_response.status.as_u16() != 101
+        {
+            upstream_response.remove_header("transfer-encoding");
+            upstream_response.insert_header("connection", "close")?;
+        }
+        if self.config.response_request_id_header && !ctx.internal {
+            upstream_response.insert_header(REQUEST_ID_HEADER, ctx.data.request_id.as_str())?;
+        }
+        Ok(())
+    }
+
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Self::CTX,
+    ) -> Result<Option<Duration>> {
+        // Forwarding path: stamp and keep a handle to the bytes. Nothing else.
+        let entered = Instant::now();
+        if let Some(piece) = body.as_ref() {
+            if !piece.is_empty() {
+                let t = ctx.data.anchor.since_t0(entered);
+                let limits = &self.config.timeline;
+                ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, limits.max_analysis_bytes);
+            }
+        }
+        if end_of_stream {
+            ctx.data.upstream_eos = true;
+        }
+        ctx.charge(entered);
+        Ok(None)
+    }
+
+    fn response_body_filter(
+        &self,
+        session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Self::CTX,
+    ) -> Result<Option<Duration>> {
+        // Forwarding path: stamp the handoff and read the client socket's TCP counters (one
+        // getsockopt, for delivery from ACKs). Nothing else.
+        let entered = Instant::now();
+        let t = ctx.data.anchor.since_t0(entered);
+        if let Some(piece) = body.as_ref() {
+            if !piece.is_empty() && !ctx.internal {
+                let body_before = ctx.data.chunks.handed_off_bytes;
+                ctx.data.chunks.on_handoff(piece.len(), t);
+                if ctx.data.ack.unavailable.is_none() {
+                    match sample_ack(session, t, body_before) {
+                        Ok(sample) => ctx.data.ack.push_handoff(sample),
+                        Err(reason) => ctx.data.ack.unavailable = Some(reason.to_string()),
+                    }
+                }
+            }
+        }
+        if end_of_stream {
+            ctx.data.t_end_ns = Some(t);
+        }
+        ctx.charge(entered);
+        Ok(None)
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        _session: &mut Session,
+        e: Box<Error>,
+        _ctx: &mut Self::CTX,
+        _client_reused: bool,
+    ) -> Box<Error> {
+        // tokentap never retries: what the upstream did is what the client sees.
+        let mut e = e.more_context(format!("upstream {}", peer._address));
+        e.set_retry(false);
+        e
+    }
+
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        _ctx: &mut Self::CTX,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        e.set_retry(false);
+        e
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Self::CTX) -> FailToProxy {
+        let code = match e.etype() {
+            ErrorType::HTTPStatus(code) => *code,
+            ErrorType::ReadTimedout | ErrorType::ConnectTimedout | ErrorType::TLSHandshakeTimedout
+                if e.esource() == &ErrorSource::Upstream =>
+            {
+                504
+            }
+            _ => match e.esource() {
+                ErrorSource::Upstream => 502,
+                ErrorSource::Downstream => 0,
+                ErrorSource::Internal | ErrorSource::Unset => 500,
+            },
+        };
+        // Only answer when nothing was sent yet; a started response ends abnormally instead.
+        if code > 0 && session.response_written().is_none() {
+            let message = serde_json::Value::String(format!("tokentap: {}", error_message(e)));
+            let body = format!("{{\"error\":{{\"type\":\"tokentap_upstream_error\",\"message\":{message}}}}}");
+            let mut resp = match ResponseHeader::build(code, Some(3)) {
+                Ok(r) => r,
+                Err(_) => return FailToProxy { error_code: code, can_reuse_downstream: false },
+            };
+            let _ = resp.insert_header("content-type", "application/json");
+            let _ = resp.insert_header("content-length", body.len().to_string());
+            if self.config.response_request_id_header {
+                let _ = resp.insert_header(REQUEST_ID_HEADER, ctx.data.request_id.as_str());
+            }
+            if session.write_response_header(Box::new(resp), false).await.is_ok() {
+                let _ = session.write_response_body(Some(Bytes::from(body)), true).await;
+            }
+        }
+        FailToProxy { error_code: code, can_reuse_downstream: false }
+    }
+
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
+        if ctx.internal {
+            return;
+        }
+        // Watch the client acknowledge the tail. Until it has, it cannot have read the whole
+        // response, so this wait does not hold up a next request on the connection.
+        if e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none() {
+            let deadline = Instant::now() + Duration::from_millis(self.config.timeline.ack_drain_ms);
+            loop {
+                match sample_ack(session, ctx.data.anchor.elapsed_ns(), ctx.data.chunks.handed_off_bytes) {
+                    Ok(sample) => ctx.data.ack.push_tail(sample),
+                    Err(reason) => {
+                        ctx.data.ack.unavailable = Some(reason.to_string());
+                        break;
+                    }
+                }
+                if ctx.data.ack.drained || Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(ACK_POLL).await;
+            }
+        }
+        if let Some(route) = &ctx.data.route {
+            route.end_request();
+        }
+        let (outcome, error) = classify_outcome(e, ctx);
+        let completed = CompletedRequest { data: ctx.data.take(), outcome, error };
+        self.finalize.submit(completed);
+    }
+
+    fn request_summary(&self, session: &Session, _ctx: &Self::CTX) -> String {
+        // pingora's default summary includes the raw query, which may carry an API key.
+        let req = session.req_header();
+        format!("{} {}", req.method, redact_path(req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")))
+    }
+}
+
+/// A message for records and clients: the error's kind and context, never request data.
+fn error_message(e: &Error) -> String {
+    let mut text = e.to_string();
+    text.truncate(500);
+    text
+}
+
+fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<ErrorInfo>) {
+    if ctx.no_route {
+        return (Outcome::NoRoute, None);
+    }
+    let Some(e) = e else {
+        let outcome = match ctx.data.status {
+            Some(s) if s >= 400 => Outcome::HttpError,
+            Some(_) => Outcome::Ok,
+            None => Outcome::ProxyError,
+        };
+        return (outcome, None);
+    };
+    let side = match e.esource() {
+        ErrorSource::Upstream => "upstream",
+        ErrorSource::Downstream => "client",
+        ErrorSource::Internal | ErrorSource::Unset => "internal",
+    };
+    let info = ErrorInfo { side: side.to_string(), kind: e.etype().as_str().to_string(), message: error_message(e) };
+    let outcome = match e.esource() {
+        ErrorSource::Downstream => Outcome::ClientCancelled,
+        ErrorSource::Upstream => match e.etype() {
+            ErrorType::ReadTimedout | ErrorType::WriteTimedout => Outcome::UpstreamTimeout,
+            ErrorType::ConnectTimedout
+            | ErrorType::ConnectRefused
+            | ErrorType::ConnectNoRoute
+            | ErrorType::ConnectError
+            | ErrorType::BindError
+            | ErrorType::TLSHandshakeFailure
+            | ErrorType::TLSHandshakeTimedout
+            | ErrorType::InvalidCert
+            | ErrorType::HandshakeError
+            | ErrorType::Custom("DNSLookupFailed")
+                if ctx.data.t_upstream_headers_ns.is_none() =>
+            {
+                Outcome::UpstreamConnectError
+            }
+            _ if ctx.data.connection.is_none() && ctx.data.t_upstream_headers_ns.is_none() => Outcome::UpstreamConnectError,
+            _ => Outcome::UpstreamError,
+        },
+        ErrorSource::Internal | ErrorSource::Unset => Outcome::ProxyError,
+    };
+    (outcome, Some(info))
+}

@@ -1,0 +1,340 @@
+//! Off the forwarding path: completed requests go through a bounded queue to one worker thread
+//! that runs the analysis, builds the [`Record`] and hands it to the store.
+//!
+//! Architecture invariant: submitting never blocks. When the queue is full the request's record is
+//! dropped and counted; traffic is never slowed down by analysis or disk writes.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
+
+use tokentap_record::browser::ProbeReport;
+use crate::config::ValidConfig;
+use tokentap_telemetry::Telemetry;
+use crate::request_data::RequestData;
+use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
+use crate::route::RouteRole;
+use crate::store::RecordStore;
+use tokentap_record::trace::TraceContext;
+
+/// A request that ended: its data, moved whole out of the request context, and how it ended.
+pub struct CompletedRequest {
+    pub data: RequestData,
+    pub outcome: Outcome,
+    pub error: Option<ErrorInfo>,
+}
+
+/// Counters of the record pipeline, shown by the admin API.
+#[derive(Debug, Default)]
+pub struct PipelineStats {
+    pub submitted: AtomicU64,
+    /// Records dropped because the queue was full.
+    pub dropped: AtomicU64,
+    pub written: AtomicU64,
+    pub store_errors: AtomicU64,
+    /// Browser probe reports accepted at ingest, joined to their record, and given up on.
+    pub browser_reports: AtomicU64,
+    pub browser_joined: AtomicU64,
+    pub browser_unmatched: AtomicU64,
+}
+
+impl tokentap_telemetry::PipelineCounters for PipelineStats {
+    fn records_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// A callback that sees every finished record (the demo prints a summary line with it).
+pub type RecordObserver = Box<dyn Fn(&Record) + Send + 'static>;
+
+/// What the worker is handed.
+pub enum WorkItem {
+    /// A proxied request that ended.
+    Request(Box<CompletedRequest>),
+    /// A browser probe report to join to its request's record.
+    BrowserReport(Box<ProbeReport>),
+}
+
+/// The sending side of the finalize queue, owned by the proxy.
+#[derive(Clone)]
+pub struct FinalizeQueue {
+    tx: SyncSender<WorkItem>,
+    stats: Arc<PipelineStats>,
+}
+
+impl FinalizeQueue {
+    /// Hands a completed request to the worker without waiting.
+    pub fn submit(&self, completed: CompletedRequest) {
+        self.stats.submitted.fetch_add(1, Ordering::Relaxed);
+        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_err() {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Hands a validated probe report to the worker without waiting; false when the queue is full.
+    pub fn submit_report(&self, report: ProbeReport) -> bool {
+        match self.tx.try_send(WorkItem::BrowserReport(Box::new(report))) {
+            Ok(()) => {
+                self.stats.browser_reports.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+/// Starts the worker thread; returns the queue to submit to.
+pub fn start(
+    config: Arc<ValidConfig>,
+    store: Arc<RecordStore>,
+    stats: Arc<PipelineStats>,
+    observer: Option<RecordObserver>,
+    telemetry: Arc<Telemetry>,
+) -> std::io::Result<(FinalizeQueue, JoinHandle<()>)> {
+    let (tx, rx) = sync_channel(config.analysis.queue_capacity);
+    let worker_stats = stats.clone();
+    let handle = std::thread::Builder::new()
+        .name("tokentap-finalize".into())
+        .spawn(move || run_worker(rx, &config, &store, &worker_stats, observer, &telemetry))?;
+    Ok((FinalizeQueue { tx, stats }, handle))
+}
+
+/// Reports whose record is not (yet) in the store, kept a little while.
+const PENDING_REPORTS: usize = 256;
+const PENDING_FOR: Duration = Duration::from_secs(60);
+
+fn run_worker(
+    rx: Receiver<WorkItem>,
+    config: &ValidConfig,
+    store: &RecordStore,
+    stats: &PipelineStats,
+    observer: Option<RecordObserver>,
+    telemetry: &Telemetry,
+) {
+    let mut pending: VecDeque<(Instant, ProbeReport)> = VecDeque::new();
+    while let Ok(item) = rx.recv() {
+        match item {
+            WorkItem::Request(completed) => {
+                let record = build_record(*completed, config);
+                if let Some(observe) = &observer {
+                    observe(&record);
+                }
+                // Metrics and spans (never blocks: a full export queue drops and counts).
+                telemetry.observe(&record);
+                let trace_id = record.trace_id.clone();
+                let chain_peer = record.route_role.map(|_| record.clone());
+                match store.append(record) {
+                    Ok(()) => {
+                        stats.written.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "could not write a record");
+                    }
+                }
+                // An ingress and an egress record of one user turn are joined in whichever order
+                // they end (the ingress request usually ends last).
+                if let Some(record) = chain_peer {
+                    join_chain(&record, store, stats);
+                }
+                // A report that came before its record can be joined now.
+                if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
+                    if let Some((_, report)) = pending.remove(i) {
+                        join_report(report, store, stats, telemetry, &mut pending);
+                    }
+                }
+            }
+            WorkItem::BrowserReport(report) => join_report(*report, store, stats, telemetry, &mut pending),
+        }
+        while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
+            pending.pop_front();
+            stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn join_report(
+    report: ProbeReport,
+    store: &RecordStore,
+    stats: &PipelineStats,
+    telemetry: &Telemetry,
+    pending: &mut VecDeque<(Instant, ProbeReport)>,
+) {
+    let Some(stored) = store.find_by_trace(&report.trace_id, &report.span_id) else {
+        pending.push_back((Instant::now(), report));
+        return;
+    };
+    let mut record = stored.record.clone();
+    record.browser = Some(tokentap_record::join::join(&record, &report));
+    record.diagnosis = rediagnose(&record, store);
+    telemetry.observe_browser(&record);
+    match store.update(record) {
+        Ok(()) => {
+            stats.browser_joined.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            stats.store_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "could not write a joined record");
+        }
+    }
+}
+
+/// The record's diagnosis: over the whole chain when an egress record is joined to it.
+fn rediagnose(record: &Record, store: &RecordStore) -> Option<tokentap_record::hops::Diagnosis> {
+    if let Some(egress) = record.chain.as_ref().and_then(|c| store.get(&c.egress_request_id)) {
+        return tokentap_record::diagnosis::diagnose_chain(record, &egress.record);
+    }
+    tokentap_record::diagnosis::diagnose(record)
+}
+
+/// When `record` is one end of a chain (an ingress or egress route) and the other end of the same
+/// trace is in the store, writes the ingress record again with the chain's diagnosis.
+fn join_chain(record: &Record, store: &RecordStore, stats: &PipelineStats) {
+    let Some(pair) = store.find_chain_peer(record) else { return };
+    let (ingress, egress) = match record.route_role {
+        Some(RouteRole::Ingress) => (record.clone(), pair.record.clone()),
+        Some(RouteRole::Egress) => (pair.record.clone(), record.clone()),
+        None => return,
+    };
+    let Some(diagnosis) = tokentap_record::diagnosis::diagnose_chain(&ingress, &egress) else { return };
+    let mut joined = ingress;
+    joined.chain = Some(tokentap_record::hops::Chain {
+        egress_request_id: egress.request_id.clone(),
+        egress_route: egress.route.clone(),
+        aligned_events: diagnosis.events,
+    });
+    joined.diagnosis = Some(diagnosis);
+    if let Err(e) = store.update(joined) {
+        stats.store_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(error = %e, "could not write a chained record");
+    }
+}
+
+/// Turns a completed request into its record: runs the request and stream analysis.
+pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
+    let CompletedRequest { data: mut d, outcome, error } = c;
+    let t_upstream_sent_ns = d.t_upstream_sent_ns();
+    if let Some(connection) = d.connection.as_mut() {
+        connection.protocol = d.response_protocol.as_deref().map(|p| match p {
+            "HTTP/2.0" => "h2".to_string(),
+            "HTTP/1.1" => "http/1.1".to_string(),
+            "HTTP/1.0" => "http/1.0".to_string(),
+            other => other.to_ascii_lowercase(),
+        });
+    }
+    let client_delivery = (!d.chunks.chunks.is_empty() || d.ack.unavailable.is_some())
+        .then(|| tokentap_record::ack::apply(&d.ack, &mut d.chunks.chunks, d.chunks.chunks_truncated));
+    let request_body = d.request_body.concat();
+    let request = analyze_request(&d.path, d.request_content_type.as_deref(), &request_body, d.request_body.truncated);
+
+    let analysis = d.status.map(|status| {
+        let mut limits = AnalysisLimits::default();
+        limits.stall_threshold_ns = config.analysis.stall_threshold_ms * 1_000_000;
+        let mut analyzer = StreamAnalyzer::new(
+            StreamContext {
+                request_path: d.path.clone(),
+                provider_hint: d.route.as_ref().and_then(|r| r.provider_hint.clone()),
+                response_content_type: d.response_content_type.clone(),
+                response_status: Some(status),
+            },
+            limits,
+        );
+        for (t_up_ns, piece) in &d.chunks.body.pieces {
+            analyzer.push_chunk(piece, *t_up_ns);
+        }
+        let body_complete =
+            d.upstream_eos && matches!(outcome, Outcome::Ok | Outcome::HttpError) && !d.chunks.body.truncated;
+        analyzer.finish(RequestTiming {
+            t_upstream_headers_ns: d.t_upstream_headers_ns,
+            t_end_ns: d.t_end_ns.or(d.chunks.last_chunk_ns),
+            body_complete,
+        })
+    });
+
+    let mut lags_us: Vec<f64> = d
+        .chunks
+        .chunks
+        .iter()
+        .filter_map(|ch| ch.t_handoff_ns.map(|h| h.saturating_sub(ch.t_up_ns) as f64 / 1e3))
+        .collect();
+    lags_us.sort_by(f64::total_cmp);
+    let self_overhead = SelfOverhead {
+        hook_time_us: d.hook_ns as f64 / 1e3,
+        handoff_lag_p50_us: (!lags_us.is_empty()).then(|| percentile(&lags_us, 50.0)),
+        handoff_lag_p99_us: (!lags_us.is_empty()).then(|| percentile(&lags_us, 99.0)),
+        handoff_lag_max_us: lags_us.last().copied(),
+    };
+
+    let content = config.privacy.capture_content.then(|| {
+        let cap = config.privacy.capture_max_bytes;
+        let response = d.chunks.body.concat();
+        CapturedContent {
+            request_body: String::from_utf8_lossy(&request_body[..request_body.len().min(cap)]).into_owned(),
+            request_body_truncated: d.request_body.truncated || request_body.len() > cap,
+            response_body: String::from_utf8_lossy(&response[..response.len().min(cap)]).into_owned(),
+            response_body_truncated: d.chunks.body.truncated || response.len() > cap,
+        }
+    });
+
+    let warm_up = d.route.is_some() && d.route_request_index < config.analysis.warmup_requests;
+    let cached_prompt_tokens = analysis.as_ref().and_then(|a| a.usage.as_ref()).and_then(|u| u.cached_tokens);
+    let trace = d.trace.unwrap_or_else(|| TraceContext::from_incoming(None));
+    let mut record = Record {
+        record_version: tokentap_record::RECORD_VERSION,
+        request_id: d.request_id,
+        trace_id: trace.trace_id,
+        span_id: trace.span_id,
+        parent_span_id: trace.parent_span_id,
+        started_at: humantime::format_rfc3339_micros(d.anchor.wall).to_string(),
+        route: d.route.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
+        route_role: d.route.as_ref().and_then(|r| r.role),
+        upstream: d.route.as_ref().map(|r| r.upstream.url()).unwrap_or_default(),
+        provider: d.route.as_ref().and_then(|r| r.provider_hint.clone()),
+        method: d.method,
+        path: d.path,
+        status: d.status,
+        outcome: outcome,
+        error: error,
+        request_headers: d.request_headers,
+        response_content_type: d.response_content_type,
+        response_content_encoding: d.response_content_encoding,
+        conditions: Conditions {
+            model: request.model.clone(),
+            stream: request.stream,
+            request_bytes: d.request_body.total_bytes,
+            prompt_tokens: request.prompt_tokens,
+            cached_prompt_tokens,
+            concurrency_at_t0: d.concurrency_at_t0,
+            upstream_connection_reused: d.connection.as_ref().map(|x| x.reused),
+            warm_up,
+            tokentap_version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        request,
+        timeline: TimelineRecord {
+            t0_unix_ns: d.anchor.wall_ns() as u64,
+            t_upstream_sent_ns: t_upstream_sent_ns,
+            t_upstream_headers_ns: d.t_upstream_headers_ns,
+            t_end_ns: d.t_end_ns,
+            connection: d.connection,
+            chunk_count: d.chunks.chunk_count,
+            body_bytes: d.chunks.body.total_bytes,
+            chunks_truncated: d.chunks.chunks_truncated,
+            analysis_bytes_truncated: d.chunks.body.truncated,
+            client_delivery,
+            chunks: d.chunks.chunks,
+        },
+        analysis,
+        self_overhead,
+        content,
+        browser: None,
+        diagnosis: None,
+        chain: None,
+    };
+    record.diagnosis = tokentap_record::diagnosis::diagnose(&record);
+    record
+}

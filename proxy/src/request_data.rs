@@ -1,0 +1,95 @@
+//! [`RequestData`]: what tokentap knows about one request, gathered by the forwarding hooks and
+//! moved whole to the record pipeline when the request ends.
+
+use std::sync::Arc;
+
+use tokentap_record::ack::AckTracker;
+use tokentap_record::trace::{random_hex, TraceContext};
+use tokentap_record::UpstreamConnection;
+
+use crate::route::Route;
+use crate::timeline::{Anchor, CapturedBody, ChunkTimeline};
+
+/// Everything recorded about one request while it is in flight. Stamps are ns since t0.
+#[derive(Debug)]
+pub struct RequestData {
+    pub anchor: Anchor,
+    pub request_id: String,
+    pub trace: Option<TraceContext>,
+    pub route: Option<Arc<Route>>,
+    pub method: String,
+    pub path: String,
+    pub request_headers: Vec<(String, String)>,
+    pub request_content_type: Option<String>,
+    pub request_body: CapturedBody,
+    pub concurrency_at_t0: u64,
+    pub route_request_index: u64,
+    pub t_upstream_request_ns: Option<u64>,
+    pub t_request_body_end_ns: Option<u64>,
+    pub connection: Option<UpstreamConnection>,
+    pub peer_addr: Option<String>,
+    pub t_upstream_headers_ns: Option<u64>,
+    pub status: Option<u16>,
+    pub response_content_type: Option<String>,
+    pub response_content_encoding: Option<String>,
+    pub response_protocol: Option<String>,
+    pub chunks: ChunkTimeline,
+    /// Client socket readings for delivery from TCP ACKs.
+    pub ack: AckTracker,
+    pub upstream_eos: bool,
+    pub t_end_ns: Option<u64>,
+    /// Time spent inside tokentap's hooks.
+    pub hook_ns: u64,
+}
+
+impl RequestData {
+    /// A request whose head is arriving now (t0).
+    pub fn start() -> Self {
+        Self { request_id: random_hex(12), ..Self::empty(Anchor::now()) }
+    }
+
+    fn empty(anchor: Anchor) -> Self {
+        Self {
+            anchor,
+            request_id: String::new(),
+            trace: None,
+            route: None,
+            method: String::new(),
+            path: String::new(),
+            request_headers: Vec::new(),
+            request_content_type: None,
+            request_body: CapturedBody::default(),
+            concurrency_at_t0: 0,
+            route_request_index: 0,
+            t_upstream_request_ns: None,
+            t_request_body_end_ns: None,
+            connection: None,
+            peer_addr: None,
+            t_upstream_headers_ns: None,
+            status: None,
+            response_content_type: None,
+            response_content_encoding: None,
+            response_protocol: None,
+            chunks: ChunkTimeline::default(),
+            ack: AckTracker::default(),
+            upstream_eos: false,
+            t_end_ns: None,
+            hook_ns: 0,
+        }
+    }
+
+    /// Moves the data out (vectors and `Bytes` handles move, not bytes), leaving an empty one.
+    pub fn take(&mut self) -> Self {
+        let anchor = self.anchor;
+        std::mem::replace(self, Self::empty(anchor))
+    }
+
+    /// The request reached the upstream when both its head and its body had been handed on.
+    pub fn t_upstream_sent_ns(&self) -> Option<u64> {
+        match (self.t_upstream_request_ns, self.t_request_body_end_ns) {
+            (Some(head), Some(body)) => Some(head.max(body)),
+            (Some(head), None) => Some(head),
+            _ => None,
+        }
+    }
+}

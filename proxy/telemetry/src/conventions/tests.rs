@@ -1,0 +1,434 @@
+//! The conventions mapping, checked on hand-written records: record in, spans and observations out.
+
+use super::*;
+
+const T0: u64 = 1_700_000_000_000_000_000;
+const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const SPAN: &str = "b7ad6b7169203331";
+const PARENT: &str = "00f067aa0ba902b7";
+
+/// A streamed chat with reasoning, answer and a tool call: reasoning events at 100..=120 ms,
+/// answer at 130..=150 ms, tool call at 160..=170 ms, one stall, the last byte at 200 ms.
+fn record_json() -> serde_json::Value {
+    serde_json::json!({
+        "record_version": 1,
+        "request_id": "0123456789abcdef01234567",
+        "trace_id": TRACE,
+        "span_id": SPAN,
+        "parent_span_id": PARENT,
+        "started_at": "2023-11-14T22:13:20Z",
+        "route": "/",
+        "upstream": "https://api.example.com:8443/v1",
+        "provider": "openai",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "status": 200,
+        "outcome": "ok",
+        "request_headers": [],
+        "conditions": {"request_bytes": 100, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0.1.0"},
+        "request": {"operation": "chat", "model": "gpt-test", "stream": true, "max_tokens": 256},
+        "timeline": {
+            "t0_unix_ns": T0,
+            "t_upstream_sent_ns": 5_000_000u64,
+            "t_upstream_headers_ns": 60_000_000u64,
+            "t_end_ns": 200_000_000u64,
+            "chunk_count": 4,
+            "body_bytes": 400,
+            "chunks_truncated": false,
+            "analysis_bytes_truncated": false,
+            "chunks": [
+                {"offset": 0, "len": 100, "t_up_ns": 90_000_000u64, "t_handoff_ns": 90_010_000u64},
+                {"offset": 100, "len": 100, "t_up_ns": 120_000_000u64, "t_handoff_ns": 120_010_000u64},
+                {"offset": 200, "len": 100, "t_up_ns": 150_000_000u64, "t_handoff_ns": 150_010_000u64},
+                {"offset": 300, "len": 100, "t_up_ns": 199_000_000u64, "t_handoff_ns": 199_500_000u64}
+            ]
+        },
+        "analysis": {
+            "format": "openai_chat",
+            "dialect": "openai_chat",
+            "event_counts": {"answer": 3, "reasoning": 2, "tool_call": 2},
+            "metrics": {
+                "ttfb_ms": 60.0,
+                "time_to_first_chunk_ms": 90.0,
+                "ttft_reasoning_ms": 100.0,
+                "ttft_answer_ms": 130.0,
+                "ttft_tool_ms": 160.0,
+                "time_to_first_output_ms": 130.0,
+                "itl_ms": {"count": 6, "p50": 10.0, "p90": 10.0, "p95": 10.0, "p99": 10.0, "max": 10.0},
+                "output_tokens": {"total": 20, "answer": 10, "reasoning": 6, "tool_call": 4},
+                "output_tps": 100.0,
+                "tpot_ms": 10.0,
+                "e2e_ms": 200.0,
+                "body_bytes": 400,
+                "chunk_count": 4
+            },
+            "stalls": {"threshold_ms": 5.0, "count": 1, "longest_ms": 10.0, "total_ms": 10.0, "heartbeat_only": 0,
+                       "list": [{"start_ms": 140.0, "gap_ms": 10.0, "heartbeats": 0}]},
+            "usage": {"input_tokens": 12, "output_tokens": 21, "reasoning_tokens": 6, "cached_tokens": 4},
+            "response_id": "chatcmpl-1",
+            "response_model": "gpt-test-2024",
+            "finish_reasons": ["tool_calls"],
+            "tool_calls": [{"id": "call_1", "name": "get_weather", "argument_bytes": 20}],
+            "events": [
+                {"t_ms": 100.0, "class": "reasoning", "chars": 5, "answer_chars_cum": 0, "end_offset": 50},
+                {"t_ms": 120.0, "class": "reasoning", "chars": 5, "answer_chars_cum": 0, "end_offset": 150},
+                {"t_ms": 130.0, "class": "answer", "chars": 5, "answer_chars_cum": 5, "end_offset": 180},
+                {"t_ms": 140.0, "class": "answer", "chars": 5, "answer_chars_cum": 10, "end_offset": 200},
+                {"t_ms": 150.0, "class": "answer", "chars": 5, "answer_chars_cum": 15, "end_offset": 250},
+                {"t_ms": 160.0, "class": "tool_call", "chars": 5, "answer_chars_cum": 15, "end_offset": 280},
+                {"t_ms": 170.0, "class": "tool_call", "chars": 5, "answer_chars_cum": 15, "end_offset": 300}
+            ],
+            "flags": {}
+        },
+        "self_overhead": {"hook_time_us": 42.0, "handoff_lag_p50_us": 10.0, "handoff_lag_p99_us": 480.0, "handoff_lag_max_us": 500.0}
+    })
+}
+
+fn record(json: serde_json::Value) -> Record {
+    serde_json::from_value(json).expect("a valid record")
+}
+
+fn spans_of(json: serde_json::Value) -> Vec<SpanPlan> {
+    request_spans(&record(json), &SpanOptions::default())
+}
+
+fn find<'a>(spans: &'a [SpanPlan], name: &str) -> &'a SpanPlan {
+    spans
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no span {name}: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>()))
+}
+
+fn ms(ms: u64) -> u64 {
+    T0 + ms * 1_000_000
+}
+
+#[test]
+fn metric_table_is_indexed_by_id_and_names_are_unique() {
+    for (i, def) in METRICS.iter().enumerate() {
+        assert_eq!(def.id as usize, i, "{} is out of place", def.name);
+        let counter = matches!(def.instrument, Instrument::Counter);
+        assert_eq!(def.prometheus_name.ends_with("_total"), counter, "{}", def.prometheus_name);
+        if let Instrument::Histogram(bounds) = def.instrument {
+            assert!(bounds.windows(2).all(|w| w[0] < w[1]), "{} bounds must increase", def.name);
+        }
+    }
+    let mut names: Vec<_> = METRICS.iter().map(|d| d.prometheus_name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), METRICS.len());
+    assert_eq!(MetricId::OperationDuration.def().name, "gen_ai.client.operation.duration");
+    assert_eq!(MetricId::OperationDuration.def().instrument, Instrument::Histogram(DURATION_BUCKETS));
+}
+
+#[test]
+fn request_span_carries_genai_and_tokentap_attributes() {
+    let spans = spans_of(record_json());
+    let span = &spans[0];
+    assert_eq!(span.name, "chat gpt-test");
+    assert_eq!(span.kind, SpanKind::Client);
+    assert_eq!(hex(&span.trace_id), TRACE);
+    assert_eq!(hex(&span.span_id), SPAN);
+    assert_eq!(span.parent_span_id.map(|p| hex(&p)).as_deref(), Some(PARENT));
+    assert_eq!((span.start_unix_ns, span.end_unix_ns), (T0, ms(200)));
+    assert_eq!(span.status, SpanStatus::Unset);
+    let expect: &[(&str, AttrValue)] = &[
+        (attr::OPERATION_NAME, AttrValue::Str("chat".into())),
+        (attr::PROVIDER_NAME, AttrValue::Str("openai".into())),
+        (attr::REQUEST_MODEL, AttrValue::Str("gpt-test".into())),
+        (attr::REQUEST_STREAM, AttrValue::Bool(true)),
+        (attr::REQUEST_MAX_TOKENS, AttrValue::Int(256)),
+        (attr::RESPONSE_ID, AttrValue::Str("chatcmpl-1".into())),
+        (attr::RESPONSE_MODEL, AttrValue::Str("gpt-test-2024".into())),
+        (attr::RESPONSE_FINISH_REASONS, AttrValue::StrArray(vec!["tool_calls".into()])),
+        (attr::RESPONSE_TIME_TO_FIRST_CHUNK, AttrValue::F64(0.09)),
+        (attr::USAGE_INPUT_TOKENS, AttrValue::Int(12)),
+        (attr::USAGE_OUTPUT_TOKENS, AttrValue::Int(21)),
+        (attr::USAGE_REASONING_OUTPUT_TOKENS, AttrValue::Int(6)),
+        (attr::USAGE_CACHE_READ_INPUT_TOKENS, AttrValue::Int(4)),
+        (attr::SERVER_ADDRESS, AttrValue::Str("api.example.com".into())),
+        (attr::SERVER_PORT, AttrValue::Int(8443)),
+        (attr::TTFT_ANSWER_MS, AttrValue::F64(130.0)),
+        (attr::TTFT_REASONING_MS, AttrValue::F64(100.0)),
+        (attr::TTFT_TOOL_MS, AttrValue::F64(160.0)),
+        (attr::OUTPUT_TPS, AttrValue::F64(100.0)),
+        (attr::TPOT_MS, AttrValue::F64(10.0)),
+        (attr::ITL_P50_MS, AttrValue::F64(10.0)),
+        (attr::ITL_P99_MS, AttrValue::F64(10.0)),
+        (attr::ITL_MAX_MS, AttrValue::F64(10.0)),
+        (attr::STALL_COUNT, AttrValue::Int(1)),
+        (attr::STALL_LONGEST_MS, AttrValue::F64(10.0)),
+        (attr::STALL_HEARTBEAT_ONLY, AttrValue::Int(0)),
+        (attr::HOOK_TIME_US, AttrValue::F64(42.0)),
+        (attr::OUTCOME, AttrValue::Str("ok".into())),
+        (attr::REBUFFERED, AttrValue::Bool(false)),
+    ];
+    for (key, value) in expect {
+        assert_eq!(span.attribute(key), Some(value), "{key}");
+    }
+    for absent in [attr::ERROR_TYPE, attr::CONTENT_REQUEST_BODY, attr::EVENTS_DROPPED] {
+        assert!(span.attribute(absent).is_none(), "{absent} must be absent");
+    }
+    // The stall is an event on the request span, at its start.
+    assert_eq!(span.events.len(), 1);
+    assert_eq!((span.events[0].name, span.events[0].time_unix_ns), (event::STALL, ms(140)));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn phase_spans_cover_the_stream_in_order() {
+    let spans = spans_of(record_json());
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["chat gpt-test", "provider_wait", "reasoning", "answer", "tool_call", "delivery"]);
+    let root = &spans[0];
+    let expect = [
+        ("provider_wait", ms(5), ms(100)),
+        ("reasoning", ms(100), ms(120)),
+        ("answer", ms(130), ms(150)),
+        ("tool_call", ms(160), ms(170)),
+        ("delivery", ms(90), ms(200)),
+    ];
+    for (name, start, end) in expect {
+        let s = find(&spans, name);
+        assert_eq!((s.start_unix_ns, s.end_unix_ns), (start, end), "{name}");
+        assert_eq!(s.kind, SpanKind::Internal);
+        assert_eq!(s.parent_span_id, Some(root.span_id), "{name}");
+        assert_eq!(s.trace_id, root.trace_id);
+        assert!(
+            s.start_unix_ns >= root.start_unix_ns && s.end_unix_ns <= root.end_unix_ns,
+            "{name} outside its parent"
+        );
+        assert_eq!(s.attribute(attr::PHASE), Some(&AttrValue::Str(name.into())));
+        for e in &s.events {
+            assert!(e.time_unix_ns >= s.start_unix_ns && e.time_unix_ns <= s.end_unix_ns, "{name}: event outside");
+        }
+    }
+    let tool = find(&spans, "tool_call");
+    assert_eq!(tool.attribute(attr::TOOL_NAME), Some(&AttrValue::Str("get_weather".into())));
+    // Child ids are distinct and stable: the same record gives the same ids.
+    let mut ids: Vec<_> = spans.iter().map(|s| s.span_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), spans.len());
+    assert_eq!(spans_of(record_json()), spans);
+    // Chunk events sit on the delivery span at each chunk's arrival.
+    let delivery = find(&spans, "delivery");
+    let times: Vec<u64> = delivery.events.iter().map(|e| e.time_unix_ns).collect();
+    assert_eq!(times, [ms(90), ms(120), ms(150), ms(199)]);
+    assert_eq!(
+        delivery.events[3].attributes.iter().find(|(k, _)| *k == attr::CHUNK_HANDOFF_LAG_US).map(|(_, v)| v),
+        Some(&AttrValue::F64(500.0))
+    );
+}
+
+#[test]
+fn chunk_events_stay_within_the_budget_and_count_the_rest() {
+    let mut json = record_json();
+    let chunks: Vec<serde_json::Value> = (0..1000u64)
+        .map(|i| serde_json::json!({"offset": i, "len": 1, "t_up_ns": 90_000_000 + i * 100_000, "t_handoff_ns": 90_000_000 + i * 100_000 + 1000}))
+        .collect();
+    json["timeline"]["chunks"] = serde_json::Value::Array(chunks);
+    json["timeline"]["chunk_count"] = serde_json::json!(1200);
+    let options = SpanOptions { max_events_per_span: 10, ..SpanOptions::default() };
+    let spans = request_spans(&record(json), &options);
+    let delivery = find(&spans, "delivery");
+    assert_eq!(delivery.events.len(), 10);
+    // 990 listed chunks left out, and 200 never listed (past timeline.max_chunks).
+    assert_eq!(delivery.dropped_events, 1190);
+    assert_eq!(delivery.attribute(attr::EVENTS_DROPPED), Some(&AttrValue::Int(1190)));
+    let index = |e: &EventPlan| e.attributes.iter().find(|(k, _)| *k == attr::CHUNK_INDEX).map(|(_, v)| v.clone());
+    assert_eq!(index(&delivery.events[0]), Some(AttrValue::Int(0)));
+    assert_eq!(index(&delivery.events[4]), Some(AttrValue::Int(4)));
+    assert_eq!(index(&delivery.events[5]), Some(AttrValue::Int(995)));
+    assert_eq!(index(&delivery.events[9]), Some(AttrValue::Int(999)));
+    assert!(delivery.events.windows(2).all(|w| w[0].time_unix_ns <= w[1].time_unix_ns));
+}
+
+#[test]
+fn errors_set_status_and_error_type() {
+    let mut json = record_json();
+    json["status"] = serde_json::json!(429);
+    json["outcome"] = serde_json::json!("http_error");
+    let span = &spans_of(json)[0];
+    assert_eq!(span.attribute(attr::ERROR_TYPE), Some(&AttrValue::Str("429".into())));
+    assert!(matches!(span.status, SpanStatus::Error(_)));
+
+    let mut json = record_json();
+    json["outcome"] = serde_json::json!("upstream_connect_error");
+    json["error"] = serde_json::json!({"side": "upstream", "kind": "connect_refused", "message": "connection refused"});
+    json.as_object_mut().unwrap().remove("analysis");
+    json["timeline"]["chunks"] = serde_json::json!([]);
+    let spans = spans_of(json);
+    assert_eq!(spans[0].attribute(attr::ERROR_TYPE), Some(&AttrValue::Str("connect_refused".into())));
+    assert_eq!(spans[0].status, SpanStatus::Error("connect_refused: connection refused".into()));
+
+    // An error event inside a 200 stream is an error too.
+    let mut json = record_json();
+    json["analysis"]["errors"] =
+        serde_json::json!([{"t_ms": 150.0, "error_type": "overloaded_error", "message": "Overloaded"}]);
+    let span = &spans_of(json)[0];
+    assert_eq!(span.attribute(attr::ERROR_TYPE), Some(&AttrValue::Str("overloaded_error".into())));
+    assert!(span.events.iter().any(|e| e.name == event::STREAM_ERROR && e.time_unix_ns == ms(150)));
+}
+
+#[test]
+fn end_is_never_before_start_even_with_odd_stamps() {
+    let mut json = record_json();
+    // No t_end (the client went away) and an event stamped after every other stamp.
+    json["timeline"].as_object_mut().unwrap().remove("t_end_ns");
+    json["outcome"] = serde_json::json!("client_cancelled");
+    json["analysis"]["events"][6]["t_ms"] = serde_json::json!(500.0);
+    let spans = spans_of(json);
+    let root = &spans[0];
+    assert_eq!(root.end_unix_ns, ms(500));
+    for s in &spans {
+        assert!(s.end_unix_ns >= s.start_unix_ns, "{}", s.name);
+        assert!(s.start_unix_ns >= root.start_unix_ns && s.end_unix_ns <= root.end_unix_ns, "{}", s.name);
+    }
+}
+
+#[test]
+fn unknown_operation_is_named_like_an_http_span_and_bad_ids_give_no_spans() {
+    let mut json = record_json();
+    json["request"] = serde_json::json!({});
+    json["provider"] = serde_json::Value::Null;
+    json["analysis"]["dialect"] = serde_json::json!("generic");
+    let spans = spans_of(json.clone());
+    assert_eq!(spans[0].name, "POST");
+    assert!(spans[0].attribute(attr::OPERATION_NAME).is_none());
+    assert_eq!(spans[0].attribute(attr::PROVIDER_NAME), Some(&AttrValue::Str(PROVIDER_OTHER.into())));
+    json["trace_id"] = serde_json::json!("not-hex");
+    assert!(spans_of(json).is_empty());
+}
+
+#[test]
+fn content_is_attached_only_when_asked() {
+    let mut json = record_json();
+    json["content"] = serde_json::json!({"request_body": "{\"messages\":[]}", "request_body_truncated": false, "response_body": "data: x", "response_body_truncated": false});
+    assert!(spans_of(json.clone())[0].attribute(attr::CONTENT_REQUEST_BODY).is_none());
+    let options = SpanOptions { capture_content: true, ..SpanOptions::default() };
+    let spans = request_spans(&record(json), &options);
+    assert_eq!(spans[0].attribute(attr::CONTENT_RESPONSE_BODY), Some(&AttrValue::Str("data: x".into())));
+}
+
+#[test]
+fn observations_follow_the_conventions() {
+    let r = record(record_json());
+    let objectives =
+        Objectives { ttft_answer_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: Some(30_000.0), first_paint_ms: None };
+    let obs = metric_observations(&r, &objectives);
+    let values = |metric: MetricId| obs.iter().filter(|o| o.metric == metric).map(|o| o.value).collect::<Vec<_>>();
+    assert_eq!(values(MetricId::Requests), [1.0]);
+    assert_eq!(values(MetricId::GoodRequests), [1.0]);
+    assert_eq!(values(MetricId::OperationDuration), [0.2]);
+    assert_eq!(values(MetricId::TimeToFirstChunk), [0.09]);
+    // Seven content events: six gaps of 10 or 20 ms.
+    let per_chunk = values(MetricId::TimePerOutputChunk);
+    assert_eq!(per_chunk.len(), 6);
+    assert!(
+        per_chunk.iter().all(|v| (*v - 0.01).abs() < 1e-9 || (*v - 0.02).abs() < 1e-9 || (*v - 0.0).abs() < 1e-9),
+        "{per_chunk:?}"
+    );
+    assert_eq!(values(MetricId::InterTokenLatency).len(), 6);
+    assert_eq!(values(MetricId::TtftAnswer), [0.13]);
+    assert_eq!(values(MetricId::TtftReasoning), [0.1]);
+    assert_eq!(values(MetricId::OutputTps), [100.0]);
+    assert_eq!(values(MetricId::Stalls), [1.0]);
+    let usage: Vec<(String, f64)> = obs
+        .iter()
+        .filter(|o| o.metric == MetricId::TokenUsage)
+        .map(|o| (o.labels.iter().find(|(k, _)| *k == attr::TOKEN_TYPE).unwrap().1.clone(), o.value))
+        .collect();
+    assert_eq!(usage, [("input".to_string(), 12.0), ("output".to_string(), 21.0)]);
+    let labels = &obs[0].labels;
+    let keys: Vec<&str> = labels.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys, [attr::OPERATION_NAME, attr::PROVIDER_NAME, attr::REQUEST_MODEL, attr::ROUTE, attr::OUTCOME]);
+
+    // A slow first answer is not good.
+    let strict = Objectives { ttft_answer_ms: Some(100.0), ..objectives.clone() };
+    assert!(metric_observations(&r, &strict).iter().all(|o| o.metric != MetricId::GoodRequests));
+    // A non-streaming request has no streaming metrics.
+    let mut json = record_json();
+    json["request"]["stream"] = serde_json::json!(false);
+    let obs = metric_observations(&record(json), &objectives);
+    assert!(obs.iter().all(|o| o.metric != MetricId::TimeToFirstChunk && o.metric != MetricId::TimePerOutputChunk));
+}
+
+#[test]
+fn long_model_names_are_capped_in_labels() {
+    let mut json = record_json();
+    json["request"]["model"] = serde_json::json!("m".repeat(1000));
+    let labels = request_labels(&record(json));
+    let model = &labels.iter().find(|(k, _)| *k == attr::REQUEST_MODEL).unwrap().1;
+    assert_eq!(model.chars().count(), MAX_LABEL_CHARS);
+}
+
+#[test]
+fn server_address_parses_the_upstream() {
+    assert_eq!(server_address("https://api.openai.com"), Some(("api.openai.com".into(), 443)));
+    assert_eq!(server_address("http://127.0.0.1:9000/base"), Some(("127.0.0.1".into(), 9000)));
+    assert_eq!(server_address("http://[::1]:81/x"), Some(("::1".into(), 81)));
+    assert_eq!(server_address("nonsense"), None);
+}
+
+#[test]
+fn browser_spans_continue_the_trace_from_the_probe() {
+    let mut json = record_json();
+    json["parent_span_id"] = "00f067aa0ba902b7".into();
+    json["browser"] = serde_json::json!({
+        "probe_span_id": "00f067aa0ba902b7", "page_path": "/chat",
+        "clock": {"offset_ms": 0.1, "uncertainty_ms": 0.4, "samples": 5},
+        "marks": [{"name": "user_send", "t_ms": -12.0}],
+        "fetch_start_ms": -10.0, "response_ms": 3.0, "fetch_end_ms": 400.0,
+        "first_paint_ms": 215.0, "last_paint_ms": 405.0,
+        "time_to_first_paint_ms": 227.0, "time_to_first_paint_from": "user_send",
+        "render_delay_ms": {"count": 3, "p50": 8.0, "p90": 9.0, "p95": 9.5, "p99": 9.9, "max": 10.0},
+        "chunks": [], "long_frames": [{"start_ms": 300.0, "duration_ms": 80.0}], "audio": [],
+        "browser_bytes": 10, "bytes_match": true, "painted_chars": 3, "answer_chars": 3,
+        "chunks_dropped": 0, "paints_dropped": 0
+    });
+    let r = record(json);
+    assert!(request_spans(&r, &SpanOptions::default())
+        .iter()
+        .any(|s| s.parent_span_id == Some([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7])));
+    let spans = browser_spans(&r, &SpanOptions::default());
+    assert_eq!(spans.len(), 2);
+    let fetch = &spans[0];
+    assert_eq!(hex(&fetch.span_id), "00f067aa0ba902b7");
+    assert_eq!(hex(&fetch.trace_id), r.trace_id);
+    assert_eq!(fetch.kind, SpanKind::Client);
+    assert_eq!(r.timeline.t0_unix_ns, T0);
+    assert_eq!(fetch.start_unix_ns, T0 - 10_000_000);
+    assert_eq!(fetch.end_unix_ns, ms(405));
+    assert_eq!(fetch.attribute(attr::BROWSER_TIME_TO_FIRST_PAINT_MS), Some(&AttrValue::F64(227.0)));
+    let names: Vec<_> = fetch.events.iter().map(|e| e.name).collect();
+    assert_eq!(names, [event::BROWSER_MARK, event::FIRST_PAINT, event::LONG_FRAME]);
+    assert!(fetch.events.windows(2).all(|w| w[0].time_unix_ns <= w[1].time_unix_ns));
+    let render = &spans[1];
+    assert_eq!(render.parent_span_id, Some(fetch.span_id));
+    assert!(render.start_unix_ns >= fetch.start_unix_ns && render.end_unix_ns <= fetch.end_unix_ns);
+    assert_eq!(render.start_unix_ns, ms(215));
+    // No browser part: no browser spans.
+    assert!(browser_spans(&record(record_json()), &SpanOptions::default()).is_empty());
+}
+
+#[test]
+fn the_rebuffering_verdict_is_a_span_attribute_and_a_metric() {
+    let mut r = record(record_json());
+    r.diagnosis = tokentap_record::diagnosis::diagnose(&r);
+    let d = r.diagnosis.clone().expect("a streamed answer has a diagnosis");
+    let spans = request_spans(&r, &SpanOptions::default());
+    let request = &spans[0];
+    let kind = request.attribute(attr::REBUFFER_KIND).and_then(|v| v.as_str()).expect("verdict kind").to_string();
+    assert_eq!(request.attribute(attr::REBUFFER_VERDICT).and_then(|v| v.as_str()), Some(d.verdict.as_str()));
+    assert_eq!(request.attribute(attr::REBUFFERED), Some(&AttrValue::Bool(kind != "no_rebuffering")));
+    let observations = metric_observations(&r, &Objectives::default());
+    let verdicts: Vec<_> = observations.iter().filter(|o| o.metric == MetricId::RebufferVerdicts).collect();
+    assert_eq!(verdicts.len(), 1);
+    assert!(verdicts[0].labels.iter().any(|(k, v)| *k == attr::REBUFFER_KIND && *v == kind));
+    assert!(verdicts[0].labels.iter().any(|(k, v)| *k == attr::REBUFFER_SCOPE && v == "proxy"));
+    assert_eq!(rebuffer_observation(&r, "browser").unwrap().labels.last().unwrap().1, "browser");
+}

@@ -1,0 +1,82 @@
+//! Validated export settings (tokentap's config builds them from `[otel]`, `[metrics]` and the
+//! `OTEL_*` variables).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// `[metrics]`: the metric registry and the Prometheus endpoint on the admin listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve `GET /metrics` (Prometheus text format) on the admin listener.
+    pub prometheus: bool,
+    /// Label sets kept per metric; past it, new ones are folded into a series with model `_OTHER`
+    /// (model names come from request bodies, so they are not trusted to be few).
+    pub max_series_per_metric: usize,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { prometheus: true, max_series_per_metric: 2000 }
+    }
+}
+
+/// OTLP transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+/// Header names and values for the collector. `Debug` shows the names only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretHeaders(Vec<(String, String)>);
+
+impl SecretHeaders {
+    pub fn new(pairs: Vec<(String, String)>) -> Self {
+        Self(pairs)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(String, String)> {
+        self.0.iter()
+    }
+}
+
+impl std::fmt::Debug for SecretHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(k, _)| format!("{k}: [redacted]"))).finish()
+    }
+}
+
+/// Where one signal goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpTarget {
+    pub protocol: OtlpProtocol,
+    /// HTTP: the full URL requests are posted to. gRPC: the collector's base URL.
+    pub endpoint: String,
+    pub headers: SecretHeaders,
+    pub timeout: Duration,
+}
+
+/// Validated export settings; present only when export is on.
+#[derive(Debug, Clone)]
+pub struct OtlpSettings {
+    /// `None` when that signal is not exported.
+    pub traces: Option<OtlpTarget>,
+    pub metrics: Option<OtlpTarget>,
+    pub service_name: String,
+    pub resource_attributes: Vec<(String, String)>,
+    pub queue_capacity: usize,
+    pub batch_max_records: usize,
+    pub batch_delay: Duration,
+    pub metrics_interval: Duration,
+    pub max_events_per_span: usize,
+    pub capture_content: bool,
+    pub spool_dir: PathBuf,
+    pub spool_max_bytes: u64,
+    pub retry_initial: Duration,
+    pub retry_max: Duration,
+}
+

@@ -1,0 +1,105 @@
+//! Export counters, shown in `/_tokentap/api/health` and as `tokentap.telemetry.*` metrics.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::spool::{self, Signal};
+
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Spool(#[from] spool::SpoolError),
+    #[error("cannot start the export thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Why telemetry was given up on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// The queue to the export thread was full.
+    QueueFull,
+    /// The collector was unreachable and the spool was full, disabled or not writable.
+    SpoolFull,
+    /// The collector refused the data.
+    Rejected,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::QueueFull => "queue_full",
+            DropReason::SpoolFull => "spool_full",
+            DropReason::Rejected => "rejected",
+        }
+    }
+}
+
+/// Counters of one signal (spans for traces, data points for metrics).
+#[derive(Debug, Default)]
+pub struct SignalCounters {
+    pub exported: AtomicU64,
+    pub spooled: AtomicU64,
+    pub dropped_queue_full: AtomicU64,
+    pub dropped_spool_full: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+impl SignalCounters {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "exported": self.exported.load(Ordering::Relaxed),
+            "spooled": self.spooled.load(Ordering::Relaxed),
+            "dropped": {
+                "queue_full": self.dropped_queue_full.load(Ordering::Relaxed),
+                "spool_full": self.dropped_spool_full.load(Ordering::Relaxed),
+                "rejected": self.rejected.load(Ordering::Relaxed),
+            },
+        })
+    }
+}
+
+/// Export counters, shown in `/_tokentap/api/health` and as `tokentap.telemetry.*` metrics.
+#[derive(Debug, Default)]
+pub struct ExportStats {
+    pub spans: SignalCounters,
+    pub metric_points: SignalCounters,
+    pub spool_entries: AtomicU64,
+    pub spool_bytes: AtomicU64,
+    pub spool_spans: AtomicU64,
+    pub spool_points: AtomicU64,
+    pub collector_reachable: AtomicBool,
+    pub last_error: Mutex<Option<String>>,
+}
+
+impl ExportStats {
+    fn counters(&self, signal: Signal) -> &SignalCounters {
+        match signal {
+            Signal::Traces => &self.spans,
+            Signal::Metrics => &self.metric_points,
+        }
+    }
+
+    pub fn count_exported(&self, signal: Signal, items: u64) {
+        self.counters(signal).exported.fetch_add(items, Ordering::Relaxed);
+    }
+
+    pub fn count_spooled(&self, signal: Signal, items: u64) {
+        self.counters(signal).spooled.fetch_add(items, Ordering::Relaxed);
+    }
+
+    pub fn count_dropped(&self, signal: Signal, items: u64, reason: DropReason) {
+        let c = self.counters(signal);
+        let counter = match reason {
+            DropReason::QueueFull => &c.dropped_queue_full,
+            DropReason::SpoolFull => &c.dropped_spool_full,
+            DropReason::Rejected => &c.rejected,
+        };
+        counter.fetch_add(items, Ordering::Relaxed);
+    }
+
+    pub fn set_last_error(&self, reason: &str) {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.chars().take(300).collect());
+    }
+}
+

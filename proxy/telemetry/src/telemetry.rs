@@ -1,0 +1,205 @@
+//! [`Telemetry`]: what tokentap's record pipeline talks to. It takes finished records, keeps the
+//! metrics and hands spans to the export thread.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokentap_record::{Record, SloConfig};
+
+use crate::conventions::{self, attr, Labels, MetricId, Objectives, SpanOptions, SpanPlan};
+use crate::registry::{MetricRegistry, MetricSnapshot};
+use crate::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget};
+use crate::spool::{Signal, Spool};
+use crate::stats::{DropReason, ExportError, ExportStats};
+use crate::{otlp, prometheus};
+
+/// Counters kept by the record pipeline that the metrics report (`tokentap.records.dropped`).
+pub trait PipelineCounters: Send + Sync {
+    /// Records dropped because the pipeline's queue was full.
+    fn records_dropped(&self) -> u64;
+}
+
+/// tokentap's telemetry: the metrics, and the OTLP export when configured.
+pub struct Telemetry {
+    metrics: Arc<Metrics>,
+    span_options: SpanOptions,
+    spans_tx: Option<SyncSender<Vec<SpanPlan>>>,
+    /// Where each signal goes (for the health endpoint; never the headers).
+    otlp_summary: Option<serde_json::Value>,
+    prometheus_enabled: bool,
+}
+
+/// The metric state both exporters read: the registry, the counters kept elsewhere, this
+/// process's identity.
+pub struct Metrics {
+    registry: MetricRegistry,
+    objectives: Objectives,
+    pipeline: Arc<dyn PipelineCounters>,
+    pub stats: ExportStats,
+    /// Start of the cumulative metrics, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// `service.instance.id` of this process.
+    pub instance_id: String,
+}
+
+impl Metrics {
+    /// The metrics, with the counters kept elsewhere (record pipeline, export) brought up to date.
+    pub fn snapshot(&self) -> Vec<MetricSnapshot> {
+        let dropped = self.pipeline.records_dropped();
+        self.registry.set_counter(MetricId::RecordsDropped, &Vec::new(), dropped);
+        for (signal, counters) in [(Signal::Traces, &self.stats.spans), (Signal::Metrics, &self.stats.metric_points)] {
+            let labels: Labels = vec![(attr::SIGNAL, signal.as_str().to_string())];
+            self.registry.set_counter(MetricId::TelemetryExported, &labels, counters.exported.load(Ordering::Relaxed));
+            self.registry.set_counter(MetricId::TelemetrySpooled, &labels, counters.spooled.load(Ordering::Relaxed));
+            for (reason, counter) in [
+                (DropReason::QueueFull, &counters.dropped_queue_full),
+                (DropReason::SpoolFull, &counters.dropped_spool_full),
+                (DropReason::Rejected, &counters.rejected),
+            ] {
+                let mut labels = labels.clone();
+                labels.push((attr::DROP_REASON, reason.as_str().to_string()));
+                self.registry.set_counter(MetricId::TelemetryDropped, &labels, counter.load(Ordering::Relaxed));
+            }
+        }
+        self.registry.snapshot()
+    }
+}
+
+fn target_summary(target: &Option<OtlpTarget>) -> serde_json::Value {
+    match target {
+        Some(t) => serde_json::json!({
+            "endpoint": t.endpoint,
+            "protocol": match t.protocol { OtlpProtocol::Grpc => "grpc", OtlpProtocol::HttpProtobuf => "http/protobuf" },
+        }),
+        None => serde_json::Value::Null,
+    }
+}
+
+impl Telemetry {
+    /// Builds the registry and, when `otlp` is set, opens the spool and starts the export thread.
+    pub fn start(
+        metrics_config: &MetricsConfig,
+        slo: &SloConfig,
+        otlp: Option<OtlpSettings>,
+        capture_content: bool,
+        pipeline: Arc<dyn PipelineCounters>,
+    ) -> Result<Arc<Telemetry>, ExportError> {
+        let span_options = SpanOptions {
+            max_events_per_span: otlp.as_ref().map_or(64, |o| o.max_events_per_span),
+            capture_content: capture_content && otlp.as_ref().is_some_and(|o| o.capture_content),
+            ..SpanOptions::default()
+        };
+        let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        let metrics = Arc::new(Metrics {
+            registry: MetricRegistry::new(metrics_config.max_series_per_metric),
+            objectives: slo.clone(),
+            pipeline,
+            stats: ExportStats::default(),
+            start_unix_ns,
+            instance_id: tokentap_record::trace::random_hex(16),
+        });
+        let mut telemetry = Telemetry {
+            metrics: metrics.clone(),
+            span_options,
+            spans_tx: None,
+            otlp_summary: None,
+            prometheus_enabled: metrics_config.prometheus,
+        };
+        let Some(settings) = otlp else { return Ok(Arc::new(telemetry)) };
+
+        metrics.stats.collector_reachable.store(true, Ordering::Relaxed);
+        telemetry.otlp_summary = Some(serde_json::json!({
+            "traces": target_summary(&settings.traces),
+            "metrics": target_summary(&settings.metrics),
+            "spool_dir": settings.spool_dir,
+        }));
+        let spool = if settings.spool_max_bytes > 0 {
+            Some(Spool::open(&settings.spool_dir, settings.spool_max_bytes)?)
+        } else {
+            None
+        };
+        let (tx, rx) = sync_channel(settings.queue_capacity);
+        if settings.traces.is_some() {
+            telemetry.spans_tx = Some(tx);
+        }
+        std::thread::Builder::new()
+            .name("tokentap-otlp".into())
+            .spawn(move || otlp::run(metrics, settings, spool, rx))
+            .map_err(ExportError::Thread)?;
+        Ok(Arc::new(telemetry))
+    }
+
+    /// Export counters.
+    pub fn stats(&self) -> &ExportStats {
+        &self.metrics.stats
+    }
+
+    /// Takes a finished record: adds it to the metrics and queues its spans for export. Never
+    /// blocks; when the export queue is full the spans are dropped and counted.
+    pub fn observe(&self, record: &Record) {
+        self.metrics.registry.record(&conventions::metric_observations(record, &self.metrics.objectives));
+        if let Some(tx) = &self.spans_tx {
+            let spans = conventions::request_spans(record, &self.span_options);
+            let n = spans.len() as u64;
+            if n == 0 {
+                return;
+            }
+            match tx.try_send(spans) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    self.metrics.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
+                }
+            }
+        }
+    }
+
+    /// Takes a record that a browser report has just joined: queues the browser's spans (the
+    /// request's own spans and metrics went out when the record was first built).
+    pub fn observe_browser(&self, record: &Record) {
+        self.metrics.registry.record(&conventions::rebuffer_observation(record, "browser").into_iter().collect::<Vec<_>>());
+        if let Some(tx) = &self.spans_tx {
+            let spans = conventions::browser_spans(record, &self.span_options);
+            let n = spans.len() as u64;
+            if n > 0 && tx.try_send(spans).is_err() {
+                self.metrics.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
+            }
+        }
+    }
+
+    /// The metrics, with the counters kept elsewhere (record pipeline, export) brought up to date.
+    pub fn metrics_snapshot(&self) -> Vec<MetricSnapshot> {
+        self.metrics.snapshot()
+    }
+
+    /// The Prometheus text exposition, or `None` when `[metrics] prometheus = false`.
+    pub fn prometheus_text(&self) -> Option<String> {
+        self.prometheus_enabled.then(|| prometheus::render(&self.metrics_snapshot()))
+    }
+
+    /// The `telemetry` section of `/_tokentap/api/health`.
+    pub fn health_json(&self) -> serde_json::Value {
+        let s = &self.metrics.stats;
+        serde_json::json!({
+            "prometheus": self.prometheus_enabled,
+            "metric_series_folded": self.metrics.registry.folded(),
+            "otlp": match &self.otlp_summary {
+                None => serde_json::Value::Null,
+                Some(summary) => serde_json::json!({
+                    "targets": summary,
+                    "collector_reachable": s.collector_reachable.load(Ordering::Relaxed),
+                    "last_error": s.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    "spans": s.spans.json(),
+                    "metric_points": s.metric_points.json(),
+                    "spool": {
+                        "entries": s.spool_entries.load(Ordering::Relaxed),
+                        "bytes": s.spool_bytes.load(Ordering::Relaxed),
+                        "spans": s.spool_spans.load(Ordering::Relaxed),
+                        "metric_points": s.spool_points.load(Ordering::Relaxed),
+                    },
+                }),
+            },
+        })
+    }
+}
