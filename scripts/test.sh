@@ -7,6 +7,10 @@ cd "$root"
 scripts/setup.sh test
 export TOKENTAP_PYTHON="$root/.cache/venv/bin/python"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+echo "[test] checking formatting, lints and module cycles"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+python3 scripts/check-module-cycles.py
 echo "[test] building the workspace (binaries and tests)"
 cargo build --workspace --bins --tests --locked
 echo "[test] running the suite"

@@ -26,9 +26,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::mpsc;
 
-use tokentap_telemetry::Telemetry;
 use crate::pipeline::PipelineStats;
 use crate::store::{RecordFilter, RecordStore};
+use tokentap_telemetry::Telemetry;
 
 type AdminBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -90,7 +90,7 @@ fn handle(req: Request<Incoming>, state: &AdminState) -> Response<AdminBody> {
     let origin = req.headers().get("origin").and_then(|v| v.to_str().ok()).map(str::to_string);
     let mut resp = route(&req, state);
     if let Some(origin) = origin {
-        if state.allowed_origins.iter().any(|o| *o == origin) {
+        if state.allowed_origins.contains(&origin) {
             let headers = resp.headers_mut();
             headers.insert("access-control-allow-origin", origin.parse().expect("origin was a header value"));
             headers.insert("vary", http::HeaderValue::from_static("origin"));

@@ -236,7 +236,8 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     };
     // Recomputed from the stamps, so records written before the diagnosis existed explain too;
     // a chain's diagnosis needs the egress record too, so it is taken as stored.
-    let diagnosis = if record.chain.is_some() { record.diagnosis.clone() } else { tokentap_record::diagnosis::diagnose(&record) };
+    let diagnosis =
+        if record.chain.is_some() { record.diagnosis.clone() } else { tokentap_record::diagnosis::diagnose(&record) };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&diagnosis)?);
     } else {

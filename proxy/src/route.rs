@@ -1,11 +1,11 @@
 //! Routes: which upstream serves a request path, and how the path is rewritten for it.
 
-pub use tokentap_record::RouteRole;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+pub use tokentap_record::RouteRole;
 
 use pingora::utils::tls::{parse_x509, WrappedX509};
 
@@ -179,7 +179,7 @@ pub struct RouteTable {
 
 impl RouteTable {
     pub fn new(mut routes: Vec<Route>) -> Result<Self, String> {
-        routes.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()));
+        routes.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
         for pair in routes.windows(2) {
             if pair[0].prefix == pair[1].prefix {
                 return Err(format!("prefix {:?} is configured twice", pair[0].prefix));

@@ -9,11 +9,11 @@ use pingora::server::{RunArgs, Server};
 
 use crate::admin::{self, AdminState};
 use crate::config::ValidConfig;
-use tokentap_telemetry::{ExportError, Telemetry};
-use crate::pipeline::{self, PipelineStats, RecordObserver};
-use crate::pages::Pages;
 use crate::forward::TapProxy;
+use crate::pages::Pages;
+use crate::pipeline::{self, PipelineStats, RecordObserver};
 use crate::store::{RecordStore, StoreError};
+use tokentap_telemetry::{ExportError, Telemetry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

@@ -107,10 +107,8 @@ impl StreamedResponse {
             return false;
         }
         let mut tmp = [0u8; 65536];
-        let n = match self.stream.read(&mut tmp) {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A read error ends the response like EOF does.
+        let n: usize = self.stream.read(&mut tmp).unwrap_or_default();
         let now = Instant::now();
         if n == 0 {
             if self.framing == Framing::UntilClose && self.head_done {

@@ -36,7 +36,9 @@ fn bad_reports_are_rejected_with_reasons() {
     assert_eq!(ok.status, 200);
     let trace_id = feed.next_record()["trace_id"].as_str().unwrap().to_string();
 
-    let cases: Vec<(Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+    // (request headers, body, expected status, expected error text)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (text.to_vec(), report("0af7651916cd43dd8448eb211c80319c").into_bytes(), 404, "unknown or expired trace id"),
         (text.to_vec(), b"{not json".to_vec(), 400, "not valid JSON"),
         (

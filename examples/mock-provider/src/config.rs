@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use crate::scenario::Scenario;
-
 /// Defaults for every response the mock produces. `Default` gives the same values as the flags.
 #[derive(clap::Args, Clone, Debug)]
 pub struct MockConfig {
@@ -152,3 +150,46 @@ CONTROL ENDPOINTS (for tests):
   GET /_mock/last_request       {method, path_and_query, version, headers: [[name, value]...],
                                  body_sha256, body_len} of the last provider request
 ";
+
+/// A named preset of the mock's behaviour.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Scenario {
+    /// Plain answer text.
+    #[default]
+    #[value(name = "text")]
+    Text,
+    /// A reasoning phase, then the answer.
+    #[value(name = "reasoning")]
+    Reasoning,
+    /// Answer text, then a call to the request's first tool.
+    #[value(name = "tool_call")]
+    ToolCall,
+    /// Reasoning, answer text and a tool call.
+    #[value(name = "reasoning_tool")]
+    ReasoningTool,
+    /// A 1500 ms stall before the middle content event.
+    #[value(name = "stall")]
+    Stall,
+    /// The same stall with heartbeats every 250 ms.
+    #[value(name = "stall_heartbeat")]
+    StallHeartbeat,
+    /// A provider-shaped error event in the middle of the stream.
+    #[value(name = "error_midstream")]
+    ErrorMidstream,
+    /// An abrupt connection abort in the middle of the stream.
+    #[value(name = "reset")]
+    Reset,
+    /// Response headers held back for 1000 ms.
+    #[value(name = "slow_headers")]
+    SlowHeaders,
+    /// Every content event padded to about 64 KiB.
+    #[value(name = "huge_event")]
+    HugeEvent,
+}
+
+impl Scenario {
+    /// Parses the scenario name used in `x-mock-scenario`.
+    pub fn from_name(name: &str) -> Option<Scenario> {
+        <Scenario as clap::ValueEnum>::from_str(name.trim(), true).ok()
+    }
+}

@@ -7,7 +7,7 @@ use http::{Response, StatusCode};
 use serde_json::json;
 
 use crate::body::MockBody;
-use crate::server::{json_response, Shared};
+use crate::shared::{json_response, Shared};
 use crate::stats::StatsThresholds;
 
 const DEFAULT_WAIT: Duration = Duration::from_secs(10);

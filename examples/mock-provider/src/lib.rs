@@ -22,13 +22,14 @@ mod request;
 pub mod scenario;
 pub mod schedule;
 mod server;
+mod shared;
 pub mod stats;
 mod timeline;
 mod tls;
 pub mod vocabulary;
 mod wire;
 
+pub use config::Scenario;
 pub use config::{MockConfig, ReasoningField, REQUEST_HEADERS_HELP};
-pub use scenario::Scenario;
 pub use server::{spawn_background, MockServer};
 pub use stats::MockStats;

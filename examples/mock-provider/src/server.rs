@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use serde_json::{json, Value};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -27,6 +27,7 @@ use crate::control;
 use crate::formats::{self, openai_error_body, WireFormat};
 use crate::request::{Endpoint, ProviderRequest};
 use crate::scenario::{EarlyEnd, ResponsePlan};
+use crate::shared::{json_response, Shared};
 use crate::stats::{RequestOutcome, StatsHub};
 use crate::timeline::{self, Step};
 
@@ -36,12 +37,6 @@ pub struct MockServer {
     local_addr: SocketAddr,
     tls: Option<TlsAcceptor>,
     shared: Arc<Shared>,
-}
-
-pub(crate) struct Shared {
-    pub(crate) config: MockConfig,
-    pub(crate) stats: Arc<StatsHub>,
-    pub(crate) last_request: Mutex<Option<Value>>,
 }
 
 impl MockServer {
@@ -238,13 +233,6 @@ fn insert_request_id(response: &mut Response<MockBody>, (name, id): (&'static st
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(name, value);
     }
-}
-
-pub(crate) fn json_response(status: StatusCode, body: &Value, outcome: Option<RequestOutcome>) -> Response<MockBody> {
-    let mut response = Response::new(MockBody::full(Bytes::from(body.to_string()), outcome));
-    *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
 }
 
 fn record_last_request(shared: &Shared, parts: &http::request::Parts, body: &Bytes) {

@@ -8,6 +8,11 @@ use crate::distribution::Distribution;
 use crate::event::{EventClass, EventCounts};
 use crate::format::{Dialect, StreamFormat};
 
+/// Nanoseconds to the milliseconds the record uses, exactly as `ns as f64 / 1e6`.
+pub(crate) fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
 /// Everything tokentap learned from one upstream response body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamAnalysis {

@@ -112,7 +112,7 @@ impl Findings {
             return;
         }
         self.errors.push(StreamError {
-            t_ms: crate::metrics::ms(t_ns),
+            t_ms: crate::analysis::ms(t_ns),
             error_type: error_type.map(|t| capped(&t, MAX_ID_CHARS)),
             message: message.map(|m| capped(m, MAX_ERROR_MESSAGE_CHARS)),
         });

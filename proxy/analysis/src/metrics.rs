@@ -1,14 +1,9 @@
 //! The arithmetic of docs/metrics.md: from the timeline's stamps and texts to the reported metrics.
 
-use crate::analysis::{OutputTokens, StallSummary, StreamMetrics};
+use crate::analysis::{ms, OutputTokens, StallSummary, StreamMetrics};
 use crate::distribution::Distribution;
 use crate::timeline::Timeline;
 use crate::tokens::{count_tokens, for_each_token_len};
-
-/// Nanoseconds to the milliseconds the record uses, exactly as `ns as f64 / 1e6`.
-pub(crate) fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
 
 /// Inputs besides the timeline.
 pub(crate) struct MetricInputs {

@@ -227,8 +227,8 @@ impl Timeline {
         }
         if s.list.len() < STALLS_LISTED {
             s.list.push(Stall {
-                start_ms: crate::metrics::ms(start_ns),
-                gap_ms: crate::metrics::ms(gap_ns),
+                start_ms: crate::analysis::ms(start_ns),
+                gap_ms: crate::analysis::ms(gap_ns),
                 heartbeats: self.heartbeats_since_content,
             });
         }
@@ -240,7 +240,7 @@ impl Timeline {
             return;
         }
         self.events.push(EventStamp {
-            t_ms: crate::metrics::ms(self.t_ns),
+            t_ms: crate::analysis::ms(self.t_ns),
             class,
             chars,
             answer_chars_cum: self.answer_chars_cum,

@@ -126,4 +126,3 @@ pub fn smooth_browser(record: Record) -> Record {
     let ups2 = ups.clone();
     with_browser(record, &|i| ups[i] + 2.0, &|i| ups2[i] + 2.0 + (i % 3) as f64 * 6.0 + 10.0, 0.5, vec![])
 }
-

@@ -42,7 +42,10 @@ impl SloConfig {
         ] {
             if let Some(v) = value {
                 if !(v.is_finite() && v > 0.0) {
-                    return Err(SloError { key, message: format!("{v} must be a number of milliseconds greater than 0") });
+                    return Err(SloError {
+                        key,
+                        message: format!("{v} must be a number of milliseconds greater than 0"),
+                    });
                 }
             }
         }

@@ -15,7 +15,6 @@
 //! [`HELD_FRACTION`] of the answer's characters are held there. The verdict names the first hop
 //! that re-buffers; docs/metrics.md ("Re-buffering verdict") lists the thresholds and why.
 
-
 use serde::{Deserialize, Serialize};
 use tokentap_analysis::Distribution;
 
@@ -227,5 +226,3 @@ pub fn format_bytes(b: u64) -> String {
         b => format!("{b} bytes"),
     }
 }
-
-

@@ -13,10 +13,10 @@
 
 pub mod ack;
 pub mod browser;
+pub mod diagnosis;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod goodput;
-pub mod diagnosis;
 pub mod hops;
 pub mod join;
 pub mod schema;

@@ -37,4 +37,3 @@ pub struct UpstreamConnection {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peer_addr: Option<String>,
 }
-

@@ -110,10 +110,10 @@ fn timeline_strip(record: &Record, d: &Diagnosis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokentap_record::fixtures::{smooth_browser, stream_record as record};
     use tokentap_record::diagnosis::diagnose;
+    use tokentap_record::fixtures::{smooth_browser, stream_record as record};
 
-#[test]
+    #[test]
     fn explain_prints_the_verdict_and_every_hop() {
         let r = smooth_browser(record(20));
         let d = diagnose(&r);

@@ -5,8 +5,8 @@
 use std::fmt::Write;
 
 use crate::markdown::{number, slo_text};
-use crate::summary::{GroupSummary, Report};
 use crate::summary::REPORT_METRICS;
+use crate::summary::{GroupSummary, Report};
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")

@@ -21,7 +21,7 @@ pub mod row;
 pub mod summary;
 
 pub use explain::explain;
-pub use tokentap_record::goodput::{verdict, Verdict};
 pub use load::{load_data_dir, load_files, records_files, LoadedRecords};
 pub use row::ListRow;
 pub use summary::{build_report, GroupKey, GroupSummary, Report, ReportOptions, REPORT_METRICS};
+pub use tokentap_record::goodput::{verdict, Verdict};

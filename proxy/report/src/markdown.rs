@@ -4,8 +4,8 @@ use std::fmt::Write;
 
 use tokentap_analysis::Distribution;
 
-use crate::summary::{GroupSummary, Report};
 use crate::summary::REPORT_METRICS;
+use crate::summary::{GroupSummary, Report};
 use tokentap_record::SloConfig;
 
 /// Formats a value for a table: three significant decimals at most, trailing zeros dropped.

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use tokentap_record::goodput::{first_paint_ms, verdict};
-use tokentap_record::SloConfig;
 use tokentap_record::Record;
+use tokentap_record::SloConfig;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ListRow {

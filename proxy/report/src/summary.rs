@@ -284,8 +284,7 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
     } else {
         key.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
     };
-    let mut samples: BTreeMap<&'static str, Vec<f64>> =
-        REPORT_METRICS.iter().map(|m| (*m, Vec::new())).collect();
+    let mut samples: BTreeMap<&'static str, Vec<f64>> = REPORT_METRICS.iter().map(|m| (*m, Vec::new())).collect();
     let mut outcomes = BTreeMap::new();
     let mut stalls = StallRate::default();
     let mut goodput = Goodput::default();

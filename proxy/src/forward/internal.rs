@@ -10,11 +10,11 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::Result;
 
-use crate::forward::probe_ingest::{origin_allowed, RateLimiter, RecentTraces};
-use tokentap_record::browser::ProbeReport;
 use crate::config::ProbeConfig;
-use crate::pipeline::FinalizeQueue;
+use crate::forward::probe_ingest::{origin_allowed, RateLimiter, RecentTraces};
 use crate::pages::Pages;
+use crate::pipeline::FinalizeQueue;
+use tokentap_record::browser::ProbeReport;
 
 pub const PROBE_INGEST_PATH: &str = "/_tokentap/v1/probe";
 pub const CLOCK_PATH: &str = "/_tokentap/v1/clock";

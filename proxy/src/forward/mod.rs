@@ -184,7 +184,8 @@ impl ProxyHttp for TapProxy {
     }
 
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Self::CTX) -> Result<Box<HttpPeer>> {
-        let route = ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
+        let route =
+            ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
         let addr =
             route.resolve().await.map_err(|message| upstream_error(ErrorType::Custom("DNSLookupFailed"), message))?;
         ctx.data.peer_addr = Some(addr.to_string());
@@ -240,7 +241,8 @@ impl ProxyHttp for TapProxy {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let entered = Instant::now();
-        let route = ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
+        let route =
+            ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
         let path_and_query = upstream_request.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
         let new_path = route.upstream_path(&path_and_query);
         let uri: http::Uri = new_path
@@ -502,7 +504,9 @@ fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<Err
             {
                 Outcome::UpstreamConnectError
             }
-            _ if ctx.data.connection.is_none() && ctx.data.t_upstream_headers_ns.is_none() => Outcome::UpstreamConnectError,
+            _ if ctx.data.connection.is_none() && ctx.data.t_upstream_headers_ns.is_none() => {
+                Outcome::UpstreamConnectError
+            }
             _ => Outcome::UpstreamError,
         },
         ErrorSource::Internal | ErrorSource::Unset => Outcome::ProxyError,

@@ -35,7 +35,7 @@ impl Redactor {
 
     pub fn is_secret_header(&self, name: &str) -> bool {
         let lower = name.to_ascii_lowercase();
-        REDACTED_HEADERS.contains(&lower.as_str()) || self.extra_headers.iter().any(|h| *h == lower)
+        REDACTED_HEADERS.contains(&lower.as_str()) || self.extra_headers.contains(&lower)
     }
 
     /// A header value as it may appear in a record.

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 
-use tokentap_record::browser::ProbeReport;
 use crate::config::ValidConfig;
-use tokentap_telemetry::Telemetry;
 use crate::request_data::RequestData;
-use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
 use crate::route::RouteRole;
 use crate::store::RecordStore;
+use tokentap_record::browser::ProbeReport;
 use tokentap_record::trace::TraceContext;
+use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
+use tokentap_telemetry::Telemetry;
 
 /// A request that ended: its data, moved whole out of the request context, and how it ended.
 pub struct CompletedRequest {
@@ -233,8 +233,10 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let request = analyze_request(&d.path, d.request_content_type.as_deref(), &request_body, d.request_body.truncated);
 
     let analysis = d.status.map(|status| {
-        let mut limits = AnalysisLimits::default();
-        limits.stall_threshold_ns = config.analysis.stall_threshold_ms * 1_000_000;
+        let limits = AnalysisLimits {
+            stall_threshold_ns: config.analysis.stall_threshold_ms * 1_000_000,
+            ..AnalysisLimits::default()
+        };
         let mut analyzer = StreamAnalyzer::new(
             StreamContext {
                 request_path: d.path.clone(),
@@ -298,8 +300,8 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         method: d.method,
         path: d.path,
         status: d.status,
-        outcome: outcome,
-        error: error,
+        outcome,
+        error,
         request_headers: d.request_headers,
         response_content_type: d.response_content_type,
         response_content_encoding: d.response_content_encoding,
@@ -317,7 +319,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         request,
         timeline: TimelineRecord {
             t0_unix_ns: d.anchor.wall_ns() as u64,
-            t_upstream_sent_ns: t_upstream_sent_ns,
+            t_upstream_sent_ns,
             t_upstream_headers_ns: d.t_upstream_headers_ns,
             t_end_ns: d.t_end_ns,
             connection: d.connection,

@@ -23,6 +23,7 @@
 //! - `settings.rs`, `stats.rs`, `telemetry.rs`: what the server configures, counts and calls.
 
 pub mod conventions;
+pub mod metrics;
 mod otlp;
 pub mod prometheus;
 pub mod registry;

@@ -39,11 +39,11 @@ use opentelemetry_proto::tonic::trace::v1::{span, status, ResourceSpans, ScopeSp
 use prost::Message;
 
 use crate::conventions::{AttrValue, Instrument, SpanKind, SpanPlan, SpanStatus};
+use crate::metrics::Metrics;
 use crate::registry::{MetricSnapshot, SeriesValue};
-use crate::spool::{Signal, Spool};
 use crate::settings::{OtlpProtocol, OtlpSettings, OtlpTarget};
+use crate::spool::{Signal, Spool};
 use crate::stats::DropReason;
-use crate::telemetry::Metrics;
 
 const SCOPE_NAME: &str = "tokentap";
 
@@ -402,12 +402,7 @@ struct Exporter {
 }
 
 /// Runs the export loop until the span channel closes (the process is ending).
-pub(crate) fn run(
-    telemetry: Arc<Metrics>,
-    settings: OtlpSettings,
-    spool: Option<Spool>,
-    rx: Receiver<Vec<SpanPlan>>,
-) {
+pub(crate) fn run(telemetry: Arc<Metrics>, settings: OtlpSettings, spool: Option<Spool>, rx: Receiver<Vec<SpanPlan>>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -523,11 +518,7 @@ impl Exporter {
             let (entry, bytes) = match spool.peek() {
                 None => break,
                 Some(Err(unreadable)) => {
-                    self.telemetry.stats.count_dropped(
-                        unreadable.signal,
-                        unreadable.items,
-                        DropReason::SpoolFull,
-                    );
+                    self.telemetry.stats.count_dropped(unreadable.signal, unreadable.items, DropReason::SpoolFull);
                     continue;
                 }
                 Some(Ok(found)) => found,

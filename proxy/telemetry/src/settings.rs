@@ -79,4 +79,3 @@ pub struct OtlpSettings {
     pub retry_initial: Duration,
     pub retry_max: Duration,
 }
-

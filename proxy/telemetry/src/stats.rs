@@ -5,7 +5,6 @@ use std::sync::Mutex;
 
 use crate::spool::{self, Signal};
 
-
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     #[error(transparent)]
@@ -102,4 +101,3 @@ impl ExportStats {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.chars().take(300).collect());
     }
 }
-

@@ -8,18 +8,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokentap_record::{Record, SloConfig};
 
-use crate::conventions::{self, attr, Labels, MetricId, Objectives, SpanOptions, SpanPlan};
+use crate::conventions::{self, SpanOptions, SpanPlan};
+use crate::metrics::Metrics;
 use crate::registry::{MetricRegistry, MetricSnapshot};
 use crate::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget};
 use crate::spool::{Signal, Spool};
 use crate::stats::{DropReason, ExportError, ExportStats};
 use crate::{otlp, prometheus};
 
-/// Counters kept by the record pipeline that the metrics report (`tokentap.records.dropped`).
-pub trait PipelineCounters: Send + Sync {
-    /// Records dropped because the pipeline's queue was full.
-    fn records_dropped(&self) -> u64;
-}
+pub use crate::metrics::PipelineCounters;
 
 /// tokentap's telemetry: the metrics, and the OTLP export when configured.
 pub struct Telemetry {
@@ -29,42 +26,6 @@ pub struct Telemetry {
     /// Where each signal goes (for the health endpoint; never the headers).
     otlp_summary: Option<serde_json::Value>,
     prometheus_enabled: bool,
-}
-
-/// The metric state both exporters read: the registry, the counters kept elsewhere, this
-/// process's identity.
-pub struct Metrics {
-    registry: MetricRegistry,
-    objectives: Objectives,
-    pipeline: Arc<dyn PipelineCounters>,
-    pub stats: ExportStats,
-    /// Start of the cumulative metrics, ns since the Unix epoch.
-    pub start_unix_ns: u64,
-    /// `service.instance.id` of this process.
-    pub instance_id: String,
-}
-
-impl Metrics {
-    /// The metrics, with the counters kept elsewhere (record pipeline, export) brought up to date.
-    pub fn snapshot(&self) -> Vec<MetricSnapshot> {
-        let dropped = self.pipeline.records_dropped();
-        self.registry.set_counter(MetricId::RecordsDropped, &Vec::new(), dropped);
-        for (signal, counters) in [(Signal::Traces, &self.stats.spans), (Signal::Metrics, &self.stats.metric_points)] {
-            let labels: Labels = vec![(attr::SIGNAL, signal.as_str().to_string())];
-            self.registry.set_counter(MetricId::TelemetryExported, &labels, counters.exported.load(Ordering::Relaxed));
-            self.registry.set_counter(MetricId::TelemetrySpooled, &labels, counters.spooled.load(Ordering::Relaxed));
-            for (reason, counter) in [
-                (DropReason::QueueFull, &counters.dropped_queue_full),
-                (DropReason::SpoolFull, &counters.dropped_spool_full),
-                (DropReason::Rejected, &counters.rejected),
-            ] {
-                let mut labels = labels.clone();
-                labels.push((attr::DROP_REASON, reason.as_str().to_string()));
-                self.registry.set_counter(MetricId::TelemetryDropped, &labels, counter.load(Ordering::Relaxed));
-            }
-        }
-        self.registry.snapshot()
-    }
 }
 
 fn target_summary(target: &Option<OtlpTarget>) -> serde_json::Value {
@@ -158,7 +119,9 @@ impl Telemetry {
     /// Takes a record that a browser report has just joined: queues the browser's spans (the
     /// request's own spans and metrics went out when the record was first built).
     pub fn observe_browser(&self, record: &Record) {
-        self.metrics.registry.record(&conventions::rebuffer_observation(record, "browser").into_iter().collect::<Vec<_>>());
+        self.metrics
+            .registry
+            .record(&conventions::rebuffer_observation(record, "browser").into_iter().collect::<Vec<_>>());
         if let Some(tx) = &self.spans_tx {
             let spans = conventions::browser_spans(record, &self.span_options);
             let n = spans.len() as u64;

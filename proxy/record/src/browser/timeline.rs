@@ -91,4 +91,3 @@ pub struct BrowserTimeline {
     #[serde(default)]
     pub long_frames_dropped: u64,
 }
-

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::ack::ClientDelivery;
-use crate::fixtures::{stream_record as record, t_up, with_browser, smooth_browser, ITL_MS};
+use crate::fixtures::{smooth_browser, stream_record as record, t_up, with_browser, ITL_MS};
 
 fn hop(d: &Diagnosis, hop: Hop) -> &HopDelay {
     d.hops.iter().find(|h| h.hop == hop).unwrap_or_else(|| panic!("{hop:?} not observed: {d:#?}"))
