@@ -304,9 +304,9 @@ fn health(state: &AdminState) -> Response<AdminBody> {
         "version": env!("CARGO_PKG_VERSION"),
         "records": {
             "submitted": s.submitted.load(Ordering::Relaxed),
-            "written": s.written.load(Ordering::Relaxed),
+            "written": state.store.written(),
             "dropped": s.dropped.load(Ordering::Relaxed),
-            "store_errors": s.store_errors.load(Ordering::Relaxed),
+            "store_errors": state.store.write_errors(),
         },
         "browser_reports": {
             "accepted": s.browser_reports.load(Ordering::Relaxed),

@@ -480,6 +480,39 @@ mod tests {
         Overrides { upstream: Some("http://127.0.0.1:9".into()), ..Overrides::default() }
     }
 
+    /// Every ```toml block of README.md, with the line where it starts.
+    fn readme_toml_blocks() -> Vec<(usize, String)> {
+        let readme = include_str!("../../README.md");
+        let mut blocks = Vec::new();
+        let mut current: Option<(usize, String)> = None;
+        for (i, line) in readme.lines().enumerate() {
+            match (&mut current, line.trim_end()) {
+                (None, "```toml") => current = Some((i + 1, String::new())),
+                (Some(_), "```") => blocks.extend(current.take()),
+                (Some((_, text)), _) => {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                (None, _) => {}
+            }
+        }
+        blocks
+    }
+
+    #[test]
+    fn every_toml_example_of_the_readme_is_a_valid_config() {
+        let blocks = readme_toml_blocks();
+        assert!(blocks.len() >= 4, "README.md has {} toml blocks", blocks.len());
+        for (line, text) in blocks {
+            let file = parse_str(&text).unwrap_or_else(|e| panic!("README.md line {line}: {e}"));
+            let has_routes = !file.routes.is_empty();
+            let overrides = if has_routes { Overrides::default() } else { overrides_with_upstream() };
+            if let Err(e) = validate_with_env(file, &overrides, &OtelEnv::default()) {
+                panic!("README.md line {line}: {e}");
+            }
+        }
+    }
+
     #[test]
     fn unknown_key_is_named() {
         let err = parse_str("listen = \"127.0.0.1:1\"\nlisten_adress = 3\n").unwrap_err();

@@ -47,9 +47,9 @@ pub fn run(options: DemoOptions) -> Result<(), DemoError> {
         let _ = out.flush();
     });
     let pages = Pages { demo_enabled: true, ..Pages::default() };
-    let (pingora_server, bound) = server::prepare(config, RunOptions { pages, observer: Some(observer) })?;
-    print_banner(&bound, mock_addr, &options.data_dir);
-    server::run(pingora_server);
+    let prepared = server::prepare(config, RunOptions { pages, observer: Some(observer) })?;
+    let data_dir = options.data_dir.clone();
+    server::run(prepared, move |bound| print_banner(&bound, mock_addr, &data_dir));
     Ok(())
 }
 

@@ -143,14 +143,15 @@ fn init_logging() {
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let config = args.load()?;
     let data_dir = config.data_dir.clone();
-    let (pingora_server, bound) = server::prepare(config, RunOptions::default()).context("cannot start tokentap")?;
-    println!("tokentap listening on http://{}", bound.listen);
-    if let Some(admin) = bound.admin {
-        println!("tokentap admin API on http://{admin}/_tokentap/api/requests");
-        println!("tokentap dashboard on http://{admin}/_tokentap/");
-    }
-    println!("tokentap records in {}", data_dir.join(tokentap_record::RECORDS_FILE).display());
-    server::run(pingora_server);
+    let prepared = server::prepare(config, RunOptions::default()).context("cannot start tokentap")?;
+    server::run(prepared, move |bound| {
+        println!("tokentap listening on http://{}", bound.listen);
+        if let Some(admin) = bound.admin {
+            println!("tokentap admin API on http://{admin}/_tokentap/api/requests");
+            println!("tokentap dashboard on http://{admin}/_tokentap/");
+        }
+        println!("tokentap records in {}", data_dir.join(tokentap_record::RECORDS_FILE).display());
+    });
     Ok(())
 }
 

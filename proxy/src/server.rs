@@ -1,11 +1,14 @@
 //! Starting tokentap: record store, finalize worker, admin API, then pingora's proxy service.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use pingora::listeners::TcpSocketOptions;
 use pingora::proxy::http_proxy_service;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server};
+use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::admin::{self, AdminState};
 use crate::config::ValidConfig;
@@ -43,7 +46,7 @@ pub struct BoundAddrs {
 
 /// Binds the listeners and starts everything off the forwarding path; returns the pingora server
 /// ready to run and the bound addresses. Fails early, with the address named, when a port is taken.
-pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, BoundAddrs), ServeError> {
+pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared, ServeError> {
     let admin_listener = match config.admin_listen {
         Some(addr) => {
             Some(TcpListener::bind(addr).map_err(|source| ServeError::Bind { key: "admin_listen", addr, source })?)
@@ -51,16 +54,16 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
         None => None,
     };
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
-    // pingora binds the proxy listener itself when it starts; check the address first so that a
-    // taken port is a clear error now, and so that port 0 can be turned into a free port.
-    let listen = {
-        let probe = TcpListener::bind(config.listen).map_err(|source| ServeError::Bind {
-            key: "listen",
-            addr: config.listen,
-            source,
-        })?;
-        probe.local_addr().map_err(|source| ServeError::Bind { key: "listen", addr: config.listen, source })?
-    };
+    // pingora binds the proxy listener itself when it starts. Reserve the address first: a taken
+    // port is a clear error now, port 0 becomes a free port, and no other process can take that
+    // port before pingora binds it (the reservation is bound with SO_REUSEPORT, as pingora's
+    // listener will be, and never listens, so it receives no connections).
+    let reservation = reserve(config.listen)?;
+    let listen = reservation.local_addr().ok().and_then(|a| a.as_socket()).ok_or_else(|| ServeError::Bind {
+        key: "listen",
+        addr: config.listen,
+        source: std::io::ErrorKind::AddrNotAvailable.into(),
+    })?;
 
     let mut config = config;
     config.listen = listen;
@@ -122,13 +125,55 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<(Server, 
     server.bootstrap();
     let conf = server.configuration.clone();
     let mut service = http_proxy_service(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages)));
-    service.add_tcp(&listen.to_string());
+    let mut socket_options = TcpSocketOptions::default();
+    socket_options.so_reuseport = Some(true);
+    service.add_tcp_with_settings(&listen.to_string(), socket_options);
     server.add_service(service);
-    Ok((server, BoundAddrs { listen, admin: admin_addr }))
+    Ok(Prepared { server, bound: BoundAddrs { listen, admin: admin_addr }, reservation })
 }
 
-/// Runs until SIGINT/SIGTERM.
-pub fn run(server: Server) {
+/// A server ready to run, with its addresses.
+pub struct Prepared {
+    pub server: Server,
+    pub bound: BoundAddrs,
+    /// Holds the proxy's port until pingora has bound it.
+    reservation: Socket,
+}
+
+/// Binds `addr` with SO_REUSEPORT without listening.
+fn reserve(addr: SocketAddr) -> Result<Socket, ServeError> {
+    let bind_error = |source| ServeError::Bind { key: "listen", addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(bind_error)?;
+    socket.set_reuse_port(true).map_err(bind_error)?;
+    socket.bind(&addr.into()).map_err(bind_error)?;
+    Ok(socket)
+}
+
+/// Runs until SIGINT/SIGTERM. `on_listening` is called once pingora accepts connections on the
+/// proxy address (that is when the address may be announced).
+pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 'static) {
+    let Prepared { server, bound, reservation } = prepared;
+    let spawned = std::thread::Builder::new().name("tokentap-announce".into()).spawn(move || {
+        let target = match bound.listen {
+            SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
+            SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, a.port())),
+            other => other,
+        };
+        // The reservation never listens, so the first connection that succeeds reached pingora.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect_timeout(&target, Duration::from_millis(200)).is_err() {
+            if Instant::now() >= deadline {
+                tracing::error!(addr = %bound.listen, "the proxy listener did not come up");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(reservation);
+        on_listening(bound);
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the announcement thread");
+    }
     server.run(RunArgs::default());
 }
 

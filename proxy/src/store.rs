@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::broadcast;
@@ -42,6 +43,10 @@ pub struct RecordStore {
     journal: Mutex<Journal>,
     ring: RwLock<VecDeque<Arc<StoredRecord>>>,
     feed: broadcast::Sender<Arc<StoredRecord>>,
+    /// Records appended to the journal, and failed journal writes. Counted before the live feed
+    /// hears of the record, so a feed subscriber always sees counters that include it.
+    written: AtomicU64,
+    write_errors: AtomicU64,
 }
 
 /// Which records a listing returns.
@@ -78,6 +83,8 @@ impl RecordStore {
             config,
             journal: Mutex::new(journal),
             feed,
+            written: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
         })
     }
 
@@ -97,8 +104,22 @@ impl RecordStore {
             }
             ring.push_back(stored.clone());
         }
+        match &write_result {
+            Ok(()) => self.written.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.write_errors.fetch_add(1, Ordering::Relaxed),
+        };
         let _ = self.feed.send(stored);
         write_result
+    }
+
+    /// Records appended to the journal since start.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Journal writes that failed (the record stays in the ring and the feed).
+    pub fn write_errors(&self) -> u64 {
+        self.write_errors.load(Ordering::Relaxed)
     }
 
     fn write_line(&self, json: &str) -> Result<(), StoreError> {
@@ -192,6 +213,9 @@ impl RecordStore {
                     ring.push_back(stored.clone());
                 }
             }
+        }
+        if write_result.is_err() {
+            self.write_errors.fetch_add(1, Ordering::Relaxed);
         }
         let _ = self.feed.send(stored);
         write_result

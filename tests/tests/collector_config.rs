@@ -239,12 +239,13 @@ fn dashboard_queries_metrics_tokentap_serves() {
     assert!(titles.iter().any(|t| t.contains("TTFT")), "{titles:?}");
 }
 
+/// The Collector (contrib) ships as a binary from its own release site, which this project's
+/// machines cannot reach; no registry package carries it. Run with
+/// `OTELCOL_BIN=/path/to/otelcol-contrib cargo nextest run --run-ignored all collector_validates`.
 #[test]
-fn collector_validates_the_config_when_available() {
-    let Some(bin) = std::env::var_os("OTELCOL_BIN") else {
-        eprintln!("skipped: set OTELCOL_BIN to an OpenTelemetry Collector (contrib) binary to run `validate` on collector-config/otelcol.yaml");
-        return;
-    };
+#[ignore = "needs an OpenTelemetry Collector (contrib) binary in OTELCOL_BIN; none can be installed here"]
+fn collector_validates_the_config() {
+    let bin = std::env::var_os("OTELCOL_BIN").expect("OTELCOL_BIN names an OpenTelemetry Collector (contrib) binary");
     let out = Command::new(&bin)
         .arg("validate")
         .arg(format!("--config={}", repo_file("collector-config/otelcol.yaml").display()))

@@ -106,6 +106,37 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Starts Prometheus on a free port and waits until it is ready. Another process can take the
+/// port between the probe bind and Prometheus's own; Prometheus then exits saying so, and it is
+/// started again on another port.
+fn start_prometheus(config: &std::path::Path, dir: &std::path::Path) -> (Proc, std::net::SocketAddr) {
+    for attempt in 0..5 {
+        let port = free_port();
+        let mut cmd = Command::new(tool("prometheus"));
+        cmd.arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join(format!("data-{attempt}")).display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+        let mut prometheus = Proc::spawn(cmd);
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = prometheus.try_wait() {
+                let stderr = prometheus.stderr();
+                assert!(stderr.contains("address already in use"), "Prometheus exited ({status}):\n{stderr}");
+                break;
+            }
+            let stream = std::net::TcpStream::connect(addr);
+            if stream.is_ok() && http1::get(addr, "/-/ready", &[]).status == 200 {
+                return (prometheus, addr);
+            }
+            assert!(Instant::now() < deadline, "Prometheus not ready after 60 s:\n{}", prometheus.stderr());
+            // Polling readiness: Prometheus has no readiness signal but its endpoint.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("Prometheus could not bind a free port in five tries");
+}
+
 fn get_json(addr: std::net::SocketAddr, path: &str) -> Option<serde_json::Value> {
     let stream = std::net::TcpStream::connect(addr).ok()?;
     drop(stream);
@@ -128,13 +159,7 @@ fn real_prometheus_scrapes_the_ttft_histogram() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let mut cmd = Command::new(tool("prometheus"));
-    cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-    let prometheus = Proc::spawn(cmd);
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (prometheus, addr) = start_prometheus(&config, dir.path());
 
     // Ask Prometheus until it has scraped the three requests' TTFTs, within a deadline.
     let query = "/api/v1/query?query=sum(tokentap_ttft_answer_seconds_count)";

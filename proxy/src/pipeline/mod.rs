@@ -35,8 +35,6 @@ pub struct PipelineStats {
     pub submitted: AtomicU64,
     /// Records dropped because the queue was full.
     pub dropped: AtomicU64,
-    pub written: AtomicU64,
-    pub store_errors: AtomicU64,
     /// Browser probe reports accepted at ingest, joined to their record, and given up on.
     pub browser_reports: AtomicU64,
     pub browser_joined: AtomicU64,
@@ -128,19 +126,14 @@ fn run_worker(
                 telemetry.observe(&record);
                 let trace_id = record.trace_id.clone();
                 let chain_peer = record.route_role.map(|_| record.clone());
-                match store.append(record) {
-                    Ok(()) => {
-                        stats.written.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(e) => {
-                        stats.store_errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "could not write a record");
-                    }
+                // The store counts written records and failed writes itself.
+                if let Err(e) = store.append(record) {
+                    tracing::warn!(error = %e, "could not write a record");
                 }
                 // An ingress and an egress record of one user turn are joined in whichever order
                 // they end (the ingress request usually ends last).
                 if let Some(record) = chain_peer {
-                    join_chain(&record, store, stats);
+                    join_chain(&record, store);
                 }
                 // A report that came before its record can be joined now.
                 if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
@@ -177,10 +170,7 @@ fn join_report(
         Ok(()) => {
             stats.browser_joined.fetch_add(1, Ordering::Relaxed);
         }
-        Err(e) => {
-            stats.store_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %e, "could not write a joined record");
-        }
+        Err(e) => tracing::warn!(error = %e, "could not write a joined record"),
     }
 }
 
@@ -194,7 +184,7 @@ fn rediagnose(record: &Record, store: &RecordStore) -> Option<tokentap_record::h
 
 /// When `record` is one end of a chain (an ingress or egress route) and the other end of the same
 /// trace is in the store, writes the ingress record again with the chain's diagnosis.
-fn join_chain(record: &Record, store: &RecordStore, stats: &PipelineStats) {
+fn join_chain(record: &Record, store: &RecordStore) {
     let Some(pair) = store.find_chain_peer(record) else { return };
     let (ingress, egress) = match record.route_role {
         Some(RouteRole::Ingress) => (record.clone(), pair.record.clone()),
@@ -210,7 +200,6 @@ fn join_chain(record: &Record, store: &RecordStore, stats: &PipelineStats) {
     });
     joined.diagnosis = Some(diagnosis);
     if let Err(e) = store.update(joined) {
-        stats.store_errors.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(error = %e, "could not write a chained record");
     }
 }
