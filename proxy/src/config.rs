@@ -57,6 +57,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub timeouts: TimeoutConfig,
     #[serde(default)]
+    pub shutdown: ShutdownConfig,
+    #[serde(default)]
     pub timeline: TimelineConfig,
     #[serde(default)]
     pub analysis: AnalysisConfig,
@@ -117,6 +119,22 @@ pub struct TimeoutConfig {
 impl Default for TimeoutConfig {
     fn default() -> Self {
         Self { connect_ms: 10_000, total_connect_ms: 20_000, read_s: 900, write_s: 60, idle_pool_s: 60 }
+    }
+}
+
+/// `[shutdown]`: what SIGTERM does. tokentap stops accepting connections, lets in-flight requests
+/// and streams finish for up to `grace_period_s`, writes their records and exits; streams still
+/// open then are cut. A second SIGTERM or SIGINT ends at once (SIGINT alone is a quick stop).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    pub grace_period_s: u64,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        // Long enough for typical chat streams and most reasoning answers.
+        Self { grace_period_s: 120 }
     }
 }
 
@@ -251,6 +269,7 @@ pub struct ValidConfig {
     pub demo_page: bool,
     pub routes: Arc<RouteTable>,
     pub timeouts: TimeoutConfig,
+    pub shutdown: ShutdownConfig,
     pub timeline: TimelineConfig,
     pub analysis: AnalysisConfig,
     pub store: StoreConfig,
@@ -317,6 +336,9 @@ pub fn validate_with_env(
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8));
     if threads == 0 || threads > 256 {
         return Err(invalid("threads", format!("{threads} is outside 1..=256")));
+    }
+    if file.shutdown.grace_period_s > 3600 {
+        return Err(invalid("shutdown.grace_period_s", format!("{} is outside 0..=3600", file.shutdown.grace_period_s)));
     }
 
     let mut route_configs = file.routes;
@@ -409,6 +431,7 @@ pub fn validate_with_env(
         demo_page: file.demo_page.unwrap_or(false),
         routes: Arc::new(routes),
         timeouts: file.timeouts,
+        shutdown: file.shutdown,
         timeline: file.timeline,
         analysis: file.analysis,
         store: file.store,

@@ -1,6 +1,7 @@
 //! [`RequestData`]: what tokentap knows about one request, gathered by the forwarding hooks and
 //! moved whole to the record pipeline when the request ends.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokentap_record::ack::AckTracker;
@@ -10,9 +11,29 @@ use tokentap_record::UpstreamConnection;
 use crate::route::Route;
 use crate::timeline::{Anchor, CapturedBody, ChunkTimeline};
 
+/// One proxied request that is not yet recorded: counted from routing until its record has been
+/// built and stored, or dropped (the count the graceful drain waits for).
+#[derive(Debug)]
+pub struct OpenRequest(Arc<AtomicU64>);
+
+impl OpenRequest {
+    pub fn new(open: &Arc<AtomicU64>) -> Self {
+        open.fetch_add(1, Ordering::Relaxed);
+        Self(open.clone())
+    }
+}
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Everything recorded about one request while it is in flight. Stamps are ns since t0.
 #[derive(Debug)]
 pub struct RequestData {
+    /// Held until the record is stored (or dropped).
+    pub open: Option<OpenRequest>,
     pub anchor: Anchor,
     pub request_id: String,
     pub trace: Option<TraceContext>,
@@ -50,6 +71,7 @@ impl RequestData {
 
     fn empty(anchor: Anchor) -> Self {
         Self {
+            open: None,
             anchor,
             request_id: String::new(),
             trace: None,

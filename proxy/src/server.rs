@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use pingora::listeners::TcpSocketOptions;
 use pingora::proxy::http_proxy_service;
 use pingora::server::configuration::ServerConf;
-use pingora::server::{RunArgs, Server};
+use pingora::server::{ExecutionPhase, RunArgs, Server};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::admin::{self, AdminState};
@@ -116,8 +116,9 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
 
     let server_conf = ServerConf {
         threads: config.threads,
-        // A CLI tool should stop promptly; in-flight streams get a short grace period.
-        grace_period_seconds: Some(1),
+        // SIGTERM: pingora stops accepting and waits this long before it stops its runtimes; the
+        // drain thread (`run`) exits sooner once every open request is recorded.
+        grace_period_seconds: Some(config.shutdown.grace_period_s),
         graceful_shutdown_timeout_seconds: Some(2),
         ..ServerConf::default()
     };
@@ -129,7 +130,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     socket_options.so_reuseport = Some(true);
     service.add_tcp_with_settings(&listen.to_string(), socket_options);
     server.add_service(service);
-    Ok(Prepared { server, bound: BoundAddrs { listen, admin: admin_addr }, reservation })
+    Ok(Prepared { server, bound: BoundAddrs { listen, admin: admin_addr }, reservation, stats, telemetry })
 }
 
 /// A server ready to run, with its addresses.
@@ -138,6 +139,8 @@ pub struct Prepared {
     pub bound: BoundAddrs,
     /// Holds the proxy's port until pingora has bound it.
     reservation: Socket,
+    stats: Arc<PipelineStats>,
+    telemetry: Arc<Telemetry>,
 }
 
 /// Binds `addr` with SO_REUSEPORT without listening.
@@ -152,7 +155,14 @@ fn reserve(addr: SocketAddr) -> Result<Socket, ServeError> {
 /// Runs until SIGINT/SIGTERM. `on_listening` is called once pingora accepts connections on the
 /// proxy address (that is when the address may be announced).
 pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 'static) {
-    let Prepared { server, bound, reservation } = prepared;
+    let Prepared { server, bound, reservation, stats, telemetry } = prepared;
+    let phases = server.watch_execution_phase();
+    let drain = std::thread::Builder::new()
+        .name("tokentap-drain".into())
+        .spawn(move || drain_on_terminate(phases, stats, telemetry));
+    if let Err(e) = drain {
+        tracing::error!(error = %e, "cannot start the drain thread; SIGTERM waits the whole grace period");
+    }
     let spawned = std::thread::Builder::new().name("tokentap-announce".into()).spawn(move || {
         let target = match bound.listen {
             SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
@@ -176,6 +186,54 @@ pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 's
     }
     server.run(RunArgs::default());
 }
+
+/// After SIGTERM (pingora has stopped accepting), waits until every open request is recorded,
+/// then exits; pingora's grace period bounds the wait. A second SIGTERM or SIGINT exits at once.
+fn drain_on_terminate(
+    mut phases: tokio::sync::broadcast::Receiver<ExecutionPhase>,
+    stats: Arc<PipelineStats>,
+    telemetry: Arc<Telemetry>,
+) {
+    loop {
+        match phases.blocking_recv() {
+            Ok(ExecutionPhase::GracefulTerminate) => break,
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "drain runtime failed to start");
+            return;
+        }
+    };
+    let open = || stats.open_requests.load(std::sync::atomic::Ordering::Relaxed);
+    tracing::info!(open = open(), "SIGTERM: draining; no new connections are accepted");
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => { tracing::warn!(open = open(), "second signal: exiting now"); std::process::exit(1) }
+                _ = int.recv() => { tracing::warn!(open = open(), "second signal: exiting now"); std::process::exit(1) }
+                _ = tokio::time::sleep(DRAIN_POLL) => {}
+            }
+            if open() == 0 {
+                break;
+            }
+        }
+    });
+    // FLUSH-PENDING: telemetry.flush(Duration::from_secs(5));
+    drop(telemetry);
+    tracing::info!("drained: every request is recorded; exiting");
+    std::process::exit(0);
+}
+
+/// How often the drain checks whether every open request is recorded.
+const DRAIN_POLL: Duration = Duration::from_millis(10);
 
 /// Origins under which pages served by this proxy run (for CORS on the admin API).
 fn proxy_origins(listen: SocketAddr) -> Vec<String> {

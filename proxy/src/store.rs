@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -35,7 +36,15 @@ pub struct StoredRecord {
 struct Journal {
     file: File,
     size: u64,
+    /// (device, inode) of the open file, to notice when the path no longer names it.
+    identity: (u64, u64),
+    checked_at: std::time::Instant,
 }
+
+/// How often a write checks that `records.jsonl` is still the file tokentap has open: every write
+/// (one `stat` on the worker thread, never on the forwarding path), so no record goes to a file
+/// that was removed.
+const JOURNAL_CHECK: std::time::Duration = std::time::Duration::ZERO;
 
 pub struct RecordStore {
     dir: PathBuf,
@@ -47,6 +56,45 @@ pub struct RecordStore {
     /// hears of the record, so a feed subscriber always sees counters that include it.
     written: AtomicU64,
     write_errors: AtomicU64,
+    journal_recreated: AtomicU64,
+    journal_check: std::time::Duration,
+}
+
+/// The `ring_size` records written last to the journal (the last version of each), as the ring
+/// would hold them had tokentap not restarted. Reads
+/// the journal's files newest first, one at a time, and stops once the ring is full, so start-up
+/// holds at most one file's records besides the ring. Unreadable lines are skipped.
+fn rebuild_ring(dir: &Path, ring_size: usize) -> VecDeque<Arc<StoredRecord>> {
+    let mut newest_first: Vec<Record> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for file in tokentap_report::records_files(dir).iter().rev() {
+        if newest_first.len() >= ring_size {
+            break;
+        }
+        let loaded = match tokentap_report::load_files(std::slice::from_ref(file)) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read a journal file; its records are not restored");
+                continue;
+            }
+        };
+        for record in loaded.records.into_iter().rev() {
+            if newest_first.len() >= ring_size {
+                break;
+            }
+            if seen.insert(record.request_id.clone()) {
+                newest_first.push(record);
+            }
+        }
+    }
+    newest_first
+        .into_iter()
+        .rev()
+        .filter_map(|record| {
+            let json = serde_json::to_string(&record).ok()?;
+            Some(Arc::new(StoredRecord { record, json }))
+        })
+        .collect()
 }
 
 /// Which records a listing returns.
@@ -70,21 +118,27 @@ impl RecordFilter {
     }
 }
 
-pub const RECORDS_FILE: &str = "records.jsonl";
+pub use tokentap_record::RECORDS_FILE;
 
 impl RecordStore {
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
         let journal = open_journal(&dir.join(RECORDS_FILE))?;
         let (feed, _) = broadcast::channel(256);
+        let ring = rebuild_ring(dir, config.ring_size);
+        if !ring.is_empty() {
+            tracing::info!(records = ring.len(), "recent records restored from the journal");
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
-            ring: RwLock::new(VecDeque::with_capacity(config.ring_size.min(65_536))),
+            ring: RwLock::new(ring),
             config,
             journal: Mutex::new(journal),
             feed,
             written: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
+            journal_recreated: AtomicU64::new(0),
+            journal_check: JOURNAL_CHECK,
         })
     }
 
@@ -98,7 +152,7 @@ impl RecordStore {
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.write_line(&stored.json);
         {
-            let mut ring = self.ring.write().expect("ring lock");
+            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
             if ring.len() == self.config.ring_size {
                 ring.pop_front();
             }
@@ -117,13 +171,30 @@ impl RecordStore {
         self.written.load(Ordering::Relaxed)
     }
 
+    /// Times `records.jsonl` was found removed or replaced and was recreated.
+    pub fn journal_recreated(&self) -> u64 {
+        self.journal_recreated.load(Ordering::Relaxed)
+    }
+
     /// Journal writes that failed (the record stays in the ring and the feed).
     pub fn write_errors(&self) -> u64 {
         self.write_errors.load(Ordering::Relaxed)
     }
 
     fn write_line(&self, json: &str) -> Result<(), StoreError> {
-        let mut journal = self.journal.lock().expect("journal lock");
+        let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        // A journal removed or replaced under tokentap (the data dir deleted, a log tool moving
+        // the file) would swallow every later record: notice it, recreate it, count it.
+        if journal.checked_at.elapsed() >= self.journal_check {
+            journal.checked_at = std::time::Instant::now();
+            if !still_the_journal(&self.records_path(), &journal) {
+                std::fs::create_dir_all(&self.dir)
+                    .map_err(|source| StoreError::Open { path: self.dir.clone(), source })?;
+                *journal = open_journal(&self.records_path())?;
+                self.journal_recreated.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = %self.records_path().display(), "records.jsonl vanished or was replaced; recreated it");
+            }
+        }
         let line_len = json.len() as u64 + 1;
         if journal.size > 0 && journal.size + line_len > self.config.max_file_bytes {
             self.rotate()?;
@@ -153,19 +224,19 @@ impl RecordStore {
 
     /// Recent records matching `filter`, newest first.
     pub fn recent(&self, filter: &RecordFilter, limit: usize) -> Vec<Arc<StoredRecord>> {
-        let ring = self.ring.read().expect("ring lock");
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         ring.iter().rev().filter(|s| filter.matches(&s.record)).take(limit).cloned().collect()
     }
 
     pub fn get(&self, request_id: &str) -> Option<Arc<StoredRecord>> {
-        let ring = self.ring.read().expect("ring lock");
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         ring.iter().rev().find(|s| s.record.request_id == request_id).cloned()
     }
 
     /// The most recent record of trace `trace_id` whose parent span is `parent_span_id` (the
     /// browser probe's span), or else the most recent record of the trace.
     pub fn find_by_trace(&self, trace_id: &str, parent_span_id: &str) -> Option<Arc<StoredRecord>> {
-        let ring = self.ring.read().expect("ring lock");
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let mut same_trace = ring.iter().rev().filter(|s| s.record.trace_id == trace_id);
         let first = same_trace.next()?;
         if first.record.parent_span_id.as_deref() == Some(parent_span_id) {
@@ -178,7 +249,7 @@ impl RecordStore {
     /// parent span is its span; for an egress record, the ingress record whose span is its parent.
     pub fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {
         use crate::route::RouteRole;
-        let ring = self.ring.read().expect("ring lock");
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let mut same_trace = ring
             .iter()
             .rev()
@@ -203,7 +274,7 @@ impl RecordStore {
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.write_line(&stored.json);
         {
-            let mut ring = self.ring.write().expect("ring lock");
+            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
             match ring.iter().rposition(|s| s.record.request_id == stored.record.request_id) {
                 Some(i) => ring[i] = stored.clone(),
                 None => {
@@ -232,8 +303,13 @@ fn open_journal(path: &Path) -> Result<Journal, StoreError> {
         .append(true)
         .open(path)
         .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    Ok(Journal { file, size })
+    let meta = file.metadata().map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+    Ok(Journal { file, size: meta.len(), identity: (meta.dev(), meta.ino()), checked_at: std::time::Instant::now() })
+}
+
+/// Whether `path` still names the open journal file (false when it was removed or replaced).
+fn still_the_journal(path: &Path, journal: &Journal) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == journal.identity)
 }
 
 #[cfg(test)]
@@ -257,6 +333,56 @@ mod tests {
 
     fn config(max_file_bytes: u64, ring_size: usize) -> StoreConfig {
         StoreConfig { max_file_bytes, max_files: 2, ring_size }
+    }
+
+    #[test]
+    fn a_removed_journal_is_recreated_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let mut store = RecordStore::open(&data, config(1 << 20, 10)).unwrap();
+        store.journal_check = std::time::Duration::ZERO;
+        store.append(record("a", "/", "ok", 1)).unwrap();
+        std::fs::remove_dir_all(&data).unwrap();
+        store.append(record("b", "/", "ok", 2)).unwrap();
+        assert_eq!(store.journal_recreated(), 1);
+        let text = std::fs::read_to_string(data.join(RECORDS_FILE)).unwrap();
+        assert!(text.contains("\"request_id\":\"b\"") && !text.contains("\"request_id\":\"a\""), "{text}");
+        // A replaced file (same name, another inode) is noticed as well.
+        std::fs::rename(data.join(RECORDS_FILE), data.join("moved.jsonl")).unwrap();
+        std::fs::write(data.join(RECORDS_FILE), b"").unwrap();
+        store.append(record("c", "/", "ok", 3)).unwrap();
+        assert_eq!(store.journal_recreated(), 2);
+        assert!(std::fs::read_to_string(data.join(RECORDS_FILE)).unwrap().contains("\"request_id\":\"c\""));
+    }
+
+    #[test]
+    fn a_restart_restores_the_newest_records_across_rotated_files() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // Small files: the five records spread over records.jsonl and its rotated siblings.
+            let store = RecordStore::open(dir.path(), config(1500, 10)).unwrap();
+            for i in 0..5 {
+                store.append(record(&format!("r{i}"), "/", "ok", i)).unwrap();
+            }
+            // A newer version of r1 (as when a browser report joins) wins over the first.
+            store.update(record("r1", "/joined", "ok", 1)).unwrap();
+        }
+        assert!(dir.path().join("records.1.jsonl").exists(), "the test needs rotated files");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(RECORDS_FILE))
+            .unwrap()
+            .write_all(b"{half a line\n")
+            .unwrap();
+        let store = RecordStore::open(dir.path(), config(1500, 3)).unwrap();
+        let ids: Vec<String> =
+            store.recent(&RecordFilter::default(), 10).iter().map(|s| s.record.request_id.clone()).collect();
+        // The records written last, at most ring_size: r1 was written again after r4.
+        assert_eq!(ids, ["r4", "r1", "r3"], "at most ring_size, the last written");
+        let store = RecordStore::open(dir.path(), config(1500, 10)).unwrap();
+        let restored = store.get("r1").expect("r1 restored");
+        assert_eq!(restored.record.route, "/joined", "the last version of a record wins");
+        assert_eq!(store.recent(&RecordFilter::default(), 10).len(), 5);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where the workspace's binaries are: `$TOKENTAP_BIN_DIR`, or the profile folder this test runs from.
@@ -34,7 +34,7 @@ pub struct Proc {
     child: Child,
     lines: Receiver<String>,
     stdout_text: Arc<Mutex<String>>,
-    stderr_text: Arc<Mutex<String>>,
+    stderr_text: Arc<(Mutex<String>, Condvar)>,
     readers: Vec<std::thread::JoinHandle<()>>,
 }
 
@@ -46,7 +46,7 @@ impl Proc {
         let mut stderr = child.stderr.take().expect("stderr");
         let (tx, lines) = channel();
         let stdout_text = Arc::new(Mutex::new(String::new()));
-        let stderr_text = Arc::new(Mutex::new(String::new()));
+        let stderr_text = Arc::new((Mutex::new(String::new()), Condvar::new()));
         let out = stdout_text.clone();
         let stdout_reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -62,7 +62,8 @@ impl Proc {
                 if n == 0 {
                     break;
                 }
-                err.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                err.0.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                err.1.notify_all();
             }
         });
         Proc { child, lines, stdout_text, stderr_text, readers: vec![stdout_reader, stderr_reader] }
@@ -101,7 +102,19 @@ impl Proc {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr_text.lock().unwrap().clone()
+        self.stderr_text.0.lock().unwrap().clone()
+    }
+
+    /// Waits until stderr contains `needle`; panics with the output after `timeout`.
+    pub fn wait_stderr(&mut self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let (text, changed) = &*self.stderr_text;
+        let mut guard = text.lock().unwrap();
+        while !guard.contains(needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "stderr never contained {needle:?}:\n{}", *guard);
+            guard = changed.wait_timeout(guard, left).unwrap().0;
+        }
     }
 
     /// Waits for the process to exit and for its output to be read completely.

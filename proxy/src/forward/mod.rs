@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::protocols::{Digest, ALPN};
+use pingora::protocols::{Digest, SocketDigest, ALPN};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType, Result};
@@ -86,13 +86,52 @@ fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<AckSampl
     if downstream.is_http2() {
         return Err("HTTP/2 client: streams share one socket, so its ACKs are not per response");
     }
-    let info = downstream
+    let socket = downstream
         .digest()
         .and_then(|d| d.socket_digest.as_ref())
-        .and_then(|s| s.tcp_info())
         .ok_or("no TCP information for the client socket on this platform")?;
+    sample_socket(socket, t_ns, body_before)
+}
+
+fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<AckSample, &'static str> {
+    let info = socket.tcp_info().ok_or("no TCP information for the client socket on this platform")?;
     let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
     Ok(AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked })
+}
+
+/// Samples the client socket every `ACK_POLL` until the client has acknowledged the response's
+/// tail or `deadline` passes, then hands the request to the pipeline. Runs as its own task after
+/// `logging` has returned, so a keep-alive connection serves its next request meanwhile. The
+/// socket is identified by its cookie (`SO_COOKIE`): once the connection is closed and its file
+/// descriptor reused, the cookie differs and sampling stops, so no other socket's counters are
+/// ever read into this record.
+async fn watch_tail(
+    socket: Arc<SocketDigest>,
+    cookie: u64,
+    mut completed: CompletedRequest,
+    deadline: Instant,
+    finalize: FinalizeQueue,
+) {
+    let data = &mut completed.data;
+    loop {
+        tokio::time::sleep(ACK_POLL).await;
+        let sample = sample_socket(&socket, data.anchor.elapsed_ns(), data.chunks.handed_off_bytes);
+        // Read the cookie after the counters: if it still matches, they were this socket's.
+        if socket.socket_cookie().ok() != Some(cookie) {
+            break;
+        }
+        match sample {
+            Ok(sample) => data.ack.push_tail(sample),
+            Err(reason) => {
+                data.ack.unavailable = Some(reason.to_string());
+                break;
+            }
+        }
+        if data.ack.drained || Instant::now() >= deadline {
+            break;
+        }
+    }
+    finalize.submit(completed);
 }
 
 fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
@@ -160,6 +199,7 @@ impl ProxyHttp for TapProxy {
         ctx.data.concurrency_at_t0 = in_flight_before;
         ctx.data.route_request_index = index;
         ctx.data.route = Some(route);
+        ctx.data.open = Some(self.finalize.open_request());
         ctx.charge(entered);
         Ok(false)
     }
@@ -428,30 +468,33 @@ impl ProxyHttp for TapProxy {
         if ctx.internal {
             return;
         }
-        // Watch the client acknowledge the tail. Until it has, it cannot have read the whole
-        // response, so this wait does not hold up a next request on the connection.
-        if e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none() {
-            let deadline = Instant::now() + Duration::from_millis(self.config.timeline.ack_drain_ms);
-            loop {
-                match sample_ack(session, ctx.data.anchor.elapsed_ns(), ctx.data.chunks.handed_off_bytes) {
-                    Ok(sample) => ctx.data.ack.push_tail(sample),
-                    Err(reason) => {
-                        ctx.data.ack.unavailable = Some(reason.to_string());
-                        break;
-                    }
-                }
-                if ctx.data.ack.drained || Instant::now() >= deadline {
-                    break;
-                }
-                tokio::time::sleep(ACK_POLL).await;
-            }
-        }
         if let Some(route) = &ctx.data.route {
             route.end_request();
         }
         let (outcome, error) = classify_outcome(e, ctx);
-        let completed = CompletedRequest { data: ctx.data.take(), outcome, error };
-        self.finalize.submit(completed);
+        let watch = e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none();
+        let mut completed = CompletedRequest { data: ctx.data.take(), outcome, error };
+        if !watch {
+            self.finalize.submit(completed);
+            return;
+        }
+        // Watch the client acknowledge the tail: one sample now, then, while the tail is not
+        // acknowledged, from a task of its own that never holds the connection.
+        let data = &mut completed.data;
+        match sample_ack(session, data.anchor.elapsed_ns(), data.chunks.handed_off_bytes) {
+            Ok(sample) => data.ack.push_tail(sample),
+            Err(reason) => data.ack.unavailable = Some(reason.to_string()),
+        }
+        let drain = Duration::from_millis(self.config.timeline.ack_drain_ms);
+        let socket = session.as_downstream().digest().and_then(|d| d.socket_digest.clone());
+        let cookie = socket.as_ref().and_then(|s| s.socket_cookie().ok());
+        match (socket, cookie) {
+            (Some(socket), Some(cookie)) if !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero() => {
+                let deadline = Instant::now() + drain;
+                tokio::spawn(watch_tail(socket, cookie, completed, deadline, self.finalize.clone()));
+            }
+            _ => self.finalize.submit(completed),
+        }
     }
 
     fn request_summary(&self, session: &Session, _ctx: &Self::CTX) -> String {

@@ -5,6 +5,7 @@
 //! dropped and counted; traffic is never slowed down by analysis or disk writes.
 
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
 
 use crate::config::ValidConfig;
-use crate::request_data::RequestData;
+use crate::request_data::{OpenRequest, RequestData};
 use crate::route::RouteRole;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
@@ -39,6 +40,10 @@ pub struct PipelineStats {
     pub browser_reports: AtomicU64,
     pub browser_joined: AtomicU64,
     pub browser_unmatched: AtomicU64,
+    /// Work items dropped because handling them panicked (the worker went on).
+    pub worker_panics: AtomicU64,
+    /// Proxied requests routed but not yet recorded (`OpenRequest`).
+    pub open_requests: Arc<AtomicU64>,
 }
 
 impl tokentap_telemetry::PipelineCounters for PipelineStats {
@@ -66,6 +71,11 @@ pub struct FinalizeQueue {
 }
 
 impl FinalizeQueue {
+    /// Counts a routed request as open until its record is stored.
+    pub fn open_request(&self) -> OpenRequest {
+        OpenRequest::new(&self.stats.open_requests)
+    }
+
     /// Hands a completed request to the worker without waiting.
     pub fn submit(&self, completed: CompletedRequest) {
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
@@ -115,39 +125,80 @@ fn run_worker(
     telemetry: &Telemetry,
 ) {
     let mut pending: VecDeque<(Instant, ProbeReport)> = VecDeque::new();
+    let panic_path = std::env::var(TEST_PANIC_PATH_VAR).ok();
     while let Ok(item) = rx.recv() {
-        match item {
-            WorkItem::Request(completed) => {
-                let record = build_record(*completed, config);
-                if let Some(observe) = &observer {
-                    observe(&record);
-                }
-                // Metrics and spans (never blocks: a full export queue drops and counts).
-                telemetry.observe(&record);
-                let trace_id = record.trace_id.clone();
-                let chain_peer = record.route_role.map(|_| record.clone());
-                // The store counts written records and failed writes itself.
-                if let Err(e) = store.append(record) {
-                    tracing::warn!(error = %e, "could not write a record");
-                }
-                // An ingress and an egress record of one user turn are joined in whichever order
-                // they end (the ingress request usually ends last).
-                if let Some(record) = chain_peer {
-                    join_chain(&record, store);
-                }
-                // A report that came before its record can be joined now.
-                if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
-                    if let Some((_, report)) = pending.remove(i) {
-                        join_report(report, store, stats, telemetry, &mut pending);
-                    }
+        // A panic while handling one item drops that item, is logged and counted, and the
+        // worker goes on with the next one.
+        let what = match &item {
+            WorkItem::Request(completed) => format!("request {}", completed.data.request_id),
+            WorkItem::BrowserReport(report) => format!("browser report for trace {}", report.trace_id),
+        };
+        let handled = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if let (WorkItem::Request(completed), Some(path)) = (&item, &panic_path) {
+                if completed.data.path == *path {
+                    panic!("{TEST_PANIC_PATH_VAR}: injected panic");
                 }
             }
-            WorkItem::BrowserReport(report) => join_report(*report, store, stats, telemetry, &mut pending),
+            handle_item(item, config, store, stats, observer.as_ref(), telemetry, &mut pending)
+        }));
+        if let Err(payload) = handled {
+            stats.worker_panics.fetch_add(1, Ordering::Relaxed);
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(item = %what, panic = %message, "the record pipeline panicked; the item is dropped");
         }
         while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
             pending.pop_front();
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Test-only fault injection: the worker panics on a request whose path is this variable's value
+/// (the fault tests and the fault table in BENCHMARKS.md use it). Unset in normal operation.
+pub const TEST_PANIC_PATH_VAR: &str = "TOKENTAP_TEST_WORKER_PANIC_PATH";
+
+fn handle_item(
+    item: WorkItem,
+    config: &ValidConfig,
+    store: &RecordStore,
+    stats: &PipelineStats,
+    observer: Option<&RecordObserver>,
+    telemetry: &Telemetry,
+    pending: &mut VecDeque<(Instant, ProbeReport)>,
+) {
+    match item {
+        WorkItem::Request(mut completed) => {
+            // Counted as open until stored: the graceful drain waits for this.
+            let _open = completed.data.open.take();
+            let record = build_record(*completed, config);
+            if let Some(observe) = observer {
+                observe(&record);
+            }
+            // Metrics and spans (never blocks: a full export queue drops and counts).
+            telemetry.observe(&record);
+            let trace_id = record.trace_id.clone();
+            let chain_peer = record.route_role.map(|_| record.clone());
+            // The store counts written records and failed writes itself.
+            if let Err(e) = store.append(record) {
+                tracing::warn!(error = %e, "could not write a record");
+            }
+            // An ingress and an egress record of one user turn are joined in whichever order
+            // they end (the ingress request usually ends last).
+            if let Some(record) = chain_peer {
+                join_chain(&record, store);
+            }
+            // A report that came before its record can be joined now.
+            if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
+                if let Some((_, report)) = pending.remove(i) {
+                    join_report(report, store, stats, telemetry, pending);
+                }
+            }
+        }
+        WorkItem::BrowserReport(report) => join_report(*report, store, stats, telemetry, pending),
     }
 }
 

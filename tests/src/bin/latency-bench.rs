@@ -5,8 +5,12 @@
 //! through a tokentap started by this program; per event, latency = client arrival − upstream send
 //! (one process, one monotonic clock). Direct and proxied rounds are interleaved.
 //!
+//! With `--keepalive N`, it also sends N non-streaming requests one after another on one
+//! keep-alive connection (direct, then through tokentap) and reports the time from writing each
+//! request to reading its whole response: what a keep-alive client pays per request.
+//!
 //!   cargo build --release -p tokentap -p tokentap-e2e
-//!   target/release/latency-bench --streams 1,100,1000 --events 50 --gap-ms 20 --rounds 2
+//!   target/release/latency-bench --streams 1,100,1000 --events 50 --gap-ms 20 --rounds 2 --keepalive 2000
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -25,10 +29,12 @@ struct Args {
     events: usize,
     gap: Duration,
     rounds: usize,
+    keepalive: usize,
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { streams: vec![1, 100, 1000], events: 50, gap: Duration::from_millis(20), rounds: 2 };
+    let mut args =
+        Args { streams: vec![1, 100, 1000], events: 50, gap: Duration::from_millis(20), rounds: 2, keepalive: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
@@ -37,6 +43,7 @@ fn parse_args() -> Args {
             "--events" => args.events = value.parse().expect("--events"),
             "--gap-ms" => args.gap = Duration::from_millis(value.parse().expect("--gap-ms")),
             "--rounds" => args.rounds = value.parse().expect("--rounds"),
+            "--keepalive" => args.keepalive = value.parse().expect("--keepalive"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -74,7 +81,22 @@ async fn upstream(listener: TcpListener, events: usize, gap: Duration) {
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
                 }
+                let non_streaming = buf[head_end + 4..head_end + 4 + len].windows(15).any(|w| w == b"\"stream\":false");
                 buf.drain(..head_end + 4 + len);
+                if non_streaming {
+                    let body = format!(
+                        "{{\"id\":\"x\",\"choices\":[{{\"message\":{{\"content\":\"{}\"}}}}]}}",
+                        "y".repeat(200)
+                    );
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 let start = tokio::time::Instant::now();
                 if stream
                     .write_all(
@@ -155,6 +177,44 @@ async fn client(addr: std::net::SocketAddr, events: usize) -> Vec<f64> {
     out
 }
 
+/// `n` non-streaming requests one after another on one keep-alive connection: µs per request.
+async fn keepalive_client(addr: std::net::SocketAddr, n: usize) -> Vec<f64> {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).unwrap();
+    let body = b"{\"stream\":false}";
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{}",
+        body.len(),
+        String::from_utf8_lossy(body)
+    );
+    let mut out = Vec::with_capacity(n);
+    let mut buf = Vec::new();
+    for _ in 0..n {
+        let sent = now_ns();
+        stream.write_all(req.as_bytes()).await.unwrap();
+        let (head_end, len) = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                    .unwrap_or(0);
+                if buf.len() >= i + 4 + len {
+                    break (i, len);
+                }
+            }
+            let mut tmp = [0u8; 16384];
+            match stream.read(&mut tmp).await {
+                Ok(0) | Err(_) => return out,
+                Ok(k) => buf.extend_from_slice(&tmp[..k]),
+            }
+        };
+        out.push(now_ns().saturating_sub(sent) as f64 / 1e3);
+        buf.drain(..head_end + 4 + len);
+    }
+    out
+}
+
 fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -229,4 +289,26 @@ fn main() {
         );
     }
     println!("tokentap peak RSS (VmHWM): {:.1} MiB", rss_kib(pid, "VmHWM:") as f64 / 1024.0);
+    if args.keepalive > 0 {
+        let mut direct = rt.block_on(keepalive_client(upstream_addr, args.keepalive));
+        let mut proxied = rt.block_on(keepalive_client(tokentap.addr, args.keepalive));
+        direct.sort_by(f64::total_cmp);
+        proxied.sort_by(f64::total_cmp);
+        println!();
+        println!("| keep-alive, sequential non-streaming | direct p50 / p99 (µs) | via tokentap p50 / p99 (µs) | added p50 / p99 (µs) | requests |");
+        println!("|---|---|---|---|---|");
+        let (d50, d99, p50, p99) = (
+            percentile(&direct, 50.0),
+            percentile(&direct, 99.0),
+            percentile(&proxied, 50.0),
+            percentile(&proxied, 99.0),
+        );
+        println!(
+            "| one connection | {d50:.0} / {d99:.0} | {p50:.0} / {p99:.0} | {:.0} / {:.0} | {} direct / {} proxied |",
+            p50 - d50,
+            p99 - d99,
+            direct.len(),
+            proxied.len()
+        );
+    }
 }

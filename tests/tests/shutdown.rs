@@ -1,0 +1,79 @@
+//! SIGTERM drains: streams in flight finish for the client, their records are written, and the
+//! process exits once they are, well before the grace period ends. A second signal exits at once.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use tokentap_e2e::http1::{request_bytes, StreamedResponse};
+use tokentap_e2e::{Mock, Tokentap};
+
+/// 30 content events 100 ms apart: a stream of about 3 s.
+const MOCK_ARGS: &[&str] = &["--tokens", "30", "--itl-ms", "100", "--ttft-ms", "100"];
+
+fn chat() -> Vec<u8> {
+    request_bytes(
+        "POST",
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+}
+
+fn signal(tokentap: &Tokentap, name: &str) {
+    let status = Command::new("kill").arg(format!("-{name}")).arg(tokentap.proc.pid().to_string()).status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -{name} failed");
+}
+
+#[test]
+fn sigterm_lets_streams_in_flight_finish_and_records_them() {
+    let mock = Mock::start(MOCK_ARGS);
+    let mut tokentap = Tokentap::start(&mock.url, &["--config", &grace_config(60)]);
+    let mut streams: Vec<StreamedResponse> = (0..3).map(|_| StreamedResponse::open(tokentap.addr, &chat())).collect();
+    // Every stream is under way (its head and first bytes arrived) before the signal.
+    for s in &mut streams {
+        s.read_head();
+        s.read_body_until(1);
+    }
+    let signalled = Instant::now();
+    signal(&tokentap, "TERM");
+    for s in streams {
+        let mut s = s;
+        while s.read_some() {}
+        let response = s.into_response();
+        assert_eq!(response.status, 200);
+        assert!(response.complete, "a stream in flight was cut by SIGTERM");
+        assert!(String::from_utf8_lossy(&response.body).contains("[DONE]"), "the stream did not end normally");
+    }
+    let status = tokentap.proc.wait_exit();
+    assert!(status.success(), "tokentap exited with {status}: {}", tokentap.proc.stderr());
+    // It left as soon as the streams were recorded, not at the end of the 60 s grace period.
+    assert!(signalled.elapsed() < Duration::from_secs(60), "tokentap waited the whole grace period");
+    let records = std::fs::read_to_string(tokentap.records_file()).expect("records.jsonl");
+    let ok = records.lines().filter(|l| l.contains("\"outcome\":\"ok\"")).count();
+    assert_eq!(ok, 3, "every drained stream has its record:\n{records}");
+}
+
+#[test]
+fn a_second_signal_ends_the_drain_at_once() {
+    let mock = Mock::start(&["--tokens", "600", "--itl-ms", "100", "--ttft-ms", "100"]);
+    let mut tokentap = Tokentap::start(&mock.url, &["--config", &grace_config(600)]);
+    let mut stream = StreamedResponse::open(tokentap.addr, &chat());
+    stream.read_head();
+    stream.read_body_until(1);
+    signal(&tokentap, "TERM");
+    tokentap.proc.wait_stderr("SIGTERM: draining", Duration::from_secs(30));
+    signal(&tokentap, "INT");
+    let status = tokentap.proc.wait_exit();
+    assert!(!status.success(), "a second signal exits with a failure status, got {status}");
+    while stream.read_some() {}
+    assert!(!stream.into_response().complete, "the 60 s stream cannot have completed");
+}
+
+/// A config file with `[shutdown] grace_period_s`, kept next to the test binary's temp files.
+fn grace_config(seconds: u64) -> String {
+    let dir = std::env::temp_dir().join(format!("tokentap-shutdown-{}-{seconds}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tokentap.toml");
+    std::fs::write(&path, format!("[shutdown]\ngrace_period_s = {seconds}\n")).unwrap();
+    path.display().to_string()
+}
