@@ -338,7 +338,10 @@ pub fn validate_with_env(
         return Err(invalid("threads", format!("{threads} is outside 1..=256")));
     }
     if file.shutdown.grace_period_s > 3600 {
-        return Err(invalid("shutdown.grace_period_s", format!("{} is outside 0..=3600", file.shutdown.grace_period_s)));
+        return Err(invalid(
+            "shutdown.grace_period_s",
+            format!("{} is outside 0..=3600", file.shutdown.grace_period_s),
+        ));
     }
 
     let mut route_configs = file.routes;

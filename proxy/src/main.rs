@@ -133,11 +133,23 @@ impl ServeArgs {
     }
 }
 
-fn init_logging() {
-    // Logs go to stderr. They never contain header values or bodies (see privacy.rs).
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOKENTAP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,tokentap=info"));
+/// Crates whose debug and trace logs print request and response heads (with Authorization, API
+/// keys, cookies): capped at `info` whatever `TOKENTAP_LOG` asks for.
+const HEAD_LOGGING_CRATES: &[&str] = &["pingora", "pingora_core", "pingora_proxy", "pingora_http", "h2", "hyper"];
+
+fn init_logging() -> anyhow::Result<()> {
+    // Logs go to stderr. They never contain header values or bodies (see forward/privacy.rs).
+    let mut filter = match std::env::var("TOKENTAP_LOG") {
+        Ok(text) => tracing_subscriber::EnvFilter::try_new(&text).with_context(|| {
+            format!("TOKENTAP_LOG={text:?} is not a log filter (e.g. \"info\" or \"warn,tokentap=debug\")")
+        })?,
+        Err(_) => tracing_subscriber::EnvFilter::new("warn,tokentap=info"),
+    };
+    for name in HEAD_LOGGING_CRATES {
+        filter = filter.add_directive(format!("{name}=info").parse().context("built-in log directive")?);
+    }
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    Ok(())
 }
 
 fn serve(args: &ServeArgs) -> anyhow::Result<()> {
@@ -282,7 +294,7 @@ fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap_record
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging();
+    init_logging()?;
     match cli.command {
         None => serve(&cli.serve),
         Some(Command::Serve(args)) => serve(&args),

@@ -211,7 +211,8 @@ impl Tokentap {
                 cmd.env_remove(key);
             }
         }
-        cmd.envs(env.iter().copied());
+        // The test's own variables win over the default log level.
+        cmd.env("TOKENTAP_LOG", "info").envs(env.iter().copied());
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
@@ -221,8 +222,7 @@ impl Tokentap {
             .arg(data_dir.path())
             .arg("--threads")
             .arg("2")
-            .args(args)
-            .env("TOKENTAP_LOG", "info");
+            .args(args);
         let mut proc = Proc::spawn(cmd);
         let line = proc.wait_line("tokentap listening on ", Duration::from_secs(30));
         let addr = addr_after(&line, "http://");

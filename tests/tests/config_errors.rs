@@ -76,3 +76,21 @@ fn missing_upstream_is_named() {
     assert!(!status.success());
     assert!(stderr.contains("--upstream"), "{stderr}");
 }
+
+#[test]
+fn a_log_filter_that_does_not_parse_is_an_error() {
+    let mut cmd = std::process::Command::new(tokentap_e2e::process::bin("tokentap"));
+    cmd.args(["check-config", "--upstream", "http://127.0.0.1:9"]).env("TOKENTAP_LOG", "tokentap=loud");
+    let out = cmd.output().expect("run tokentap");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TOKENTAP_LOG"), "{stderr}");
+}
+
+#[test]
+fn shutdown_grace_period_is_bounded() {
+    let f = config_file("[[route]]\nprefix = \"/\"\nupstream = \"http://x\"\n[shutdown]\ngrace_period_s = 100000\n");
+    let (status, _, stderr) = run_tokentap(&["serve", "--config", f.path().to_str().unwrap()]);
+    assert!(!status.success());
+    assert!(stderr.contains("shutdown.grace_period_s"), "{stderr}");
+}

@@ -8,8 +8,18 @@ const QUERY_KEY: &str = "AIzaSECRET-5e4d3c2b1a09";
 
 #[test]
 fn secrets_appear_nowhere() {
+    secrets_appear_nowhere_at("info");
+}
+
+/// At `trace`, pingora and hyper would print request heads with every header: tokentap caps them.
+#[test]
+fn secrets_appear_nowhere_even_at_the_most_verbose_log_level() {
+    secrets_appear_nowhere_at("trace");
+}
+
+fn secrets_appear_nowhere_at(log_level: &str) {
     let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
-    let tokentap = Tokentap::start(&mock.url, &[]);
+    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url], &[("TOKENTAP_LOG", log_level)]);
     let mut feed = tokentap.feed();
     let bearer = format!("Bearer {SECRET}");
     let cookie = format!("session={SECRET}");

@@ -1,0 +1,46 @@
+//! Health: the version and counters (`/_tokentap/api/health`), and the metrics for Prometheus
+//! (`/metrics`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::error::AdminError;
+use super::{json, AdminState};
+
+/// `GET /_tokentap/api/health`: version, pipeline counters, telemetry export counters.
+pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
+    let s = &state.stats;
+    let body = serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "records": {
+            "submitted": s.submitted.load(Ordering::Relaxed),
+            "written": state.store.written(),
+            "dropped": s.dropped.load(Ordering::Relaxed),
+            "store_errors": state.store.write_errors(),
+            "journal_recreated": state.store.journal_recreated(),
+            "worker_panics": s.worker_panics.load(Ordering::Relaxed),
+            "open": s.open_requests.load(Ordering::Relaxed),
+        },
+        "browser_reports": {
+            "accepted": s.browser_reports.load(Ordering::Relaxed),
+            "joined": s.browser_joined.load(Ordering::Relaxed),
+            "unmatched": s.browser_unmatched.load(Ordering::Relaxed),
+        },
+        "records_file": state.store.records_path(),
+        "telemetry": state.telemetry.health_json(),
+    });
+    json(StatusCode::OK, body.to_string())
+}
+
+/// `GET /metrics`: the Prometheus text format, or 404 when `[metrics] prometheus = false`.
+pub(super) async fn prometheus(State(state): State<Arc<AdminState>>) -> Result<Response, AdminError> {
+    let text = state.telemetry.prometheus_text().ok_or(AdminError::PrometheusOff)?;
+    let headers = [(CONTENT_TYPE, tokentap_telemetry::prometheus::CONTENT_TYPE), (CACHE_CONTROL, "no-store")];
+    Ok((headers, text).into_response())
+}

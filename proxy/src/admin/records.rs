@@ -1,0 +1,53 @@
+//! Records: the recent ones (filtered), one by request id, and one's goodput verdict.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::error::AdminError;
+use super::query::{Params, RequestsQuery};
+use super::{json, AdminState};
+use crate::store::StoredRecord;
+
+/// `GET /_tokentap/api/requests`: `{"records":[…]}`, newest first, each as stored.
+pub(super) async fn list(State(state): State<Arc<AdminState>>, Params(query): Params<RequestsQuery>) -> Response {
+    let limit = query.limit();
+    let records = state.store.recent(&query.filter(), limit);
+    let mut body = String::from("{\"records\":[");
+    for (i, stored) in records.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&stored.json);
+    }
+    body.push_str("]}");
+    json(StatusCode::OK, body)
+}
+
+/// `GET /_tokentap/api/requests/{request_id}`: the record as stored.
+pub(super) async fn one(
+    State(state): State<Arc<AdminState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, AdminError> {
+    let stored = find(&state, id)?;
+    Ok(json(StatusCode::OK, stored.json.clone()))
+}
+
+/// `GET /_tokentap/api/verdict/{request_id}`: the record's goodput verdict against `[slo]`.
+pub(super) async fn verdict(
+    State(state): State<Arc<AdminState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, AdminError> {
+    let stored = find(&state, id)?;
+    let verdict = tokentap_report::verdict(&stored.record, &state.slo);
+    Ok(json(StatusCode::OK, serde_json::to_string(&verdict).unwrap_or_default()))
+}
+
+/// The record of a path's request id (an id that does not even decode has no record either).
+fn find(state: &AdminState, id: Result<Path<String>, PathRejection>) -> Result<Arc<StoredRecord>, AdminError> {
+    let Ok(Path(id)) = id else { return Err(AdminError::NoRecord) };
+    state.store.get(&id).ok_or(AdminError::NoRecord)
+}
