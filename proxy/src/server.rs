@@ -226,8 +226,7 @@ fn drain_on_terminate(
             }
         }
     });
-    // FLUSH-PENDING: telemetry.flush(Duration::from_secs(5));
-    drop(telemetry);
+    telemetry.flush(Duration::from_secs(5));
     tracing::info!("drained: every request is recorded; exiting");
     std::process::exit(0);
 }

@@ -5,6 +5,9 @@
 //! Its ports can be reserved before it listens ([`ReservedReceiver`]): the sockets are bound, so no
 //! one else takes the ports, but nothing accepts, so connections are refused — a collector that is
 //! down — until [`ReservedReceiver::start`].
+//!
+//! [`ReservedReceiver::start_tls`] serves both over TLS instead (a test CA's leaf certificate), for
+//! the https:// collector tests.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
@@ -238,6 +241,41 @@ async fn handle_http(shared: Arc<Shared>, req: http::Request<hyper::body::Incomi
     }
 }
 
+/// A certificate chain and its private key (PEM) the receiver serves TLS with.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+}
+
+fn tls_acceptor(identity: &TlsIdentity) -> tokio_rustls::TlsAcceptor {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio_rustls::rustls;
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(&identity.cert_pem).collect::<Result<_, _>>().expect("certificate PEM");
+    let key = PrivateKeyDer::from_pem_slice(&identity.key_pem).expect("private key PEM");
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("TLS server config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+async fn serve_http<IO>(io: IO, state: Arc<Shared>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, std::convert::Infallible>(handle_http(state, req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service).await;
+}
+
 /// Two bound sockets that do not accept yet (connections to them are refused).
 pub struct ReservedReceiver {
     grpc: tokio::net::TcpSocket,
@@ -269,6 +307,16 @@ impl ReservedReceiver {
 
     /// Starts listening and serving on the reserved ports.
     pub fn start(self) -> OtlpReceiver {
+        self.serve(None)
+    }
+
+    /// Starts listening and serving on the reserved ports, over TLS with `identity`.
+    pub fn start_tls(self, identity: TlsIdentity) -> OtlpReceiver {
+        self.serve(Some(identity))
+    }
+
+    fn serve(self, tls: Option<TlsIdentity>) -> OtlpReceiver {
+        let is_tls = tls.is_some();
         let shared = Arc::new(Shared::default());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -281,7 +329,14 @@ impl ReservedReceiver {
                 let grpc_listener = grpc.listen(1024).expect("listen (gRPC)");
                 let http_listener = http.listen(1024).expect("listen (HTTP)");
                 let service = Service(state.clone());
-                let grpc_server = tonic::transport::Server::builder()
+                let mut builder = tonic::transport::Server::builder();
+                if let Some(identity) = &tls {
+                    let config = tonic::transport::ServerTlsConfig::new()
+                        .identity(tonic::transport::Identity::from_pem(&identity.cert_pem, &identity.key_pem));
+                    builder = builder.tls_config(config).expect("gRPC TLS config");
+                }
+                let acceptor = tls.as_ref().map(tls_acceptor);
+                let grpc_server = builder
                     .add_service(TraceServiceServer::new(service.clone()))
                     .add_service(MetricsServiceServer::new(service))
                     .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc_listener));
@@ -290,14 +345,16 @@ impl ReservedReceiver {
                     loop {
                         let Ok((stream, _)) = http_listener.accept().await else { continue };
                         let state = http_state.clone();
+                        let acceptor = acceptor.clone();
                         tokio::spawn(async move {
-                            let service = service_fn(move |req| {
-                                let state = state.clone();
-                                async move { Ok::<_, std::convert::Infallible>(handle_http(state, req).await) }
-                            });
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
+                            match acceptor {
+                                None => serve_http(stream, state).await,
+                                Some(acceptor) => {
+                                    if let Ok(tls) = acceptor.accept(stream).await {
+                                        serve_http(tls, state).await;
+                                    }
+                                }
+                            }
                         });
                     }
                 };
@@ -310,7 +367,7 @@ impl ReservedReceiver {
             });
         });
         ready_rx.recv_timeout(Duration::from_secs(30)).expect("OTLP receiver did not start");
-        OtlpReceiver { shared, grpc_addr, http_addr, stop: Some(stop_tx), thread: Some(thread) }
+        OtlpReceiver { shared, grpc_addr, http_addr, tls: is_tls, stop: Some(stop_tx), thread: Some(thread) }
     }
 }
 
@@ -319,6 +376,8 @@ pub struct OtlpReceiver {
     shared: Arc<Shared>,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// Serving TLS: the endpoints are https://.
+    tls: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -329,12 +388,25 @@ impl OtlpReceiver {
         ReservedReceiver::reserve().start()
     }
 
+    /// Reserves free ports and starts at once, over TLS.
+    pub fn start_tls(identity: TlsIdentity) -> OtlpReceiver {
+        ReservedReceiver::reserve().start_tls(identity)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     pub fn grpc_endpoint(&self) -> String {
-        format!("http://{}", self.grpc_addr)
+        format!("{}://{}", self.scheme(), self.grpc_addr)
     }
 
     pub fn http_endpoint(&self) -> String {
-        format!("http://{}", self.http_addr)
+        format!("{}://{}", self.scheme(), self.http_addr)
     }
 
     /// A copy of what arrived so far.

@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use tokentap_e2e::otlp_receiver::{attr_bool, attr_f64, attr_str, hex, metric, span, KeyValue, Received, Span};
+use tokentap_e2e::otlp_receiver::{
+    attr_bool, attr_f64, attr_str, hex, metric, span, KeyValue, Received, Span, TlsIdentity,
+};
 use tokentap_e2e::{http1, Framing, Mock, OtlpReceiver, ReservedReceiver, Script, ScriptedUpstream, Tokentap};
 
 const CHAT: &str = "/v1/chat/completions";
@@ -62,14 +64,39 @@ fn f(attributes: &[KeyValue], key: &str) -> f64 {
     attr_f64(attributes, key).unwrap_or_else(|| panic!("attribute {key} missing"))
 }
 
+/// A test CA (written to `dir/ca.pem`) and a receiver certificate it signed for 127.0.0.1.
+fn test_ca(dir: &tempfile::TempDir) -> (std::path::PathBuf, TlsIdentity) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(DnType::CommonName, "tokentap test collector CA");
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let ca_path = dir.path().join("ca.pem");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    (ca_path, TlsIdentity { cert_pem: leaf.pem().into_bytes(), key_pem: leaf_key.serialize_pem().into_bytes() })
+}
+
 /// One streamed request with reasoning and answer through tokentap exporting to `receiver` over
-/// `protocol`; checks every span and metric, then that a second request is exported too.
-fn one_request_exports_the_expected_telemetry(protocol: &str) {
+/// `protocol` (over TLS with a test CA when `tls`); checks every span and metric, then that a
+/// second request is exported too.
+fn one_request_exports_the_expected_telemetry(protocol: &str, tls: bool) {
     let mock = Mock::start(&[]);
-    let receiver = OtlpReceiver::start();
-    let endpoint = if protocol == "grpc" { receiver.grpc_endpoint() } else { receiver.http_endpoint() };
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(&dir, &endpoint, protocol, "[otel.headers]\nx-tenant = \"e2e\"\n");
+    let (receiver, ca_line) = if tls {
+        let (ca_path, identity) = test_ca(&dir);
+        (OtlpReceiver::start_tls(identity), format!("ca_file = {:?}\n", ca_path.to_str().unwrap()))
+    } else {
+        (OtlpReceiver::start(), String::new())
+    };
+    let endpoint = if protocol == "grpc" { receiver.grpc_endpoint() } else { receiver.http_endpoint() };
+    assert_eq!(endpoint.starts_with("https://"), tls);
+    let config = config_file(&dir, &endpoint, protocol, &format!("{ca_line}[otel.headers]\nx-tenant = \"e2e\"\n"));
     let tokentap = Tokentap::start(&mock.url, &["--config", &config]);
     let mut feed = tokentap.feed();
 
@@ -228,12 +255,22 @@ fn one_request_exports_the_expected_telemetry(protocol: &str) {
 
 #[test]
 fn spans_and_metrics_arrive_over_http_protobuf() {
-    one_request_exports_the_expected_telemetry("http/protobuf");
+    one_request_exports_the_expected_telemetry("http/protobuf", false);
 }
 
 #[test]
 fn spans_and_metrics_arrive_over_grpc() {
-    one_request_exports_the_expected_telemetry("grpc");
+    one_request_exports_the_expected_telemetry("grpc", false);
+}
+
+#[test]
+fn spans_and_metrics_arrive_over_https_with_a_private_ca() {
+    one_request_exports_the_expected_telemetry("http/protobuf", true);
+}
+
+#[test]
+fn spans_and_metrics_arrive_over_grpc_tls_with_a_private_ca() {
+    one_request_exports_the_expected_telemetry("grpc", true);
 }
 
 #[test]
@@ -288,6 +325,15 @@ fn scripted_stream(n: usize) -> Script {
 
 #[test]
 fn collector_down_spools_and_replays_without_slowing_traffic() {
+    collector_down_spools_and_replays("http/protobuf");
+}
+
+#[test]
+fn collector_down_over_grpc_spools_and_replays() {
+    collector_down_spools_and_replays("grpc");
+}
+
+fn collector_down_spools_and_replays(protocol: &str) {
     const REQUESTS: usize = 200;
     const SPANS_PER_REQUEST: usize = 4; // request, provider_wait, answer, delivery
     let upstream = ScriptedUpstream::start();
@@ -298,7 +344,8 @@ fn collector_down_spools_and_replays_without_slowing_traffic() {
     // The collector's port is taken but refuses connections: a collector that is down.
     let reserved = ReservedReceiver::reserve();
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(&dir, &reserved.http_endpoint(), "http/protobuf", "");
+    let endpoint = if protocol == "grpc" { reserved.grpc_endpoint() } else { reserved.http_endpoint() };
+    let config = config_file(&dir, &endpoint, protocol, "");
     let tokentap = Tokentap::start(&upstream.url(), &["--config", &config]);
 
     // 200 streamed requests from 4 clients: all succeed, byte for byte.
@@ -394,4 +441,24 @@ fn poll_health(tokentap: &Tokentap, what: &str, condition: impl Fn(&serde_json::
         assert!(std::time::Instant::now() < deadline, "{what} did not happen in time: {health}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn an_untrusted_collector_certificate_is_refused_and_the_spans_are_spooled() {
+    let mock = Mock::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (_, identity) = test_ca(&dir);
+    let receiver = OtlpReceiver::start_tls(identity);
+    // No CA file: only the public roots, which did not sign the receiver's certificate.
+    let config = config_file(&dir, &receiver.http_endpoint(), "http/protobuf", "");
+    let tokentap = Tokentap::start(&mock.url, &["--config", &config]);
+    let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], &chat_body());
+    assert_eq!(resp.status, 200);
+    let health = poll_health(&tokentap, "the spans spooled", |h| {
+        h["telemetry"]["otlp"]["spans"]["spooled"].as_u64().unwrap_or(0) > 0
+    });
+    let otlp = &health["telemetry"]["otlp"];
+    assert_eq!(otlp["collector_reachable"], false, "{otlp}");
+    assert!(otlp["last_error"].as_str().unwrap_or("").contains("TLS"), "{otlp}");
+    assert!(receiver.received().traces.is_empty(), "nothing may arrive over an unverified connection");
 }

@@ -77,3 +77,41 @@ fn grace_config(seconds: u64) -> String {
     std::fs::write(&path, format!("[shutdown]\ngrace_period_s = {seconds}\n")).unwrap();
     path.display().to_string()
 }
+
+#[test]
+fn sigterm_exports_the_telemetry_still_queued() {
+    let receiver = tokentap_e2e::otlp_receiver::OtlpReceiver::start();
+    let mock = Mock::start(&["--tokens", "3", "--itl-ms", "1", "--ttft-ms", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    // Spans wait a minute for their batch and metrics ten: only the shutdown flush sends them.
+    std::fs::write(
+        &config,
+        format!(
+            "[otel]\nendpoint = \"{}\"\nbatch_delay_ms = 60000\nmetrics_interval_ms = 600000\n[shutdown]\ngrace_period_s = 60\n",
+            receiver.http_endpoint()
+        ),
+    )
+    .unwrap();
+    let mut tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let resp = tokentap_e2e::http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
+    assert_eq!(resp.status, 200);
+    let record = feed.next_record();
+    assert!(receiver.received().spans().is_empty(), "nothing is exported before the batch delay");
+    signal(&tokentap, "TERM");
+    let status = tokentap.proc.wait_exit();
+    assert!(status.success(), "{status}: {}", tokentap.proc.stderr());
+    let received = receiver.received();
+    let trace = record["trace_id"].as_str().unwrap();
+    assert!(
+        received.spans().iter().any(|s| tokentap_e2e::otlp_receiver::hex(&s.trace_id) == trace),
+        "the queued spans were flushed at shutdown"
+    );
+    assert_eq!(received.histogram_count("tokentap.ttft.answer"), 1, "the metrics were flushed too");
+}

@@ -40,6 +40,9 @@ pub struct OtelConfig {
     pub resource_attributes: BTreeMap<String, String>,
     /// Longest wait for the collector's answer to one export.
     pub timeout_ms: u64,
+    /// PEM file of CA certificates trusted for https:// endpoints, besides the public roots
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub ca_file: Option<PathBuf>,
     /// Requests whose spans wait for the export thread; when full, new ones are dropped and counted.
     pub queue_capacity: usize,
     /// Requests per trace export at most…
@@ -77,6 +80,7 @@ impl Default for OtelConfig {
             service_name: "tokentap".into(),
             resource_attributes: BTreeMap::new(),
             timeout_ms: 10_000,
+            ca_file: None,
             queue_capacity: 4096,
             batch_max_requests: 256,
             batch_delay_ms: 1000,
@@ -167,15 +171,8 @@ fn check_header(key: &str, name: &str, value: &str) -> Result<(), ConfigError> {
 }
 
 fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    let rest = if let Some(rest) = url.strip_prefix("http://") {
-        rest
-    } else if url.starts_with("https://") {
-        return Err(invalid(
-            key,
-            "https endpoints are not supported yet: run an OpenTelemetry Collector next to tokentap (plain http on loopback) and let it forward over TLS",
-        ));
-    } else {
-        return Err(invalid(key, format!("{url:?} must start with http://")));
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
+        return Err(invalid(key, format!("{url:?} must start with http:// or https://")));
     };
     let uri: http::Uri = url.parse().map_err(|e| invalid(key, format!("{url:?} is not a URL ({e})")))?;
     if rest.is_empty() || uri.host().is_none_or(str::is_empty) {
@@ -287,11 +284,24 @@ pub(super) fn validate_otel(
         if timeout_ms == 0 {
             return Err(invalid(timeout_var, "must be greater than 0"));
         }
+        let certificate_var = format!("OTEL_EXPORTER_OTLP_{upper}_CERTIFICATE");
+        let ca_file = match (env.get(&certificate_var), env.get("OTEL_EXPORTER_OTLP_CERTIFICATE"), &file.ca_file) {
+            (Some(path), _, _) => Some((certificate_var, PathBuf::from(path.trim()))),
+            (None, Some(path), _) => Some(("OTEL_EXPORTER_OTLP_CERTIFICATE".to_string(), PathBuf::from(path.trim()))),
+            (None, None, Some(path)) => Some(("otel.ca_file".to_string(), path.clone())),
+            (None, None, None) => None,
+        };
+        if let Some((key, path)) = &ca_file {
+            if !path.is_file() {
+                return Err(invalid(key, format!("{} is not a readable file", path.display())));
+            }
+        }
         Ok(Some(OtlpTarget {
             protocol,
             endpoint,
             headers: SecretHeaders::new(headers),
             timeout: Duration::from_millis(timeout_ms),
+            ca_file: ca_file.map(|(_, path)| path),
         }))
     };
     let traces = target("traces", traces_on, &file.traces_endpoint)?;
@@ -428,6 +438,25 @@ mod tests {
     }
 
     #[test]
+    fn https_endpoints_take_a_ca_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "pem").unwrap();
+        let text = format!("[otel]\nendpoint = \"https://collector:4318\"\nca_file = {:?}\n", ca.display().to_string());
+        let s = settings(&text, &[]).unwrap().unwrap();
+        let traces = s.traces.unwrap();
+        assert_eq!(traces.endpoint, "https://collector:4318/v1/traces");
+        assert_eq!(traces.ca_file.as_deref(), Some(ca.as_path()));
+        // The variable wins over the file; without either there is no CA file (public roots only).
+        let other = dir.path().join("other.pem");
+        std::fs::write(&other, "pem").unwrap();
+        let s = settings(&text, &[("OTEL_EXPORTER_OTLP_CERTIFICATE", other.to_str().unwrap())]).unwrap().unwrap();
+        assert_eq!(s.metrics.unwrap().ca_file.as_deref(), Some(other.as_path()));
+        let s = settings("[otel]\nendpoint = \"https://c:4317\"\nprotocol = \"grpc\"\n", &[]).unwrap().unwrap();
+        assert_eq!(s.traces.unwrap().ca_file, None);
+    }
+
+    #[test]
     fn a_signal_can_be_switched_off() {
         let s =
             settings("[otel]\nendpoint = \"http://c:4318\"\n", &[("OTEL_METRICS_EXPORTER", "none")]).unwrap().unwrap();
@@ -441,7 +470,12 @@ mod tests {
         type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
         let cases: &[Case] = &[
             ("[otel]\nendpoint = \"ftp://x\"\n", &[], "otel.endpoint"),
-            ("[otel]\nendpoint = \"https://x\"\n", &[], "otel.endpoint"),
+            ("[otel]\nendpoint = \"https://x\"\nca_file = \"/no/such/ca.pem\"\n", &[], "otel.ca_file"),
+            (
+                "",
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://x"), ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/no/such/ca.pem")],
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            ),
             ("[otel]\nendpoint = \"http://x\"\nprotocol = \"http/json\"\n", &[], "otel.protocol"),
             ("", &[("OTEL_EXPORTER_OTLP_ENDPOINT", "nonsense")], "OTEL_EXPORTER_OTLP_ENDPOINT"),
             (

@@ -7,19 +7,25 @@
 //!
 //! ```text
 //! record pipeline ── Telemetry::observe(&record)
-//!     ├─ conventions::metric_observations ──► MetricRegistry ──► GET /metrics (prometheus.rs)
-//!     │                                                      └─► OTLP metrics, every interval
+//!     ├─ conventions::metric_observations ──► MetricRegistry (series cap → SDK instruments)
+//!     │        ├─ ManualReader ──► GET /metrics (prometheus.rs)
+//!     │        └─ ManualReader ──► export thread, every interval ──► SDK OTLP metric exporter
 //!     └─ conventions::request_spans ── try_send (bounded; full → dropped, counted)
 //!                                          ▼
 //!                               export thread (otlp.rs, own runtime)
-//!                               batch → encode → collector │ unreachable → spool.rs → replay
+//!                               batch → SpanData → SDK OTLP exporter → collector
+//!                                        │ unreachable → spool.rs → replay
 //! ```
 //!
 //! - `conventions.rs`: record → span and metric descriptions, as plain data; the metric table.
-//! - `registry.rs`: cumulative histograms and counters, shared by both exporters.
+//! - `registry.rs`: the SDK meter provider and the table's instruments behind the series cap;
+//!   its two cumulative readers (Prometheus, OTLP), so both show the same numbers.
 //! - `prometheus.rs`: the text exposition.
 //! - `spool.rs`: encoded OTLP requests kept on disk while the collector is unreachable.
-//! - `otlp.rs`: OTLP messages, the HTTP/protobuf and gRPC clients, the export thread.
+//! - `spans.rs`: span descriptions → the SDK's `SpanData`; the resource.
+//! - `transport.rs`: the HTTP client (plain or TLS) the SDK's exporter posts through, the gRPC
+//!   channel, and which failures are worth spooling.
+//! - `otlp.rs`: the export thread: the SDK's OTLP span and metric exporters, the spool, replay.
 //! - `settings.rs`, `stats.rs`, `telemetry.rs`: what the server configures, counts and calls.
 
 pub mod conventions;
@@ -28,9 +34,11 @@ mod otlp;
 pub mod prometheus;
 pub mod registry;
 pub mod settings;
+mod spans;
 pub mod spool;
 pub mod stats;
 pub mod telemetry;
+mod transport;
 
 pub use stats::{DropReason, ExportError, ExportStats};
 pub use telemetry::{PipelineCounters, Telemetry};

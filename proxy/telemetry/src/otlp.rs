@@ -1,387 +1,255 @@
-//! OTLP export: the only place that knows the OpenTelemetry wire format and its clients.
+//! OTLP export: the export thread, which owns the SDK's OTLP exporters, the spool and replay.
 //!
 //! One thread, with its own single-threaded Tokio runtime, owns everything here. The finalize
 //! worker hands it span descriptions through a bounded channel (`try_send`; full means dropped and
-//! counted), and it reads metric snapshots from the registry on its own schedule. Because nothing
-//! else runs on that runtime and every network call is awaited with a deadline inside `block_on`,
-//! a slow or dead collector only ever delays this thread.
+//! counted), and it collects the metrics from the meter provider's OTLP reader on its own
+//! schedule. Because nothing else runs on that runtime and every network call is awaited with a
+//! deadline inside `block_on`, a slow or dead collector only ever delays this thread.
 //!
-//! Why not the SDK's batch processor and `opentelemetry-otlp`: the SDK hands finished spans to an
-//! exporter that either delivers them or drops them; it cannot give back the encoded request to be
-//! kept on disk and replayed later, and its HTTP client has been known to stop silently when it
-//! found no Tokio reactor. Here each export is an `ExportTraceServiceRequest` or
-//! `ExportMetricsServiceRequest` built from the official protobuf definitions (opentelemetry-proto)
-//! and encoded once; the same bytes go to the collector, or to the spool and later to the collector.
+//! Both signals go through the official SDK: each batch of `SpanPlan`s becomes `SpanData`
+//! (`spans.rs`) and is exported by `opentelemetry_otlp::SpanExporter`; each metrics collection by
+//! `opentelemetry_otlp::MetricExporter` (cumulative). Over HTTP/protobuf they post through our own
+//! client (`transport.rs`, which keeps the exact bytes the SDK handed it); over gRPC through a
+//! tonic channel built on this thread's runtime. The SDK's retries are off: durability is
+//! tokentap's. When the collector is unreachable or answers with a retryable status, the encoded
+//! request goes to the spool (`spool.rs`) and is replayed later on the same connection, oldest
+//! first, with exponential backoff; other rejections are counted and dropped.
 //!
-//! Delivery follows the OTLP specification's retry rules: connection failures, timeouts, HTTP 429,
-//! 502, 503, 504 and the gRPC codes it lists as retryable go to the spool and are replayed with
-//! exponential backoff; other rejections are counted and dropped.
+//! Metrics are collected here rather than by the SDK's `PeriodicReader`, whose own thread has no
+//! Tokio runtime (our client and tonic need this one) and could not queue behind the spool.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use opentelemetry::InstrumentationScope;
+use opentelemetry_otlp::{Protocol, RetryPolicy, WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
-use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
-use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::metrics::v1::{
-    metric, number_data_point, AggregationTemporality, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
-    ResourceMetrics, ScopeMetrics, Sum,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{span, status, ResourceSpans, ScopeSpans, Span, Status};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter as _;
+use opentelemetry_sdk::metrics::Temporality;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
 use prost::Message;
 
-use crate::conventions::{AttrValue, Instrument, SpanKind, SpanPlan, SpanStatus};
+use crate::conventions::SpanPlan;
 use crate::metrics::Metrics;
-use crate::registry::{MetricSnapshot, SeriesValue};
+use crate::registry;
 use crate::settings::{OtlpProtocol, OtlpSettings, OtlpTarget};
+use crate::spans;
 use crate::spool::{Signal, Spool};
 use crate::stats::DropReason;
-
-const SCOPE_NAME: &str = "tokentap";
-
-fn now_unix_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
-}
+use crate::transport::{
+    self, classify_grpc_failure, classify_grpc_status, Attempt, Delivery, HttpTransport, SendError, SpoolingClient,
+};
 
 // ---------------------------------------------------------------------------------------------
-// Plain data → OTLP messages.
+// Connections.
 // ---------------------------------------------------------------------------------------------
 
-fn any_value(value: &AttrValue) -> AnyValue {
-    let value = match value {
-        AttrValue::Str(s) => any_value::Value::StringValue(s.clone()),
-        AttrValue::Int(i) => any_value::Value::IntValue(*i),
-        AttrValue::F64(f) => any_value::Value::DoubleValue(*f),
-        AttrValue::Bool(b) => any_value::Value::BoolValue(*b),
-        AttrValue::StrArray(items) => any_value::Value::ArrayValue(ArrayValue {
-            values: items.iter().map(|s| AnyValue { value: Some(any_value::Value::StringValue(s.clone())) }).collect(),
-        }),
-    };
-    AnyValue { value: Some(value) }
+/// One signal's connection to its collector endpoint: used for metrics and to replay the spool.
+enum Link {
+    Http(Arc<HttpTransport>),
+    Grpc { channel: tonic::transport::Channel, metadata: tonic::metadata::MetadataMap },
 }
 
-fn key_value(key: &str, value: &AttrValue) -> KeyValue {
-    KeyValue { key: key.to_string(), value: Some(any_value(value)), ..Default::default() }
-}
-
-fn string_kv(key: &str, value: &str) -> KeyValue {
-    key_value(key, &AttrValue::Str(value.to_string()))
-}
-
-fn scope() -> InstrumentationScope {
-    InstrumentationScope { name: SCOPE_NAME.into(), version: env!("CARGO_PKG_VERSION").into(), ..Default::default() }
-}
-
-/// The resource every export carries: service name and version, this process's instance id, and
-/// the configured resource attributes.
-pub(crate) fn resource(settings: &OtlpSettings, instance_id: &str) -> Resource {
-    let mut attributes = vec![
-        string_kv("service.name", &settings.service_name),
-        string_kv("service.version", env!("CARGO_PKG_VERSION")),
-        string_kv("service.instance.id", instance_id),
-    ];
-    for (k, v) in &settings.resource_attributes {
-        if !attributes.iter().any(|kv| kv.key == *k) {
-            attributes.push(string_kv(k, v));
-        }
-    }
-    Resource { attributes, ..Default::default() }
-}
-
-/// Span flags: the sampled bit, and whether the parent came from another process (the client's
-/// `traceparent`) — the `SPAN_FLAGS_CONTEXT_*` bits of the protocol.
-fn span_flags(plan: &SpanPlan, parent_is_remote: bool) -> u32 {
-    const HAS_IS_REMOTE: u32 = 0x100;
-    const IS_REMOTE: u32 = 0x200;
-    let mut flags = u32::from(plan.sampled) | HAS_IS_REMOTE;
-    if parent_is_remote {
-        flags |= IS_REMOTE;
-    }
-    flags
-}
-
-pub(crate) fn span_message(plan: &SpanPlan) -> Span {
-    let parent_is_remote = plan.kind == SpanKind::Client && plan.parent_span_id.is_some();
-    Span {
-        trace_id: plan.trace_id.to_vec(),
-        span_id: plan.span_id.to_vec(),
-        parent_span_id: plan.parent_span_id.map(|p| p.to_vec()).unwrap_or_default(),
-        flags: span_flags(plan, parent_is_remote),
-        name: plan.name.clone(),
-        kind: match plan.kind {
-            SpanKind::Client => span::SpanKind::Client as i32,
-            SpanKind::Internal => span::SpanKind::Internal as i32,
-        },
-        start_time_unix_nano: plan.start_unix_ns,
-        end_time_unix_nano: plan.end_unix_ns.max(plan.start_unix_ns),
-        attributes: plan.attributes.iter().map(|(k, v)| key_value(k, v)).collect(),
-        events: plan
-            .events
-            .iter()
-            .map(|e| span::Event {
-                time_unix_nano: e.time_unix_ns,
-                name: e.name.to_string(),
-                attributes: e.attributes.iter().map(|(k, v)| key_value(k, v)).collect(),
-                dropped_attributes_count: 0,
-            })
-            .collect(),
-        dropped_events_count: plan.dropped_events,
-        status: Some(match &plan.status {
-            SpanStatus::Unset => Status { code: status::StatusCode::Unset as i32, message: String::new() },
-            SpanStatus::Error(message) => Status { code: status::StatusCode::Error as i32, message: message.clone() },
-        }),
-        ..Default::default()
-    }
-}
-
-pub(crate) fn trace_request(resource: &Resource, spans: &[SpanPlan]) -> ExportTraceServiceRequest {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(resource.clone()),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(scope()),
-                spans: spans.iter().map(span_message).collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-}
-
-/// A cumulative metrics export of a registry snapshot; also returns the number of data points.
-pub(crate) fn metrics_request(
-    resource: &Resource,
-    snapshot: &[MetricSnapshot],
-    start_unix_ns: u64,
-    now_unix_ns: u64,
-) -> (ExportMetricsServiceRequest, u64) {
-    let mut points = 0u64;
-    let mut metrics = Vec::new();
-    for m in snapshot.iter().filter(|m| !m.series.is_empty()) {
-        let def = m.def;
-        let attributes =
-            |labels: &[(&'static str, String)]| labels.iter().map(|(k, v)| string_kv(k, v)).collect::<Vec<_>>();
-        let data = match def.instrument {
-            Instrument::Counter => metric::Data::Sum(Sum {
-                data_points: m
-                    .series
-                    .iter()
-                    .filter_map(|s| match &s.value {
-                        SeriesValue::Counter(c) => Some(NumberDataPoint {
-                            attributes: attributes(&s.labels),
-                            start_time_unix_nano: start_unix_ns,
-                            time_unix_nano: now_unix_ns,
-                            value: Some(number_data_point::Value::AsInt(i64::try_from(*c).unwrap_or(i64::MAX))),
-                            ..Default::default()
-                        }),
-                        SeriesValue::Histogram { .. } => None,
-                    })
-                    .collect(),
-                aggregation_temporality: AggregationTemporality::Cumulative as i32,
-                is_monotonic: true,
-            }),
-            Instrument::Histogram(bounds) => metric::Data::Histogram(Histogram {
-                data_points: m
-                    .series
-                    .iter()
-                    .filter_map(|s| match &s.value {
-                        SeriesValue::Histogram { bucket_counts, sum, count, min, max } => Some(HistogramDataPoint {
-                            attributes: attributes(&s.labels),
-                            start_time_unix_nano: start_unix_ns,
-                            time_unix_nano: now_unix_ns,
-                            count: *count,
-                            sum: Some(*sum),
-                            bucket_counts: bucket_counts.clone(),
-                            explicit_bounds: bounds.to_vec(),
-                            min: (*count > 0).then_some(*min),
-                            max: (*count > 0).then_some(*max),
-                            ..Default::default()
-                        }),
-                        SeriesValue::Counter(_) => None,
-                    })
-                    .collect(),
-                aggregation_temporality: AggregationTemporality::Cumulative as i32,
-            }),
-        };
-        points += m.series.len() as u64;
-        metrics.push(Metric {
-            name: def.name.to_string(),
-            description: def.description.to_string(),
-            unit: def.unit.to_string(),
-            data: Some(data),
-            ..Default::default()
-        });
-    }
-    let request = ExportMetricsServiceRequest {
-        resource_metrics: vec![ResourceMetrics {
-            resource: Some(resource.clone()),
-            scope_metrics: vec![ScopeMetrics { scope: Some(scope()), metrics, ..Default::default() }],
-            ..Default::default()
-        }],
-    };
-    (request, points)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Transport.
-// ---------------------------------------------------------------------------------------------
-
-/// Why a send failed.
-#[derive(Debug)]
-enum SendError {
-    /// Worth trying again later (unreachable, overloaded, timed out): spool it.
-    Retryable(String),
-    /// The collector refused the data itself: trying again would fail the same way.
-    Permanent(String),
-}
-
-/// One signal's connection to its collector endpoint.
-struct Sender {
-    signal: Signal,
-    target: OtlpTarget,
-    /// Created lazily inside the runtime; reconnects by itself.
-    grpc: Option<tonic::transport::Channel>,
-}
-
-impl Sender {
-    fn new(signal: Signal, target: OtlpTarget) -> Self {
-        Sender { signal, target, grpc: None }
-    }
-
-    /// Sends one encoded request; `Ok` carries how many items the collector rejected in a partial
-    /// success.
-    async fn send(&mut self, body: &Bytes) -> Result<u64, SendError> {
-        let deadline = self.target.timeout;
-        let result = match self.target.protocol {
-            OtlpProtocol::HttpProtobuf => tokio::time::timeout(deadline, self.send_http(body)).await,
-            OtlpProtocol::Grpc => tokio::time::timeout(deadline, self.send_grpc(body)).await,
-        };
-        result.unwrap_or_else(|_| Err(SendError::Retryable(format!("no answer within {deadline:?}"))))
-    }
-
-    async fn send_http(&self, body: &Bytes) -> Result<u64, SendError> {
-        let uri: http::Uri =
-            self.target.endpoint.parse().map_err(|e| SendError::Permanent(format!("bad endpoint: {e}")))?;
-        let host = uri.host().unwrap_or("localhost").trim_start_matches('[').trim_end_matches(']').to_string();
-        let port = uri.port_u16().unwrap_or(80);
-        let stream = tokio::net::TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| SendError::Retryable(format!("connect to {host}:{port}: {e}")))?;
-        let _ = stream.set_nodelay(true);
-        let (mut request_sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| SendError::Retryable(format!("HTTP handshake: {e}")))?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let authority = uri.authority().map(|a| a.as_str().to_string()).unwrap_or_else(|| format!("{host}:{port}"));
-        let mut builder = http::Request::post(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
-            .header(http::header::HOST, authority)
-            .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .header(http::header::USER_AGENT, concat!("tokentap/", env!("CARGO_PKG_VERSION")));
-        for (name, value) in self.target.headers.iter() {
-            builder = builder.header(name.as_str(), value.as_str());
-        }
-        let request =
-            builder.body(Full::new(body.clone())).map_err(|e| SendError::Permanent(format!("request: {e}")))?;
-        let response =
-            request_sender.send_request(request).await.map_err(|e| SendError::Retryable(format!("HTTP: {e}")))?;
-        let status = response.status();
-        let response_body = response
-            .into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .map_err(|e| SendError::Retryable(format!("reading the answer: {e}")))?;
-        match status.as_u16() {
-            200..=299 => Ok(self.rejected_in(&response_body)),
-            429 | 502 | 503 | 504 => Err(SendError::Retryable(format!("collector answered {status}"))),
-            _ => Err(SendError::Permanent(format!("collector answered {status}"))),
-        }
-    }
-
-    /// Items the collector reported as rejected in a partial success (protobuf answer body).
-    fn rejected_in(&self, body: &[u8]) -> u64 {
-        match self.signal {
-            Signal::Traces => ExportTraceServiceResponse::decode(body)
-                .ok()
-                .and_then(|r| r.partial_success)
-                .map_or(0, |p| p.rejected_spans.max(0) as u64),
-            Signal::Metrics => ExportMetricsServiceResponse::decode(body)
-                .ok()
-                .and_then(|r| r.partial_success)
-                .map_or(0, |p| p.rejected_data_points.max(0) as u64),
-        }
-    }
-
-    fn channel(&mut self) -> Result<tonic::transport::Channel, SendError> {
-        if let Some(channel) = &self.grpc {
-            return Ok(channel.clone());
-        }
-        let endpoint = tonic::transport::Endpoint::from_shared(self.target.endpoint.clone())
-            .map_err(|e| SendError::Permanent(format!("bad endpoint: {e}")))?
-            .connect_timeout(self.target.timeout)
-            .timeout(self.target.timeout);
-        let channel = endpoint.connect_lazy();
-        self.grpc = Some(channel.clone());
-        Ok(channel)
-    }
-
-    fn grpc_request<T>(&self, message: T) -> Result<tonic::Request<T>, SendError> {
-        let mut request = tonic::Request::new(message);
-        for (name, value) in self.target.headers.iter() {
-            let key = tonic::metadata::MetadataKey::from_bytes(name.to_ascii_lowercase().as_bytes())
-                .map_err(|e| SendError::Permanent(format!("header name: {e}")))?;
-            let value = value.parse().map_err(|e| SendError::Permanent(format!("header value: {e}")))?;
-            request.metadata_mut().insert(key, value);
-        }
-        Ok(request)
-    }
-
-    async fn send_grpc(&mut self, body: &Bytes) -> Result<u64, SendError> {
-        let channel = self.channel()?;
-        let result = match self.signal {
-            Signal::Traces => {
-                let message = ExportTraceServiceRequest::decode(body.as_ref())
-                    .map_err(|e| SendError::Permanent(format!("spooled request: {e}")))?;
-                TraceServiceClient::new(channel)
-                    .export(self.grpc_request(message)?)
-                    .await
-                    .map(|r| r.into_inner().partial_success.map_or(0, |p| p.rejected_spans.max(0) as u64))
+impl Link {
+    /// Created inside the export runtime (a gRPC channel needs one).
+    fn new(signal: Signal, target: &OtlpTarget) -> Result<Link, String> {
+        Ok(match target.protocol {
+            OtlpProtocol::HttpProtobuf => {
+                Link::Http(Arc::new(HttpTransport::new(signal, target).map_err(|e| e.to_string())?))
             }
-            Signal::Metrics => {
-                let message = ExportMetricsServiceRequest::decode(body.as_ref())
-                    .map_err(|e| SendError::Permanent(format!("spooled request: {e}")))?;
-                MetricsServiceClient::new(channel)
-                    .export(self.grpc_request(message)?)
-                    .await
-                    .map(|r| r.into_inner().partial_success.map_or(0, |p| p.rejected_data_points.max(0) as u64))
-            }
-        };
-        result.map_err(|status| {
-            use tonic::Code;
-            let text = format!("gRPC {:?}: {}", status.code(), status.message());
-            match status.code() {
-                Code::Cancelled
-                | Code::DeadlineExceeded
-                | Code::ResourceExhausted
-                | Code::Aborted
-                | Code::OutOfRange
-                | Code::Unavailable
-                | Code::DataLoss => SendError::Retryable(text),
-                // The generated client reports a channel that could not connect this way.
-                Code::Unknown if status.message().starts_with("Service was not ready") => SendError::Retryable(text),
-                _ => SendError::Permanent(text),
-            }
+            OtlpProtocol::Grpc => Link::Grpc {
+                channel: transport::grpc_channel(target).map_err(|e| e.to_string())?,
+                metadata: transport::grpc_metadata(&target.headers).map_err(|e| e.to_string())?,
+            },
         })
+    }
+
+    /// Sends one encoded request of `signal`.
+    async fn deliver(&self, signal: Signal, body: Bytes) -> Delivery {
+        match self {
+            Link::Http(http) => http.deliver(body).await,
+            Link::Grpc { channel, metadata } => {
+                let failed = |e: SendError| Delivery::Failed(e);
+                let spooled = |e: prost::DecodeError| SendError::Permanent(format!("spooled request: {e}"));
+                match signal {
+                    Signal::Traces => {
+                        let message = match ExportTraceServiceRequest::decode(body.as_ref()) {
+                            Ok(m) => m,
+                            Err(e) => return failed(spooled(e)),
+                        };
+                        match TraceServiceClient::new(channel.clone()).export(grpc_request(metadata, message)).await {
+                            Ok(r) => Delivery::Delivered {
+                                rejected: r.into_inner().partial_success.map_or(0, |p| p.rejected_spans.max(0) as u64),
+                            },
+                            Err(status) => failed(classify_grpc_status(&status)),
+                        }
+                    }
+                    Signal::Metrics => {
+                        let message = match ExportMetricsServiceRequest::decode(body.as_ref()) {
+                            Ok(m) => m,
+                            Err(e) => return failed(spooled(e)),
+                        };
+                        match MetricsServiceClient::new(channel.clone()).export(grpc_request(metadata, message)).await {
+                            Ok(r) => Delivery::Delivered {
+                                rejected: r
+                                    .into_inner()
+                                    .partial_success
+                                    .map_or(0, |p| p.rejected_data_points.max(0) as u64),
+                            },
+                            Err(status) => failed(classify_grpc_status(&status)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn grpc_request<T>(metadata: &tonic::metadata::MetadataMap, message: T) -> tonic::Request<T> {
+    tonic::Request::from_parts(metadata.clone(), tonic::Extensions::default(), message)
+}
+
+/// The trace export: the SDK's OTLP exporter, and the connection spooled batches are replayed on.
+struct Traces {
+    exporter: opentelemetry_otlp::SpanExporter,
+    /// HTTP: the client the exporter posts through, which reports each attempt.
+    client: Option<SpoolingClient>,
+    link: Link,
+}
+
+impl Traces {
+    /// Builds the exporter; inside the export runtime (the tonic channel is spawned on it).
+    fn new(target: &OtlpTarget, resource: &opentelemetry_sdk::Resource) -> Result<Traces, String> {
+        let link = Link::new(Signal::Traces, target)?;
+        let (mut exporter, client) = match &link {
+            Link::Http(http) => {
+                let client = SpoolingClient::new(http.clone());
+                let headers: HashMap<String, String> = target.headers.iter().cloned().collect();
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(target.endpoint.clone())
+                    .with_timeout(target.timeout)
+                    .with_headers(headers)
+                    .with_http_client(client.clone())
+                    .with_retry_policy(RetryPolicy::disabled())
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                (exporter, Some(client))
+            }
+            Link::Grpc { channel, metadata } => {
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_tonic()
+                    .with_channel(channel.clone())
+                    .with_metadata(metadata.clone())
+                    .with_timeout(target.timeout)
+                    .with_retry_policy(RetryPolicy::disabled())
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                (exporter, None)
+            }
+        };
+        exporter.set_resource(resource);
+        Ok(Traces { exporter, client, link })
+    }
+}
+
+/// The metrics export: the SDK's OTLP exporter (cumulative), and the connection for replay.
+struct MetricsExport {
+    exporter: opentelemetry_otlp::MetricExporter,
+    client: Option<SpoolingClient>,
+    link: Link,
+}
+
+impl MetricsExport {
+    /// Builds the exporter; inside the export runtime.
+    fn new(target: &OtlpTarget) -> Result<MetricsExport, String> {
+        let link = Link::new(Signal::Metrics, target)?;
+        let (exporter, client) = match &link {
+            Link::Http(http) => {
+                let client = SpoolingClient::new(http.clone());
+                let headers: HashMap<String, String> = target.headers.iter().cloned().collect();
+                let exporter = opentelemetry_otlp::MetricExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(target.endpoint.clone())
+                    .with_timeout(target.timeout)
+                    .with_headers(headers)
+                    .with_http_client(client.clone())
+                    .with_retry_policy(RetryPolicy::disabled())
+                    .with_temporality(Temporality::Cumulative)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                (exporter, Some(client))
+            }
+            Link::Grpc { channel, metadata } => {
+                let exporter = opentelemetry_otlp::MetricExporter::builder()
+                    .with_tonic()
+                    .with_channel(channel.clone())
+                    .with_metadata(metadata.clone())
+                    .with_timeout(target.timeout)
+                    .with_retry_policy(RetryPolicy::disabled())
+                    .with_temporality(Temporality::Cumulative)
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                (exporter, None)
+            }
+        };
+        Ok(MetricsExport { exporter, client, link })
+    }
+}
+
+/// What became of one SDK export, and the encoded request to spool if it is worth another try.
+struct Outcome {
+    delivery: Delivery,
+    body: Option<Bytes>,
+}
+
+/// Runs one SDK export. Over HTTP our client reports what happened and hands back the exact bytes
+/// the SDK sent; over gRPC the SDK's error is classified and a request worth retrying is encoded
+/// here (`encode`, the same transform the exporter uses).
+async fn through_sdk(
+    client: Option<&SpoolingClient>,
+    export: impl Future<Output = OTelSdkResult>,
+    encode: impl FnOnce() -> Bytes,
+) -> Outcome {
+    match client {
+        Some(client) => {
+            let _ = client.take_attempt();
+            let result = export.await;
+            match client.take_attempt() {
+                Some(Attempt { body, delivery }) => Outcome { delivery, body: Some(body) },
+                // The exporter gave up before sending (for example a request over its size cap).
+                None => Outcome {
+                    delivery: Delivery::Failed(SendError::Permanent(match result {
+                        Ok(()) => "the exporter sent nothing".into(),
+                        Err(e) => e.to_string(),
+                    })),
+                    body: None,
+                },
+            }
+        }
+        // The SDK does not report a gRPC partial success (it logs it).
+        None => match export.await {
+            Ok(()) => Outcome { delivery: Delivery::Delivered { rejected: 0 }, body: None },
+            Err(e) => {
+                let failure = classify_grpc_failure(&e.to_string());
+                let body = matches!(failure, SendError::Retryable(_)).then(encode);
+                Outcome { delivery: Delivery::Failed(failure), body }
+            }
+        },
     }
 }
 
@@ -392,17 +260,39 @@ impl Sender {
 struct Exporter {
     telemetry: Arc<Metrics>,
     settings: OtlpSettings,
-    resource: Resource,
-    traces: Option<Sender>,
-    metrics: Option<Sender>,
+    /// The resource of the spans (the metrics' is the meter provider's).
+    sdk_resource: opentelemetry_sdk::Resource,
+    scope: InstrumentationScope,
+    traces: Option<Traces>,
+    metrics: Option<MetricsExport>,
     spool: Option<Spool>,
     /// When the spool may be tried again, and the current backoff.
     retry_at: Option<Instant>,
     backoff: Duration,
 }
 
+/// Builds one signal's connection, or logs why that signal is not exported.
+fn or_off<T>(telemetry: &Metrics, signal: Signal, built: Option<Result<T, String>>) -> Option<T> {
+    match built? {
+        Ok(t) => Some(t),
+        Err(reason) => {
+            tracing::error!(signal = signal.as_str(), reason, "OpenTelemetry export cannot start; this signal is off");
+            telemetry.stats.set_last_error(&reason);
+            None
+        }
+    }
+}
+
 /// Runs the export loop until the span channel closes (the process is ending).
-pub(crate) fn run(telemetry: Arc<Metrics>, settings: OtlpSettings, spool: Option<Spool>, rx: Receiver<Vec<SpanPlan>>) {
+/// What the export thread is handed.
+pub(crate) enum ExportItem {
+    /// One record's spans.
+    Spans(Vec<SpanPlan>),
+    /// Export the batch and the metrics now, then signal (shutdown).
+    Flush(std::sync::mpsc::SyncSender<()>),
+}
+
+pub(crate) fn run(telemetry: Arc<Metrics>, settings: OtlpSettings, spool: Option<Spool>, rx: Receiver<ExportItem>) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -410,15 +300,24 @@ pub(crate) fn run(telemetry: Arc<Metrics>, settings: OtlpSettings, spool: Option
             return;
         }
     };
-    let resource = resource(&settings, &telemetry.instance_id);
+    let pairs = spans::resource_pairs(&settings, &telemetry.instance_id);
+    let sdk_resource = spans::sdk_resource(&pairs);
+    // The tonic channels are spawned on this runtime, so they are built inside it.
+    let (traces, metrics) = {
+        let _inside = runtime.enter();
+        let traces = settings.traces.as_ref().map(|t| Traces::new(t, &sdk_resource));
+        let metrics = settings.metrics.as_ref().map(MetricsExport::new);
+        (or_off(&telemetry, Signal::Traces, traces), or_off(&telemetry, Signal::Metrics, metrics))
+    };
     let mut exporter = Exporter {
-        traces: settings.traces.clone().map(|t| Sender::new(Signal::Traces, t)),
-        metrics: settings.metrics.clone().map(|t| Sender::new(Signal::Metrics, t)),
+        traces,
+        metrics,
         backoff: settings.retry_initial,
         retry_at: spool.as_ref().filter(|s| !s.is_empty()).map(|_| Instant::now()),
         telemetry,
         settings,
-        resource,
+        sdk_resource,
+        scope: spans::scope(),
         spool,
     };
     exporter.publish_spool_state();
@@ -437,10 +336,21 @@ pub(crate) fn run(telemetry: Arc<Metrics>, settings: OtlpSettings, spool: Option
             wake = wake.min(r);
         }
         match rx.recv_timeout(wake.saturating_duration_since(now)) {
-            Ok(spans) => {
+            Ok(ExportItem::Spans(spans)) => {
                 batch.extend(spans);
                 batch_records += 1;
                 batch_deadline.get_or_insert_with(|| Instant::now() + exporter.settings.batch_delay);
+            }
+            Ok(ExportItem::Flush(done)) => {
+                if !batch.is_empty() {
+                    runtime.block_on(exporter.export_spans(std::mem::take(&mut batch)));
+                }
+                batch_records = 0;
+                batch_deadline = None;
+                runtime.block_on(exporter.export_metrics());
+                next_metrics = Instant::now() + exporter.settings.metrics_interval;
+                let _ = done.try_send(());
+                continue;
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
@@ -467,47 +377,77 @@ pub(crate) fn run(telemetry: Arc<Metrics>, settings: OtlpSettings, spool: Option
 }
 
 impl Exporter {
-    fn sender(&mut self, signal: Signal) -> Option<&mut Sender> {
+    fn link(&self, signal: Signal) -> Option<&Link> {
         match signal {
-            Signal::Traces => self.traces.as_mut(),
-            Signal::Metrics => self.metrics.as_mut(),
+            Signal::Traces => self.traces.as_ref().map(|t| &t.link),
+            Signal::Metrics => self.metrics.as_ref().map(|m| &m.link),
         }
     }
 
-    async fn export_spans(&mut self, spans: Vec<SpanPlan>) {
-        if spans.is_empty() || self.traces.is_none() {
+    fn has_backlog(&self) -> bool {
+        self.spool.as_ref().is_some_and(|s| !s.is_empty())
+    }
+
+    /// The OTLP request the SDK's exporter sends for `spans` (the same transform), encoded.
+    fn encode_spans(&self, spans: Vec<SpanData>) -> Bytes {
+        let resource = ResourceAttributesWithSchema::from(&self.sdk_resource);
+        let request = ExportTraceServiceRequest { resource_spans: group_spans_by_resource_and_scope(spans, &resource) };
+        Bytes::from(request.encode_to_vec())
+    }
+
+    /// Exports a batch through the SDK, unless older data waits in the spool (then it joins the
+    /// queue behind it, so the collector sees data roughly in order and one probe decides
+    /// whether it is back).
+    async fn export_spans(&mut self, plans: Vec<SpanPlan>) {
+        if plans.is_empty() || self.traces.is_none() {
             return;
         }
-        let items = spans.len() as u64;
-        let body = Bytes::from(trace_request(&self.resource, &spans).encode_to_vec());
-        self.deliver(Signal::Traces, items, body).await;
+        let items = plans.len() as u64;
+        let spans: Vec<SpanData> = plans.iter().map(|p| spans::span_data(p, &self.scope)).collect();
+        if self.has_backlog() {
+            let body = self.encode_spans(spans);
+            return self.spool_export(Signal::Traces, items, &body);
+        }
+        let Some(traces) = self.traces.as_ref() else { return };
+        let kept = traces.client.is_none().then(|| spans.clone());
+        let outcome = through_sdk(traces.client.as_ref(), traces.exporter.export(spans), || {
+            self.encode_spans(kept.unwrap_or_default())
+        })
+        .await;
+        self.settle(Signal::Traces, items, outcome);
     }
 
+    /// Counts an export's outcome; spools it when it is worth another try.
+    fn settle(&mut self, signal: Signal, items: u64, outcome: Outcome) {
+        match outcome.delivery {
+            Delivery::Delivered { rejected } => self.delivered(signal, items, rejected),
+            Delivery::Failed(SendError::Permanent(reason)) => self.rejected(signal, items, &reason),
+            Delivery::Failed(SendError::Retryable(reason)) => {
+                self.unreachable(&reason);
+                match &outcome.body {
+                    Some(body) => self.spool_export(signal, items, body),
+                    None => self.telemetry.stats.count_dropped(signal, items, DropReason::SpoolFull),
+                }
+            }
+        }
+    }
+
+    /// Collects the metrics (cumulative) and exports them through the SDK, or spools them behind
+    /// a backlog.
     async fn export_metrics(&mut self) {
-        if self.metrics.is_none() {
-            return;
-        }
-        let snapshot = self.telemetry.snapshot();
-        let (request, points) = metrics_request(&self.resource, &snapshot, self.telemetry.start_unix_ns, now_unix_ns());
+        let Some(metrics) = self.metrics.as_ref() else { return };
+        let Some(rm) = self.telemetry.registry.collect_otlp() else { return };
+        let points = registry::data_points(&rm);
         if points == 0 {
             return;
         }
-        self.deliver(Signal::Metrics, points, Bytes::from(request.encode_to_vec())).await;
-    }
-
-    /// Sends now, unless older data waits in the spool (then this joins the queue behind it, so
-    /// the collector sees data roughly in order and one probe decides whether it is back).
-    async fn deliver(&mut self, signal: Signal, items: u64, body: Bytes) {
-        let backlog = self.spool.as_ref().is_some_and(|s| !s.is_empty());
-        if !backlog {
-            let Some(sender) = self.sender(signal) else { return };
-            match sender.send(&body).await {
-                Ok(rejected) => return self.delivered(signal, items, rejected),
-                Err(SendError::Permanent(reason)) => return self.rejected(signal, items, &reason),
-                Err(SendError::Retryable(reason)) => self.unreachable(&reason),
-            }
+        let encode = |rm: &ResourceMetrics| Bytes::from(ExportMetricsServiceRequest::from(rm).encode_to_vec());
+        if self.has_backlog() {
+            let body = encode(&rm);
+            return self.spool_export(Signal::Metrics, points, &body);
         }
-        self.spool_export(signal, items, &body);
+        let outcome = through_sdk(metrics.client.as_ref(), metrics.exporter.export(&rm), || encode(&rm)).await;
+        self.settle(Signal::Metrics, points, outcome);
     }
 
     /// Replays the spool, oldest first, until it is empty or the collector fails again.
@@ -523,26 +463,25 @@ impl Exporter {
                 }
                 Some(Ok(found)) => found,
             };
-            let body = Bytes::from(bytes);
-            let result = match self.sender(entry.signal) {
-                Some(sender) => sender.send(&body).await,
+            let delivery = match self.link(entry.signal) {
+                Some(link) => link.deliver(entry.signal, Bytes::from(bytes)).await,
                 // The signal was switched off since this was spooled.
-                None => Err(SendError::Permanent("signal no longer exported".into())),
+                None => Delivery::Failed(SendError::Permanent("signal no longer exported".into())),
             };
-            match result {
-                Ok(rejected) => {
+            match delivery {
+                Delivery::Delivered { rejected } => {
                     if let Some(spool) = self.spool.as_mut() {
                         spool.pop_oldest();
                     }
                     self.delivered(entry.signal, entry.items, rejected);
                 }
-                Err(SendError::Permanent(reason)) => {
+                Delivery::Failed(SendError::Permanent(reason)) => {
                     if let Some(spool) = self.spool.as_mut() {
                         spool.pop_oldest();
                     }
                     self.rejected(entry.signal, entry.items, &reason);
                 }
-                Err(SendError::Retryable(reason)) => {
+                Delivery::Failed(SendError::Retryable(reason)) => {
                     self.unreachable(&reason);
                     break;
                 }

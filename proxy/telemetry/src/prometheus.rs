@@ -46,7 +46,7 @@ fn number(v: f64) -> String {
     }
 }
 
-fn labels_text(labels: &[(&'static str, String)], extra: Option<(&str, &str)>) -> String {
+fn labels_text(labels: &[(String, String)], extra: Option<(&str, &str)>) -> String {
     let mut out = String::new();
     let mut first = true;
     for (k, v) in labels.iter().map(|(k, v)| (label_name(k), v.as_str())).chain(extra.map(|(k, v)| (k.to_string(), v)))
@@ -107,11 +107,11 @@ pub fn render(snapshot: &[MetricSnapshot]) -> String {
 mod tests {
     use super::*;
     use crate::conventions::{attr, MetricId};
-    use crate::registry::MetricRegistry;
+    use crate::registry::tests::registry;
 
     #[test]
     fn histogram_lines_are_cumulative_and_end_with_inf() {
-        let registry = MetricRegistry::new(10);
+        let registry = registry(10);
         let labels = vec![(attr::REQUEST_MODEL, "m\"x".to_string())];
         registry.add(MetricId::TtftAnswer, &labels, 0.003);
         registry.add(MetricId::TtftAnswer, &labels, 0.3);

@@ -1,14 +1,31 @@
-//! The aggregated metrics: cumulative histograms and counters per label set, fed by the finalize
-//! worker and read by the Prometheus endpoint and the OTLP metric export alike, so both show the
-//! same numbers.
+//! The metrics: OpenTelemetry SDK instruments made from the metric table, read by the Prometheus
+//! endpoint and by the OTLP metric export alike (two cumulative readers of one meter provider),
+//! so both show the same numbers.
 //!
 //! Label values come partly from requests (the model name), so the number of series per metric is
-//! capped: past the cap, new label sets are folded into one series whose model is `_OTHER`.
+//! capped in front of the SDK: past the cap, new label sets are folded into one series whose model
+//! is `_OTHER`. Counters kept elsewhere (the record pipeline's drops, the export counters) are
+//! observable counters, read when a reader collects.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, ObservableCounter};
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
+use opentelemetry_sdk::metrics::reader::MetricReader;
+use opentelemetry_sdk::metrics::{
+    Instrument as SdkInstrument, InstrumentKind, ManualReader, Pipeline, SdkMeterProvider, Stream, Temporality,
+};
+use opentelemetry_sdk::Resource;
 
 use crate::conventions::{attr, Instrument, Labels, MetricDef, MetricId, Observation, METRICS};
+use crate::metrics::PipelineCounters;
+use crate::spool::Signal;
+use crate::stats::{DropReason, ExportStats};
 
 /// A series' state.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,10 +41,10 @@ pub enum SeriesValue {
     },
 }
 
-/// One series of a snapshot.
+/// One series of a snapshot: attribute key → value, sorted by key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeriesSnapshot {
-    pub labels: Labels,
+    pub labels: Vec<(String, String)>,
     pub value: SeriesValue,
 }
 
@@ -38,138 +55,360 @@ pub struct MetricSnapshot {
     pub series: Vec<SeriesSnapshot>,
 }
 
+/// A cumulative `ManualReader` the registry keeps a handle on after giving it to the provider.
+#[derive(Debug, Clone)]
+struct SharedReader(Arc<ManualReader>);
+
+impl SharedReader {
+    fn new() -> SharedReader {
+        SharedReader(Arc::new(ManualReader::builder().with_temporality(Temporality::Cumulative).build()))
+    }
+}
+
+impl MetricReader for SharedReader {
+    fn register_pipeline(&self, pipeline: Weak<Pipeline>) {
+        self.0.register_pipeline(pipeline)
+    }
+    fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+    fn temporality(&self, kind: InstrumentKind) -> Temporality {
+        self.0.temporality(kind)
+    }
+}
+
+enum Recorder {
+    Histogram(Histogram<f64>),
+    Counter(Counter<u64>),
+    /// Observed from counters kept elsewhere, by the callback registered with the instrument.
+    Observed,
+}
+
+/// The label sets seen per metric, for the cap.
 #[derive(Debug, Default)]
-struct Inner {
-    series: HashMap<MetricId, BTreeMap<Labels, SeriesValue>>,
+struct SeriesCap {
+    seen: HashMap<MetricId, HashSet<Labels>>,
     folded: u64,
 }
 
-/// The metric store.
-#[derive(Debug)]
+/// Where the observable counters read from.
+pub struct ObservedSources {
+    pub pipeline: Arc<dyn PipelineCounters>,
+    pub stats: Arc<ExportStats>,
+}
+
+/// The metric instruments and their readers.
 pub struct MetricRegistry {
-    inner: Mutex<Inner>,
+    /// Kept for the instruments' lifetime (dropping the last handle shuts the readers down).
+    _provider: SdkMeterProvider,
+    /// Indexed by `MetricId as usize`.
+    recorders: Vec<Recorder>,
+    /// The observable counters' handles, kept with the provider.
+    _observed: Vec<ObservableCounter<u64>>,
+    prometheus: SharedReader,
+    otlp: Option<SharedReader>,
+    cap: Mutex<SeriesCap>,
     max_series_per_metric: usize,
 }
 
-fn new_value(def: &MetricDef) -> SeriesValue {
-    match def.instrument {
-        Instrument::Counter => SeriesValue::Counter(0),
-        Instrument::Histogram(bounds) => SeriesValue::Histogram {
-            bucket_counts: vec![0; bounds.len() + 1],
-            sum: 0.0,
-            count: 0,
-            min: f64::INFINITY,
-            max: f64::NEG_INFINITY,
-        },
+impl fmt::Debug for MetricRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MetricRegistry")
+            .field("max_series_per_metric", &self.max_series_per_metric)
+            .field("otlp", &self.otlp.is_some())
+            .finish_non_exhaustive()
     }
 }
 
-/// Index of the bucket `value` falls in: the first boundary it does not exceed (upper bounds are
-/// inclusive, as in both OTLP and Prometheus), or the last (+Inf) bucket.
-pub fn bucket_index(bounds: &[f64], value: f64) -> usize {
-    bounds.iter().position(|b| value <= *b).unwrap_or(bounds.len())
+fn key_values(labels: &Labels) -> Vec<KeyValue> {
+    labels.iter().map(|(k, v)| KeyValue::new(*k, v.clone())).collect()
+}
+
+/// The current value of one of the counters kept elsewhere, per label set.
+fn observed_values(id: MetricId, sources: &ObservedSources) -> Vec<(u64, Vec<KeyValue>)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    if id == MetricId::RecordsDropped {
+        return vec![(sources.pipeline.records_dropped(), Vec::new())];
+    }
+    let mut out = Vec::new();
+    for (signal, c) in [(Signal::Traces, &sources.stats.spans), (Signal::Metrics, &sources.stats.metric_points)] {
+        let signal_kv = KeyValue::new(attr::SIGNAL, signal.as_str());
+        match id {
+            MetricId::TelemetryExported => out.push((c.exported.load(Relaxed), vec![signal_kv])),
+            MetricId::TelemetrySpooled => out.push((c.spooled.load(Relaxed), vec![signal_kv])),
+            MetricId::TelemetryDropped => {
+                for (reason, counter) in [
+                    (DropReason::QueueFull, &c.dropped_queue_full),
+                    (DropReason::SpoolFull, &c.dropped_spool_full),
+                    (DropReason::Rejected, &c.rejected),
+                ] {
+                    let reason_kv = KeyValue::new(attr::DROP_REASON, reason.as_str());
+                    out.push((counter.load(Relaxed), vec![signal_kv.clone(), reason_kv]));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn is_observed(id: MetricId) -> bool {
+    matches!(
+        id,
+        MetricId::RecordsDropped
+            | MetricId::TelemetryExported
+            | MetricId::TelemetrySpooled
+            | MetricId::TelemetryDropped
+    )
+}
+
+fn recorder(
+    meter: &Meter,
+    def: &'static MetricDef,
+    sources: &Arc<ObservedSources>,
+    observed: &mut Vec<ObservableCounter<u64>>,
+) -> Recorder {
+    match def.instrument {
+        Instrument::Histogram(bounds) => Recorder::Histogram(
+            meter
+                .f64_histogram(def.name)
+                .with_unit(def.unit)
+                .with_description(def.description)
+                .with_boundaries(bounds.to_vec())
+                .build(),
+        ),
+        Instrument::Counter if is_observed(def.id) => {
+            let sources = sources.clone();
+            let id = def.id;
+            observed.push(
+                meter
+                    .u64_observable_counter(def.name)
+                    .with_unit(def.unit)
+                    .with_description(def.description)
+                    .with_callback(move |observer| {
+                        for (value, attributes) in observed_values(id, &sources) {
+                            observer.observe(value, &attributes);
+                        }
+                    })
+                    .build(),
+            );
+            Recorder::Observed
+        }
+        Instrument::Counter => {
+            Recorder::Counter(meter.u64_counter(def.name).with_unit(def.unit).with_description(def.description).build())
+        }
+    }
 }
 
 impl MetricRegistry {
-    pub fn new(max_series_per_metric: usize) -> Self {
-        Self { inner: Mutex::new(Inner::default()), max_series_per_metric: max_series_per_metric.max(1) }
+    /// The instruments of the metric table, with a reader for `/metrics` and, when `otlp` is
+    /// given (the resource of the exports), one for the OTLP export.
+    pub fn new(max_series_per_metric: usize, otlp: Option<Resource>, sources: ObservedSources) -> Self {
+        let max_series_per_metric = max_series_per_metric.max(1);
+        let prometheus = SharedReader::new();
+        let otlp_reader = otlp.as_ref().map(|_| SharedReader::new());
+        // Room for the capped series and the `_OTHER` ones they fold into.
+        let cardinality_limit = max_series_per_metric.saturating_mul(2).max(2000);
+        let mut builder =
+            SdkMeterProvider::builder().with_reader(prometheus.clone()).with_view(move |_: &SdkInstrument| {
+                Stream::builder().with_cardinality_limit(cardinality_limit).build().ok()
+            });
+        if let Some(reader) = &otlp_reader {
+            builder = builder.with_reader(reader.clone());
+        }
+        if let Some(resource) = otlp {
+            builder = builder.with_resource(resource);
+        }
+        let provider = builder.build();
+        let meter = provider.meter_with_scope(crate::spans::scope());
+        let sources = Arc::new(sources);
+        let mut observed = Vec::new();
+        let recorders = METRICS.iter().map(|def| recorder(&meter, def, &sources, &mut observed)).collect();
+        MetricRegistry {
+            _provider: provider,
+            recorders,
+            _observed: observed,
+            prometheus,
+            otlp: otlp_reader,
+            cap: Mutex::new(SeriesCap::default()),
+            max_series_per_metric,
+        }
     }
 
-    /// Adds observations (one record's worth, typically) under one lock.
+    /// The label set to record `labels` under: itself, or past the cap its `_OTHER` fold.
+    fn capped(cap: &mut SeriesCap, max_series: usize, metric: MetricId, labels: &Labels) -> Option<Labels> {
+        let seen = cap.seen.entry(metric).or_default();
+        if seen.contains(labels) {
+            return None;
+        }
+        if seen.len() < max_series {
+            seen.insert(labels.clone());
+            return None;
+        }
+        cap.folded += 1;
+        let folded: Labels = labels
+            .iter()
+            .map(|(k, v)| (*k, if *k == attr::REQUEST_MODEL { "_OTHER".to_string() } else { v.clone() }))
+            .collect();
+        seen.insert(folded.clone());
+        Some(folded)
+    }
+
+    /// Adds observations (one record's worth, typically).
     pub fn record(&self, observations: &[Observation]) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cap = self.cap.lock().unwrap_or_else(|e| e.into_inner());
         for o in observations {
-            Self::add_locked(&mut inner, self.max_series_per_metric, o.metric, &o.labels, o.value);
+            let folded = Self::capped(&mut cap, self.max_series_per_metric, o.metric, &o.labels);
+            self.record_one(o.metric, folded.as_ref().unwrap_or(&o.labels), o.value);
         }
     }
 
     /// Adds to a counter (or observes a histogram value) directly.
     pub fn add(&self, metric: MetricId, labels: &Labels, value: f64) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        Self::add_locked(&mut inner, self.max_series_per_metric, metric, labels, value);
+        self.record(&[Observation { metric, labels: labels.clone(), value }]);
     }
 
-    fn add_locked(inner: &mut Inner, max_series: usize, metric: MetricId, labels: &Labels, value: f64) {
-        let def = metric.def();
-        let series = inner.series.entry(metric).or_default();
-        let key = if series.contains_key(labels) || series.len() < max_series {
-            labels.clone()
-        } else {
-            // Over the cap: fold into one series per metric whose model is `_OTHER`.
-            let folded: Labels = labels
-                .iter()
-                .map(|(k, v)| (*k, if *k == attr::REQUEST_MODEL { "_OTHER".to_string() } else { v.clone() }))
-                .collect();
-            inner.folded += 1;
-            folded
-        };
-        let entry = series.entry(key).or_insert_with(|| new_value(def));
-        match (entry, def.instrument) {
-            (SeriesValue::Counter(c), _) => *c = c.saturating_add(value.round() as u64),
-            (SeriesValue::Histogram { bucket_counts, sum, count, min, max }, Instrument::Histogram(bounds)) => {
-                bucket_counts[bucket_index(bounds, value)] += 1;
-                *sum += value;
-                *count += 1;
-                *min = min.min(value);
-                *max = max.max(value);
-            }
-            (SeriesValue::Histogram { .. }, Instrument::Counter) => {}
-        }
-    }
-
-    /// Sets a counter to an absolute value kept elsewhere (for example the finalize queue's drop
-    /// counter). Counters only go up; a smaller value is ignored.
-    pub fn set_counter(&self, metric: MetricId, labels: &Labels, value: u64) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = inner.series.entry(metric).or_default().entry(labels.clone()).or_insert(SeriesValue::Counter(0));
-        if let SeriesValue::Counter(c) = entry {
-            *c = (*c).max(value);
+    fn record_one(&self, metric: MetricId, labels: &Labels, value: f64) {
+        match &self.recorders[metric as usize] {
+            Recorder::Histogram(h) => h.record(value, &key_values(labels)),
+            Recorder::Counter(c) => c.add(value.round() as u64, &key_values(labels)),
+            Recorder::Observed => {}
         }
     }
 
     /// Observations folded into `_OTHER` series because of the series cap.
     pub fn folded(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).folded
+        self.cap.lock().unwrap_or_else(|e| e.into_inner()).folded
+    }
+
+    /// What the OTLP reader collects now; `None` without an OTLP export.
+    pub(crate) fn collect_otlp(&self) -> Option<ResourceMetrics> {
+        let reader = self.otlp.as_ref()?;
+        let mut rm = ResourceMetrics::default();
+        match reader.collect(&mut rm) {
+            Ok(()) => Some(rm),
+            Err(e) => {
+                tracing::warn!(error = %e, "collecting metrics for OTLP failed");
+                None
+            }
+        }
     }
 
     /// Every metric of the table, in table order, with its series sorted by labels.
     pub fn snapshot(&self) -> Vec<MetricSnapshot> {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rm = ResourceMetrics::default();
+        if let Err(e) = self.prometheus.collect(&mut rm) {
+            tracing::warn!(error = %e, "collecting metrics failed");
+        }
+        let mut by_name: HashMap<String, Vec<SeriesSnapshot>> = HashMap::new();
+        for sm in rm.scope_metrics() {
+            for m in sm.metrics() {
+                by_name.entry(m.name().to_string()).or_default().extend(series_of(m.data()));
+            }
+        }
         METRICS
             .iter()
-            .map(|def| MetricSnapshot {
-                def,
-                series: inner
-                    .series
-                    .get(&def.id)
-                    .map(|s| {
-                        s.iter()
-                            .map(|(labels, value)| SeriesSnapshot { labels: labels.clone(), value: value.clone() })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+            .map(|def| {
+                let mut series = by_name.remove(def.name).unwrap_or_default();
+                series.sort_by(|a, b| a.labels.cmp(&b.labels));
+                MetricSnapshot { def, series }
             })
             .collect()
     }
 }
 
+fn labels_of<'a>(attributes: impl Iterator<Item = &'a KeyValue>) -> Vec<(String, String)> {
+    let mut labels: Vec<(String, String)> =
+        attributes.map(|kv| (kv.key.as_str().to_string(), kv.value.as_str().into_owned())).collect();
+    labels.sort();
+    labels
+}
+
+/// Data points of histograms (f64) and counters (u64), the only kinds the table has.
+fn series_of(data: &AggregatedMetrics) -> Vec<SeriesSnapshot> {
+    match data {
+        AggregatedMetrics::F64(MetricData::Histogram(h)) => h
+            .data_points()
+            .map(|dp| SeriesSnapshot {
+                labels: labels_of(dp.attributes()),
+                value: SeriesValue::Histogram {
+                    bucket_counts: dp.bucket_counts().collect(),
+                    sum: dp.sum(),
+                    count: dp.count(),
+                    min: dp.min().unwrap_or(f64::INFINITY),
+                    max: dp.max().unwrap_or(f64::NEG_INFINITY),
+                },
+            })
+            .collect(),
+        AggregatedMetrics::U64(MetricData::Sum(s)) => s
+            .data_points()
+            .map(|dp| SeriesSnapshot { labels: labels_of(dp.attributes()), value: SeriesValue::Counter(dp.value()) })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Data points in a collection (the items counted for the export counters).
+pub(crate) fn data_points(rm: &ResourceMetrics) -> u64 {
+    let mut n = 0usize;
+    for sm in rm.scope_metrics() {
+        for m in sm.metrics() {
+            n += match m.data() {
+                AggregatedMetrics::F64(MetricData::Histogram(h)) => h.data_points().count(),
+                AggregatedMetrics::U64(MetricData::Sum(s)) => s.data_points().count(),
+                AggregatedMetrics::F64(MetricData::Sum(s)) => s.data_points().count(),
+                AggregatedMetrics::I64(MetricData::Sum(s)) => s.data_points().count(),
+                _ => 0,
+            };
+        }
+    }
+    n as u64
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    struct NoPipeline;
+    impl PipelineCounters for NoPipeline {
+        fn records_dropped(&self) -> u64 {
+            7
+        }
+    }
+
+    pub(crate) fn registry(max_series: usize) -> MetricRegistry {
+        MetricRegistry::new(
+            max_series,
+            None,
+            ObservedSources { pipeline: Arc::new(NoPipeline), stats: Arc::new(ExportStats::default()) },
+        )
+    }
 
     #[test]
     fn histogram_buckets_have_inclusive_upper_bounds() {
-        let bounds = [0.1, 0.5, 1.0];
-        assert_eq!(bucket_index(&bounds, 0.05), 0);
-        assert_eq!(bucket_index(&bounds, 0.1), 0);
-        assert_eq!(bucket_index(&bounds, 0.2), 1);
-        assert_eq!(bucket_index(&bounds, 1.0), 2);
-        assert_eq!(bucket_index(&bounds, 7.0), 3);
+        let registry = registry(10);
+        // TTFT_BUCKETS start 0.001, 0.005, 0.01.
+        for v in [0.0005, 0.001, 0.002, 0.005, 100.0] {
+            registry.add(MetricId::TtftAnswer, &vec![], v);
+        }
+        let snapshot = registry.snapshot();
+        let SeriesValue::Histogram { bucket_counts, .. } = &snapshot[MetricId::TtftAnswer as usize].series[0].value
+        else {
+            panic!("not a histogram")
+        };
+        assert_eq!(&bucket_counts[..3], &[2, 2, 0]);
+        assert_eq!(*bucket_counts.last().unwrap(), 1);
     }
 
     #[test]
     fn series_are_capped_and_folded() {
-        let registry = MetricRegistry::new(2);
+        let registry = registry(2);
         for model in ["a", "b", "c", "d"] {
             let labels = vec![(attr::REQUEST_MODEL, model.to_string())];
             registry.add(MetricId::Requests, &labels, 1.0);
@@ -184,7 +423,7 @@ mod tests {
 
     #[test]
     fn snapshot_lists_every_metric_of_the_table() {
-        let registry = MetricRegistry::new(10);
+        let registry = registry(10);
         registry.add(MetricId::TtftAnswer, &vec![], 0.3);
         registry.add(MetricId::TtftAnswer, &vec![], 0.7);
         let snapshot = registry.snapshot();
@@ -199,5 +438,9 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // The counters kept elsewhere are observed: records dropped, and every export counter.
+        let dropped = &snapshot[MetricId::RecordsDropped as usize];
+        assert_eq!(dropped.series, vec![SeriesSnapshot { labels: vec![], value: SeriesValue::Counter(7) }]);
+        assert_eq!(snapshot[MetricId::TelemetryDropped as usize].series.len(), 6);
     }
 }

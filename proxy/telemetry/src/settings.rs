@@ -58,6 +58,8 @@ pub struct OtlpTarget {
     pub endpoint: String,
     pub headers: SecretHeaders,
     pub timeout: Duration,
+    /// PEM file of CA certificates trusted for an https:// endpoint, besides the public roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Validated export settings; present only when export is on.

@@ -4,17 +4,17 @@
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokentap_record::{Record, SloConfig};
 
-use crate::conventions::{self, SpanOptions, SpanPlan};
+use crate::conventions::{self, SpanOptions};
 use crate::metrics::Metrics;
-use crate::registry::{MetricRegistry, MetricSnapshot};
+use crate::otlp::ExportItem;
+use crate::registry::{MetricRegistry, MetricSnapshot, ObservedSources};
 use crate::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget};
 use crate::spool::{Signal, Spool};
 use crate::stats::{DropReason, ExportError, ExportStats};
-use crate::{otlp, prometheus};
+use crate::{otlp, prometheus, spans};
 
 pub use crate::metrics::PipelineCounters;
 
@@ -22,7 +22,10 @@ pub use crate::metrics::PipelineCounters;
 pub struct Telemetry {
     metrics: Arc<Metrics>,
     span_options: SpanOptions,
-    spans_tx: Option<SyncSender<Vec<SpanPlan>>>,
+    /// To the export thread (when OTLP export is on).
+    export_tx: Option<SyncSender<ExportItem>>,
+    /// Whether spans are exported (traces may be off while metrics go out).
+    traces_on: bool,
     /// Where each signal goes (for the health endpoint; never the headers).
     otlp_summary: Option<serde_json::Value>,
     prometheus_enabled: bool,
@@ -52,19 +55,27 @@ impl Telemetry {
             capture_content: capture_content && otlp.as_ref().is_some_and(|o| o.capture_content),
             ..SpanOptions::default()
         };
-        let start_unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        let instance_id = tokentap_record::trace::random_hex(16);
+        let stats = Arc::new(ExportStats::default());
+        let otlp_resource = otlp
+            .as_ref()
+            .filter(|o| o.metrics.is_some())
+            .map(|o| spans::sdk_resource(&spans::resource_pairs(o, &instance_id)));
         let metrics = Arc::new(Metrics {
-            registry: MetricRegistry::new(metrics_config.max_series_per_metric),
+            registry: MetricRegistry::new(
+                metrics_config.max_series_per_metric,
+                otlp_resource,
+                ObservedSources { pipeline, stats: stats.clone() },
+            ),
             objectives: slo.clone(),
-            pipeline,
-            stats: ExportStats::default(),
-            start_unix_ns,
-            instance_id: tokentap_record::trace::random_hex(16),
+            stats,
+            instance_id,
         });
         let mut telemetry = Telemetry {
             metrics: metrics.clone(),
             span_options,
-            spans_tx: None,
+            export_tx: None,
+            traces_on: false,
             otlp_summary: None,
             prometheus_enabled: metrics_config.prometheus,
         };
@@ -81,15 +92,34 @@ impl Telemetry {
         } else {
             None
         };
+        // The sender lives as long as `Telemetry`, so the export thread runs for metrics-only
+        // export too.
         let (tx, rx) = sync_channel(settings.queue_capacity);
-        if settings.traces.is_some() {
-            telemetry.spans_tx = Some(tx);
-        }
+        telemetry.traces_on = settings.traces.is_some();
+        telemetry.export_tx = Some(tx);
         std::thread::Builder::new()
             .name("tokentap-otlp".into())
             .spawn(move || otlp::run(metrics, settings, spool, rx))
             .map_err(ExportError::Thread)?;
         Ok(Arc::new(telemetry))
+    }
+
+    fn spans_tx(&self) -> Option<&SyncSender<ExportItem>> {
+        self.export_tx.as_ref().filter(|_| self.traces_on)
+    }
+
+    /// Exports what is queued now (spans waiting for their batch, the metrics) and waits for it,
+    /// at most `timeout`. For shutdown; a dead collector makes it spool, never hang.
+    pub fn flush(&self, timeout: std::time::Duration) {
+        let Some(tx) = &self.export_tx else { return };
+        let (done_tx, done_rx) = sync_channel(1);
+        if tx.try_send(ExportItem::Flush(done_tx)).is_err() {
+            tracing::warn!("telemetry queue full at shutdown: what is queued may not be exported");
+            return;
+        }
+        if done_rx.recv_timeout(timeout).is_err() {
+            tracing::warn!(?timeout, "telemetry not flushed in time");
+        }
     }
 
     /// Export counters.
@@ -101,13 +131,13 @@ impl Telemetry {
     /// blocks; when the export queue is full the spans are dropped and counted.
     pub fn observe(&self, record: &Record) {
         self.metrics.registry.record(&conventions::metric_observations(record, &self.metrics.objectives));
-        if let Some(tx) = &self.spans_tx {
+        if let Some(tx) = self.spans_tx() {
             let spans = conventions::request_spans(record, &self.span_options);
             let n = spans.len() as u64;
             if n == 0 {
                 return;
             }
-            match tx.try_send(spans) {
+            match tx.try_send(ExportItem::Spans(spans)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                     self.metrics.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
@@ -122,10 +152,10 @@ impl Telemetry {
         self.metrics
             .registry
             .record(&conventions::rebuffer_observation(record, "browser").into_iter().collect::<Vec<_>>());
-        if let Some(tx) = &self.spans_tx {
+        if let Some(tx) = self.spans_tx() {
             let spans = conventions::browser_spans(record, &self.span_options);
             let n = spans.len() as u64;
-            if n > 0 && tx.try_send(spans).is_err() {
+            if n > 0 && tx.try_send(ExportItem::Spans(spans)).is_err() {
                 self.metrics.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
             }
         }
