@@ -6,11 +6,7 @@ use crate::conventions::Objectives;
 use crate::registry::{MetricRegistry, MetricSnapshot};
 use crate::stats::ExportStats;
 
-/// Counters kept by the record pipeline that the metrics report (`tokentap.records.dropped`).
-pub trait PipelineCounters: Send + Sync {
-    /// Records dropped because the pipeline's queue was full.
-    fn records_dropped(&self) -> u64;
-}
+pub use crate::stats::PipelineCounters;
 
 /// The metric state both exporters read: the registry (whose observable counters read the
 /// pipeline's and the export's counters), the objectives, this process's identity.

@@ -23,8 +23,8 @@ use opentelemetry_sdk::metrics::{
 use opentelemetry_sdk::Resource;
 
 use crate::conventions::{attr, Instrument, Labels, MetricDef, MetricId, Observation, METRICS};
-use crate::metrics::PipelineCounters;
 use crate::spool::Signal;
+use crate::stats::PipelineCounters;
 use crate::stats::{DropReason, ExportStats};
 
 /// A series' state.

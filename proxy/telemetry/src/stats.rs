@@ -101,3 +101,9 @@ impl ExportStats {
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.chars().take(300).collect());
     }
 }
+
+/// Counters kept by the record pipeline that the metrics report (`tokentap.records.dropped`).
+pub trait PipelineCounters: Send + Sync {
+    /// Records dropped because the pipeline's queue was full.
+    fn records_dropped(&self) -> u64;
+}
