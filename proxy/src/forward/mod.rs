@@ -491,7 +491,15 @@ impl ProxyHttp for TapProxy {
         match (socket, cookie) {
             (Some(socket), Some(cookie)) if !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero() => {
                 let deadline = Instant::now() + drain;
-                tokio::spawn(watch_tail(socket, cookie, completed, deadline, self.finalize.clone()));
+                let watch = watch_tail(socket, cookie, completed, deadline, self.finalize.clone());
+                // A connection that is kept alive serves its next request while its own task
+                // watches; one that closes after this response is watched here, since closing
+                // the socket would end the watch before the client acknowledged the tail.
+                if session.as_downstream().get_keepalive().is_some() {
+                    tokio::spawn(watch);
+                } else {
+                    watch.await;
+                }
             }
             _ => self.finalize.submit(completed),
         }
