@@ -81,7 +81,8 @@ async fn upstream(listener: TcpListener, events: usize, gap: Duration) {
                         Ok(n) => buf.extend_from_slice(&tmp[..n]),
                     }
                 }
-                let non_streaming = buf[head_end + 4..head_end + 4 + len].windows(15).any(|w| w == b"\"stream\":false");
+                let marker: &[u8] = b"\"stream\":false";
+                let non_streaming = buf[head_end + 4..head_end + 4 + len].windows(marker.len()).any(|w| w == marker);
                 buf.drain(..head_end + 4 + len);
                 if non_streaming {
                     let body = format!(
