@@ -122,6 +122,34 @@ fn grpc_request<T>(metadata: &tonic::metadata::MetadataMap, message: T) -> tonic
 }
 
 /// The trace export: the SDK's OTLP exporter, and the connection spooled batches are replayed on.
+/// The options both signals' HTTP exporters take: protobuf to the target's URL through our
+/// client, with the target's timeout and headers and the SDK's retries off.
+fn http_options<B: WithExportConfig + WithHttpConfig>(builder: B, target: &OtlpTarget, client: &SpoolingClient) -> B {
+    let headers: HashMap<String, String> = target.headers.iter().cloned().collect();
+    builder
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(target.endpoint.clone())
+        .with_timeout(target.timeout)
+        .with_headers(headers)
+        .with_http_client(client.clone())
+        .with_retry_policy(RetryPolicy::disabled())
+}
+
+/// The options both signals' gRPC exporters take: our channel and metadata, the target's
+/// timeout, the SDK's retries off.
+fn grpc_options<B: WithExportConfig + WithTonicConfig>(
+    builder: B,
+    target: &OtlpTarget,
+    channel: &tonic::transport::Channel,
+    metadata: &tonic::metadata::MetadataMap,
+) -> B {
+    builder
+        .with_channel(channel.clone())
+        .with_metadata(metadata.clone())
+        .with_timeout(target.timeout)
+        .with_retry_policy(RetryPolicy::disabled())
+}
+
 struct Traces {
     exporter: opentelemetry_otlp::SpanExporter,
     /// HTTP: the client the exporter posts through, which reports each attempt.
@@ -136,28 +164,14 @@ impl Traces {
         let (mut exporter, client) = match &link {
             Link::Http(http) => {
                 let client = SpoolingClient::new(http.clone());
-                let headers: HashMap<String, String> = target.headers.iter().cloned().collect();
-                let exporter = opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_protocol(Protocol::HttpBinary)
-                    .with_endpoint(target.endpoint.clone())
-                    .with_timeout(target.timeout)
-                    .with_headers(headers)
-                    .with_http_client(client.clone())
-                    .with_retry_policy(RetryPolicy::disabled())
+                let exporter = http_options(opentelemetry_otlp::SpanExporter::builder().with_http(), target, &client)
                     .build()
                     .map_err(|e| e.to_string())?;
                 (exporter, Some(client))
             }
             Link::Grpc { channel, metadata } => {
-                let exporter = opentelemetry_otlp::SpanExporter::builder()
-                    .with_tonic()
-                    .with_channel(channel.clone())
-                    .with_metadata(metadata.clone())
-                    .with_timeout(target.timeout)
-                    .with_retry_policy(RetryPolicy::disabled())
-                    .build()
-                    .map_err(|e| e.to_string())?;
+                let builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+                let exporter = grpc_options(builder, target, channel, metadata).build().map_err(|e| e.to_string())?;
                 (exporter, None)
             }
         };
@@ -180,27 +194,16 @@ impl MetricsExport {
         let (exporter, client) = match &link {
             Link::Http(http) => {
                 let client = SpoolingClient::new(http.clone());
-                let headers: HashMap<String, String> = target.headers.iter().cloned().collect();
-                let exporter = opentelemetry_otlp::MetricExporter::builder()
-                    .with_http()
-                    .with_protocol(Protocol::HttpBinary)
-                    .with_endpoint(target.endpoint.clone())
-                    .with_timeout(target.timeout)
-                    .with_headers(headers)
-                    .with_http_client(client.clone())
-                    .with_retry_policy(RetryPolicy::disabled())
+                let builder = opentelemetry_otlp::MetricExporter::builder().with_http();
+                let exporter = http_options(builder, target, &client)
                     .with_temporality(Temporality::Cumulative)
                     .build()
                     .map_err(|e| e.to_string())?;
                 (exporter, Some(client))
             }
             Link::Grpc { channel, metadata } => {
-                let exporter = opentelemetry_otlp::MetricExporter::builder()
-                    .with_tonic()
-                    .with_channel(channel.clone())
-                    .with_metadata(metadata.clone())
-                    .with_timeout(target.timeout)
-                    .with_retry_policy(RetryPolicy::disabled())
+                let builder = opentelemetry_otlp::MetricExporter::builder().with_tonic();
+                let exporter = grpc_options(builder, target, channel, metadata)
                     .with_temporality(Temporality::Cumulative)
                     .build()
                     .map_err(|e| e.to_string())?;
