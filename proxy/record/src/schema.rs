@@ -54,11 +54,22 @@ impl Outcome {
     }
 }
 
+/// Which side of tokentap a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorSide {
+    /// The client (it went away, sent something malformed).
+    Client,
+    /// The upstream (connect, TLS, read, reset, timeout).
+    Upstream,
+    /// tokentap itself.
+    Internal,
+}
+
 /// A failure as recorded: which side, what kind, a message free of secrets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorInfo {
-    /// client, upstream or internal.
-    pub side: String,
+    pub side: ErrorSide,
     pub kind: String,
     pub message: String,
 }

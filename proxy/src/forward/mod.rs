@@ -21,7 +21,7 @@ use pingora::{Error, ErrorSource, ErrorType, Result};
 
 use tokentap_record::ack::{AckSample, ACK_POLL};
 use tokentap_record::trace::TraceContext;
-use tokentap_record::{ErrorInfo, Outcome, UpstreamConnection};
+use tokentap_record::{ErrorInfo, ErrorSide, Outcome, UpstreamConnection};
 
 use crate::config::ValidConfig;
 use crate::pages::Pages;
@@ -532,11 +532,11 @@ fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<Err
         return (outcome, None);
     };
     let side = match e.esource() {
-        ErrorSource::Upstream => "upstream",
-        ErrorSource::Downstream => "client",
-        ErrorSource::Internal | ErrorSource::Unset => "internal",
+        ErrorSource::Upstream => ErrorSide::Upstream,
+        ErrorSource::Downstream => ErrorSide::Client,
+        ErrorSource::Internal | ErrorSource::Unset => ErrorSide::Internal,
     };
-    let info = ErrorInfo { side: side.to_string(), kind: e.etype().as_str().to_string(), message: error_message(e) };
+    let info = ErrorInfo { side, kind: e.etype().as_str().to_string(), message: error_message(e) };
     let outcome = match e.esource() {
         ErrorSource::Downstream => Outcome::ClientCancelled,
         ErrorSource::Upstream => match e.etype() {
