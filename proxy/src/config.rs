@@ -15,7 +15,7 @@ use crate::route::{Route, RouteTable, UpstreamTarget};
 
 mod otel;
 pub use otel::{OtelConfig, OtelEnv};
-pub use tokentap_record::SloConfig;
+pub use tokentap_record::{Provider, SloConfig};
 pub use tokentap_telemetry::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders};
 
 /// Everything that can go wrong while reading or validating configuration.
@@ -457,19 +457,19 @@ fn parse_addr(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     }
 }
 
-const PROVIDERS: &[&str] = &["openai", "anthropic", "gemini", "ollama", "generic"];
-
 fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
     let key = |field: &str| format!("route[{index}].{field}");
     if !rc.prefix.starts_with('/') {
         return Err(invalid(key("prefix"), format!("{:?} must start with '/'", rc.prefix)));
     }
     let upstream = UpstreamTarget::parse(&rc.upstream).map_err(|reason| invalid(key("upstream"), reason))?;
-    if let Some(provider) = &rc.provider {
-        if !PROVIDERS.contains(&provider.as_str()) {
-            return Err(invalid(key("provider"), format!("{provider:?} is not one of {}", PROVIDERS.join(", "))));
-        }
-    }
+    let provider = match rc.provider.as_deref() {
+        None => None,
+        Some(name) => Some(Provider::parse(name).ok_or_else(|| {
+            let names: Vec<&str> = Provider::ALL.iter().map(|p| p.as_str()).collect();
+            invalid(key("provider"), format!("{name:?} is not one of {}", names.join(", ")))
+        })?),
+    };
     let ca = match &rc.ca_file {
         Some(path) => {
             if !upstream.tls {
@@ -486,14 +486,8 @@ fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
         Some(other) => return Err(invalid(key("role"), format!("{other:?} is not one of ingress, egress"))),
     };
     let prefix = if rc.prefix.len() > 1 { rc.prefix.trim_end_matches('/').to_string() } else { rc.prefix };
-    let mut route = Route::new(
-        rc.name.unwrap_or_else(|| prefix.clone()),
-        prefix,
-        upstream,
-        rc.provider,
-        ca,
-        rc.http2.unwrap_or(true),
-    );
+    let mut route =
+        Route::new(rc.name.unwrap_or_else(|| prefix.clone()), prefix, upstream, provider, ca, rc.http2.unwrap_or(true));
     route.role = role;
     Ok(route)
 }

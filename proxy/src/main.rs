@@ -181,7 +181,7 @@ fn check_config(args: &ServeArgs) -> anyhow::Result<()> {
             route.name,
             route.prefix,
             route.upstream.url(),
-            route.provider_hint.as_deref().unwrap_or("auto")
+            route.provider_hint.map_or("auto", |p| p.as_str())
         );
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-pub use tokentap_record::RouteRole;
+pub use tokentap_record::{Provider, RouteRole};
 
 use pingora::utils::tls::{parse_x509, WrappedX509};
 
@@ -94,7 +94,7 @@ pub struct Route {
     pub role: Option<RouteRole>,
     pub prefix: String,
     pub upstream: UpstreamTarget,
-    pub provider_hint: Option<String>,
+    pub provider_hint: Option<Provider>,
     pub ca: Option<Arc<[WrappedX509]>>,
     pub http2: bool,
     /// Requests currently in flight on this route (read at t0 for the record's conditions).
@@ -112,7 +112,7 @@ impl Route {
         name: String,
         prefix: String,
         upstream: UpstreamTarget,
-        provider_hint: Option<String>,
+        provider_hint: Option<Provider>,
         ca: Option<Arc<[WrappedX509]>>,
         http2: bool,
     ) -> Self {

@@ -25,7 +25,7 @@ pub mod trace;
 
 pub use goodput::SloConfig;
 pub use schema::*;
-pub use stamp::{ChunkStamp, UpstreamConnection};
+pub use stamp::{ChunkStamp, HttpProtocol, UpstreamConnection};
 
 /// The journal's file name in the data directory (rotated files get a numeric suffix).
 pub const RECORDS_FILE: &str = "records.jsonl";

@@ -54,6 +54,37 @@ impl Outcome {
     }
 }
 
+/// The provider a route names (`[[route]] provider`); without one, the stream's format decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    Openai,
+    Anthropic,
+    Gemini,
+    Ollama,
+    /// Any other OpenAI-compatible server.
+    Generic,
+}
+
+impl Provider {
+    pub const ALL: [Provider; 5] =
+        [Provider::Openai, Provider::Anthropic, Provider::Gemini, Provider::Ollama, Provider::Generic];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Openai => "openai",
+            Provider::Anthropic => "anthropic",
+            Provider::Gemini => "gemini",
+            Provider::Ollama => "ollama",
+            Provider::Generic => "generic",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+}
+
 /// Which side of tokentap a failure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -160,7 +191,7 @@ pub struct Record {
     pub route_role: Option<RouteRole>,
     pub upstream: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub provider: Option<String>,
+    pub provider: Option<Provider>,
     pub method: String,
     /// Request path with secret-looking query values redacted.
     pub path: String,

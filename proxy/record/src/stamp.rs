@@ -30,10 +30,36 @@ pub struct UpstreamConnection {
     /// TLS handshake time when the connection was new and encrypted.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tls_ms: Option<f64>,
-    /// Negotiated protocol: "http/1.1" or "h2".
+    /// Negotiated protocol.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub protocol: Option<String>,
+    pub protocol: Option<HttpProtocol>,
     /// The upstream address connected to.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peer_addr: Option<String>,
+}
+
+/// The HTTP version spoken with the upstream, named as in ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HttpProtocol {
+    #[serde(rename = "http/1.0")]
+    Http10,
+    #[serde(rename = "http/1.1")]
+    Http11,
+    #[serde(rename = "h2")]
+    H2,
+    #[serde(rename = "h3")]
+    H3,
+}
+
+impl HttpProtocol {
+    /// From the version text of a response head ("HTTP/1.1", "HTTP/2.0"); `None` for others.
+    pub fn from_version(text: &str) -> Option<HttpProtocol> {
+        match text {
+            "HTTP/1.0" => Some(HttpProtocol::Http10),
+            "HTTP/1.1" => Some(HttpProtocol::Http11),
+            "HTTP/2.0" | "HTTP/2" => Some(HttpProtocol::H2),
+            "HTTP/3.0" | "HTTP/3" => Some(HttpProtocol::H3),
+            _ => None,
+        }
+    }
 }

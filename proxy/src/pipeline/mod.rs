@@ -260,12 +260,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let CompletedRequest { data: mut d, outcome, error } = c;
     let t_upstream_sent_ns = d.t_upstream_sent_ns();
     if let Some(connection) = d.connection.as_mut() {
-        connection.protocol = d.response_protocol.as_deref().map(|p| match p {
-            "HTTP/2.0" => "h2".to_string(),
-            "HTTP/1.1" => "http/1.1".to_string(),
-            "HTTP/1.0" => "http/1.0".to_string(),
-            other => other.to_ascii_lowercase(),
-        });
+        connection.protocol = d.response_protocol.as_deref().and_then(tokentap_record::HttpProtocol::from_version);
     }
     let client_delivery = (!d.chunks.chunks.is_empty() || d.ack.unavailable.is_some())
         .then(|| tokentap_record::ack::apply(&d.ack, &mut d.chunks.chunks, d.chunks.chunks_truncated));
@@ -280,7 +275,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         let mut analyzer = StreamAnalyzer::new(
             StreamContext {
                 request_path: d.path.clone(),
-                provider_hint: d.route.as_ref().and_then(|r| r.provider_hint.clone()),
+                provider_hint: d.route.as_ref().and_then(|r| r.provider_hint).map(|p| p.as_str().to_string()),
                 response_content_type: d.response_content_type.clone(),
                 response_status: Some(status),
             },
@@ -336,7 +331,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         route: d.route.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
         route_role: d.route.as_ref().and_then(|r| r.role),
         upstream: d.route.as_ref().map(|r| r.upstream.url()).unwrap_or_default(),
-        provider: d.route.as_ref().and_then(|r| r.provider_hint.clone()),
+        provider: d.route.as_ref().and_then(|r| r.provider_hint),
         method: d.method,
         path: d.path,
         status: d.status,

@@ -11,7 +11,7 @@
 
 use tokentap_analysis::{Dialect, EventClass, StreamAnalysis};
 
-use tokentap_record::{Outcome, Record};
+use tokentap_record::{Outcome, Provider, Record};
 
 // ---------------------------------------------------------------------------------------------
 // Metrics: the table.
@@ -477,12 +477,12 @@ fn child_span_id(parent: [u8; 8], phase: &str) -> [u8; 8] {
 
 /// `gen_ai.provider.name`: the route's hint, else the dialect the stream was read with.
 pub fn provider_name(record: &Record) -> &'static str {
-    match record.provider.as_deref() {
-        Some("openai") => return "openai",
-        Some("anthropic") => return "anthropic",
-        Some("gemini") => return "gcp.gemini",
-        Some("ollama") => return "ollama",
-        _ => {}
+    match record.provider {
+        Some(Provider::Openai) => return "openai",
+        Some(Provider::Anthropic) => return "anthropic",
+        Some(Provider::Gemini) => return "gcp.gemini",
+        Some(Provider::Ollama) => return "ollama",
+        Some(Provider::Generic) | None => {}
     }
     match record.analysis.as_ref().and_then(|a| a.dialect) {
         Some(Dialect::OpenaiChat | Dialect::OpenaiResponses) => "openai",
