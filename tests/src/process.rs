@@ -140,15 +140,6 @@ fn addr_after(line: &str, marker: &str) -> SocketAddr {
     addr.parse().unwrap_or_else(|e| panic!("bad address {addr:?} in {line:?}: {e}"))
 }
 
-/// Connects until the listener accepts (pingora binds just after tokentap prints its address).
-pub fn wait_until_accepting(addr: SocketAddr, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(Instant::now() < deadline, "{addr} never accepted connections");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// A running `tokentap-mock`.
 pub struct Mock {
     pub proc: Proc,
@@ -228,7 +219,7 @@ impl Tokentap {
         let addr = addr_after(&line, "http://");
         let admin_line = proc.wait_line("tokentap admin API on ", Duration::from_secs(30));
         let admin = addr_after(&admin_line, "http://");
-        wait_until_accepting(addr, Duration::from_secs(30));
+        // tokentap announces its address only once pingora accepts connections on it.
         Tokentap { proc, addr, admin, data_dir }
     }
 

@@ -16,9 +16,18 @@ pub fn event(text: &str) -> Vec<u8> {
     format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n").into_bytes()
 }
 
-/// `n` answer events of 5 characters, one per chunk, arriving every 25 ms from 100 ms; handed off
-/// 0.1 ms and acknowledged 0.5 ms later.
-pub fn stream_record(n: usize) -> Record {
+/// Wall-clock t0 of the fixtures' records, ns since the Unix epoch.
+pub const T0_UNIX_NS: u64 = 1_800_000_000_000_000_000;
+
+/// An OpenAI chat stream record: one answer event per chunk with the given texts, chunk `i`
+/// arriving at `t_up_ms(i)` (ms since t0), handed off `handoff_after_ns` later and, when given,
+/// acknowledged `acked_after_ns` later; the stream ends at the last handoff.
+pub fn chat_record(
+    texts: &[&str],
+    t_up_ms: impl Fn(usize) -> f64,
+    handoff_after_ns: u64,
+    acked_after_ns: Option<u64>,
+) -> Record {
     let mut analyzer = StreamAnalyzer::new(
         StreamContext {
             request_path: "/v1/chat/completions".into(),
@@ -30,23 +39,22 @@ pub fn stream_record(n: usize) -> Record {
     );
     let mut chunks = Vec::new();
     let mut offset = 0u64;
-    for i in 0..n {
-        let piece = event("abcde");
-        let t_up_ns = ((100.0 + ITL_MS * i as f64) * 1e6) as u64;
+    for (i, text) in texts.iter().enumerate() {
+        let piece = event(text);
+        let t_up_ns = (t_up_ms(i) * 1e6) as u64;
         analyzer.push_chunk(&piece, t_up_ns);
         chunks.push(ChunkStamp {
             offset,
             len: piece.len() as u32,
             t_up_ns,
-            t_handoff_ns: Some(t_up_ns + 100_000),
-            t_acked_ns: Some(t_up_ns + 500_000),
+            t_handoff_ns: Some(t_up_ns + handoff_after_ns),
+            t_acked_ns: acked_after_ns.map(|a| t_up_ns + a),
         });
         offset += piece.len() as u64;
     }
-    let t_end = chunks.last().map(|c| c.t_up_ns + 100_000);
     let analysis = analyzer.finish(RequestTiming {
         t_upstream_headers_ns: Some(50_000_000),
-        t_end_ns: t_end,
+        t_end_ns: chunks.last().and_then(|c| c.t_handoff_ns),
         body_complete: true,
     });
     let mut record: Record = serde_json::from_value(serde_json::json!({
@@ -56,12 +64,20 @@ pub fn stream_record(n: usize) -> Record {
         "outcome": "ok", "request_headers": [],
         "conditions": {"request_bytes": 10, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0"},
         "request": {},
-        "timeline": {"t0_unix_ns": 1_800_000_000_000_000_000u64, "chunk_count": n, "body_bytes": offset, "chunks_truncated": false,
+        "timeline": {"t0_unix_ns": T0_UNIX_NS, "chunk_count": texts.len(), "body_bytes": offset, "chunks_truncated": false,
                      "analysis_bytes_truncated": false, "chunks": []},
         "self_overhead": {"hook_time_us": 1.0}
     }))
-    .unwrap();
+    .expect("fixture record");
     record.timeline.chunks = chunks;
+    record.analysis = Some(analysis);
+    record
+}
+
+/// `n` answer events of 5 characters, one per chunk, arriving every 25 ms from 100 ms; handed off
+/// 0.1 ms and acknowledged 0.5 ms later.
+pub fn stream_record(n: usize) -> Record {
+    let mut record = chat_record(&vec!["abcde"; n], |i| 100.0 + ITL_MS * i as f64, 100_000, Some(500_000));
     record.timeline.client_delivery = Some(ClientDelivery {
         available: true,
         reason: None,
@@ -69,7 +85,6 @@ pub fn stream_record(n: usize) -> Record {
         drained: true,
         samples: n as u64 * 2,
     });
-    record.analysis = Some(analysis);
     record
 }
 

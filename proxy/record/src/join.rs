@@ -133,63 +133,14 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokentap_analysis::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
-
     use crate::browser::report::{Mark, ReportedClock, ReportedFetch};
-    use crate::stamp::ChunkStamp;
+    use crate::fixtures::{chat_record, T0_UNIX_NS};
 
-    const T0_MS: f64 = 1_800_000_000_000.0;
-
-    fn event(text: &str) -> Vec<u8> {
-        format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n").into_bytes()
-    }
+    const T0_MS: f64 = T0_UNIX_NS as f64 / 1e6;
 
     /// A record whose body is three answer events arriving at 100, 120 and 140 ms and handed off 1 ms later.
     fn record() -> Record {
-        let pieces = [event("abc"), event("de"), event("fghij")];
-        let mut analyzer = StreamAnalyzer::new(
-            StreamContext {
-                request_path: "/v1/chat/completions".into(),
-                provider_hint: None,
-                response_content_type: Some("text/event-stream".into()),
-                response_status: Some(200),
-            },
-            AnalysisLimits::default(),
-        );
-        let mut chunks = Vec::new();
-        let mut offset = 0u64;
-        for (i, p) in pieces.iter().enumerate() {
-            let t_up_ns = (100 + 20 * i as u64) * 1_000_000;
-            analyzer.push_chunk(p, t_up_ns);
-            chunks.push(ChunkStamp {
-                offset,
-                len: p.len() as u32,
-                t_up_ns,
-                t_handoff_ns: Some(t_up_ns + 1_000_000),
-                t_acked_ns: None,
-            });
-            offset += p.len() as u64;
-        }
-        let analysis = analyzer.finish(RequestTiming {
-            t_upstream_headers_ns: Some(50_000_000),
-            t_end_ns: Some(141_000_000),
-            body_complete: true,
-        });
-        let mut record: Record = serde_json::from_value(serde_json::json!({
-            "record_version": 1, "request_id": "r", "trace_id": "0af7651916cd43dd8448eb211c80319c",
-            "span_id": "b7ad6b7169203331", "started_at": "2027-01-15T08:00:00Z", "route": "/",
-            "upstream": "http://x", "method": "POST", "path": "/v1/chat/completions", "status": 200,
-            "outcome": "ok", "request_headers": [],
-            "conditions": {"request_bytes": 10, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0"},
-            "request": {},
-            "timeline": {"t0_unix_ns": (T0_MS * 1e6) as u64, "chunk_count": 3, "body_bytes": offset, "chunks_truncated": false,
-                         "analysis_bytes_truncated": false, "chunks": []},
-            "self_overhead": {"hook_time_us": 1.0}
-        }))
-        .unwrap();
-        record.timeline.chunks = chunks;
-        record.analysis = Some(analysis);
-        record
+        chat_record(&["abc", "de", "fghij"], |i| 100.0 + 20.0 * i as f64, 1_000_000, None)
     }
 
     fn report(record: &Record, offset_ms: f64) -> ProbeReport {
