@@ -34,6 +34,16 @@ ensure_apt() {
 
 command -v cargo >/dev/null || { say "cargo not found: install Rust with rustup first"; exit 1; }
 
+# The test command runs cargo fmt --check and cargo clippy.
+if [ "$mode" = test ]; then
+  for component in rustfmt clippy; do
+    if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+      say "adding the $component component"
+      rustup component add "$component"
+    fi
+  done
+fi
+
 # pingora's zlib-ng build needs cmake; a C compiler builds ring and friends.
 ensure_apt cmake gcc g++ make pkg-config
 

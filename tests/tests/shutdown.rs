@@ -2,7 +2,7 @@
 //! process exits once they are, well before the grace period ends. A second signal exits at once.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokentap_e2e::http1::{request_bytes, StreamedResponse};
 use tokentap_e2e::{Mock, Tokentap};
@@ -34,7 +34,6 @@ fn sigterm_lets_streams_in_flight_finish_and_records_them() {
         s.read_head();
         s.read_body_until(1);
     }
-    let signalled = Instant::now();
     signal(&tokentap, "TERM");
     for s in streams {
         let mut s = s;
@@ -46,8 +45,12 @@ fn sigterm_lets_streams_in_flight_finish_and_records_them() {
     }
     let status = tokentap.proc.wait_exit();
     assert!(status.success(), "tokentap exited with {status}: {}", tokentap.proc.stderr());
-    // It left as soon as the streams were recorded, not at the end of the 60 s grace period.
-    assert!(signalled.elapsed() < Duration::from_secs(60), "tokentap waited the whole grace period");
+    // It left because every stream was recorded, not because the 60 s grace period ended.
+    assert!(
+        tokentap.proc.stderr().contains("drained: every request is recorded"),
+        "tokentap did not drain: {}",
+        tokentap.proc.stderr()
+    );
     let records = std::fs::read_to_string(tokentap.records_file()).expect("records.jsonl");
     let ok = records.lines().filter(|l| l.contains("\"outcome\":\"ok\"")).count();
     assert_eq!(ok, 3, "every drained stream has its record:\n{records}");
