@@ -142,6 +142,9 @@ impl Default for ShutdownConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimelineConfig {
+    /// Record requests at all. `false` makes tokentap a plain forwarding proxy: no stamps, no
+    /// records, no analysis, no telemetry per request (to measure what recording costs).
+    pub enabled: bool,
     /// Chunk entries kept per request; beyond it counts continue and the record says `chunks_truncated`.
     pub max_chunks: usize,
     /// Response bytes kept per request for analysis; beyond it analysis sees a prefix and says so.
@@ -154,7 +157,13 @@ pub struct TimelineConfig {
 
 impl Default for TimelineConfig {
     fn default() -> Self {
-        Self { max_chunks: 50_000, max_analysis_bytes: 16 << 20, max_request_bytes: 4 << 20, ack_drain_ms: 10_000 }
+        Self {
+            enabled: true,
+            max_chunks: 50_000,
+            max_analysis_bytes: 16 << 20,
+            max_request_bytes: 4 << 20,
+            ack_drain_ms: 10_000,
+        }
     }
 }
 

@@ -59,6 +59,36 @@ impl TapProxy {
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
         Self { config, redactor, finalize, pages, ingest }
     }
+
+    /// Routing without recording (`[timeline] enabled = false`): the route, or a 404.
+    async fn route_only(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        match self.config.routes.find(session.req_header().uri.path()).cloned() {
+            Some(route) => {
+                route.begin_request();
+                ctx.data.route = Some(route);
+                Ok(false)
+            }
+            None => {
+                ctx.no_route = true;
+                write_no_route(session).await?;
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// tokentap's 404 for a path no route matches.
+async fn write_no_route(session: &mut Session) -> Result<()> {
+    let body = Bytes::from(format!(
+        "{{\"error\":{{\"type\":\"tokentap_no_route\",\"message\":\"tokentap has no route for path {}\"}}}}",
+        serde_json::Value::String(session.req_header().uri.path().to_string())
+    ));
+    let mut resp = ResponseHeader::build(404, Some(3))?;
+    resp.insert_header("content-type", "application/json")?;
+    resp.insert_header("content-length", body.len().to_string())?;
+    session.write_response_header(Box::new(resp), false).await?;
+    session.write_response_body(Some(body), true).await?;
+    Ok(())
 }
 
 /// Everything known about one request while it is in flight: the recorded [`RequestData`] and
@@ -68,11 +98,13 @@ pub struct RequestCtx {
     /// Served by tokentap itself (pages under /_tokentap/): no record.
     pub internal: bool,
     pub no_route: bool,
+    /// `[timeline] enabled`: when false, the request is forwarded and nothing else.
+    pub recording: bool,
 }
 
 impl RequestCtx {
     fn new() -> Self {
-        Self { data: RequestData::start(), internal: false, no_route: false }
+        Self { data: RequestData::start(), internal: false, no_route: false, recording: true }
     }
 
     fn charge(&mut self, entered: Instant) {
@@ -165,6 +197,10 @@ impl ProxyHttp for TapProxy {
             return Ok(true);
         }
 
+        if !self.config.timeline.enabled {
+            ctx.recording = false;
+            return self.route_only(session, ctx).await;
+        }
         ctx.data.method = req.method.as_str().to_string();
         ctx.data.path = redact_path(&path_and_query);
         ctx.data.request_headers = req
@@ -183,15 +219,7 @@ impl ProxyHttp for TapProxy {
 
         let Some(route) = self.config.routes.find(req.uri.path()).cloned() else {
             ctx.no_route = true;
-            let body = Bytes::from(format!(
-                "{{\"error\":{{\"type\":\"tokentap_no_route\",\"message\":\"tokentap has no route for path {}\"}}}}",
-                serde_json::Value::String(req.uri.path().to_string())
-            ));
-            let mut resp = ResponseHeader::build(404, Some(3))?;
-            resp.insert_header("content-type", "application/json")?;
-            resp.insert_header("content-length", body.len().to_string())?;
-            session.write_response_header(Box::new(resp), false).await?;
-            session.write_response_body(Some(body), true).await?;
+            write_no_route(session).await?;
             ctx.charge(entered);
             return Ok(true);
         };
@@ -211,6 +239,9 @@ impl ProxyHttp for TapProxy {
         end_of_stream: bool,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
+        if !ctx.recording {
+            return Ok(());
+        }
         let entered = Instant::now();
         let t = ctx.data.anchor.since_t0(entered);
         if let Some(piece) = body.as_ref() {
@@ -360,6 +391,9 @@ impl ProxyHttp for TapProxy {
         ctx: &mut Self::CTX,
     ) -> Result<Option<Duration>> {
         // Forwarding path: stamp and keep a handle to the bytes. Nothing else.
+        if !ctx.recording {
+            return Ok(None);
+        }
         let entered = Instant::now();
         if let Some(piece) = body.as_ref() {
             if !piece.is_empty() {
@@ -384,6 +418,9 @@ impl ProxyHttp for TapProxy {
     ) -> Result<Option<Duration>> {
         // Forwarding path: stamp the handoff and read the client socket's TCP counters (one
         // getsockopt, for delivery from ACKs). Nothing else.
+        if !ctx.recording {
+            return Ok(None);
+        }
         let entered = Instant::now();
         let t = ctx.data.anchor.since_t0(entered);
         if let Some(piece) = body.as_ref() {
@@ -470,6 +507,9 @@ impl ProxyHttp for TapProxy {
         }
         if let Some(route) = &ctx.data.route {
             route.end_request();
+        }
+        if !ctx.recording {
+            return;
         }
         let (outcome, error) = classify_outcome(e, ctx);
         let watch = e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none();

@@ -1,0 +1,164 @@
+//! The arms under comparison and how each proxy is started: pinned to the proxy core, fresh for
+//! every level, with configs generated here.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use tokentap_e2e::process::Proc;
+
+/// One way of reaching the upstream.
+#[derive(Clone, Debug)]
+pub(crate) enum Arm {
+    Direct,
+    Nginx { bin: PathBuf },
+    Tokentap { label: String, bin: PathBuf, recording: bool },
+}
+
+impl Arm {
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Arm::Direct => "direct".into(),
+            Arm::Nginx { .. } => "nginx".into(),
+            Arm::Tokentap { label, recording: true, .. } => label.clone(),
+            Arm::Tokentap { label, recording: false, .. } => format!("{label}, recording off"),
+        }
+    }
+}
+
+/// A started proxy (none for the direct arm).
+pub(crate) struct Running {
+    pub(crate) addr: SocketAddr,
+    pub(crate) proc: Option<Proc>,
+    pub(crate) dir: Option<tempfile::TempDir>,
+}
+
+impl Running {
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(Proc::pid)
+    }
+
+    /// tokentap's journal, when this is a recording tokentap.
+    pub(crate) fn records_file(&self) -> Option<PathBuf> {
+        let path = self.dir.as_ref()?.path().join("data").join("records.jsonl");
+        path.exists().then_some(path)
+    }
+}
+
+pub(crate) fn start(arm: &Arm, upstream: SocketAddr, core: usize, threads: usize) -> Running {
+    match arm {
+        Arm::Direct => Running { addr: upstream, proc: None, dir: None },
+        Arm::Nginx { bin } => start_nginx(bin, upstream, core),
+        Arm::Tokentap { bin, recording, .. } => start_tokentap(bin, upstream, core, threads, *recording),
+    }
+}
+
+fn pinned(core: usize, bin: &Path) -> Command {
+    let mut cmd = Command::new("taskset");
+    cmd.arg("-c").arg(core.to_string()).arg(bin);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("OTEL_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+}
+
+fn start_tokentap(bin: &Path, upstream: SocketAddr, core: usize, threads: usize, recording: bool) -> Running {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let config = dir.path().join("tokentap.toml");
+    let mut text = format!(
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\ndata_dir = {:?}\nthreads = {threads}\n\n\
+[[route]]\nprefix = \"/\"\nupstream = \"http://{upstream}\"\n",
+        data.display().to_string()
+    );
+    if !recording {
+        text.push_str("\n[timeline]\nenabled = false\n");
+    }
+    std::fs::write(&config, text).expect("write tokentap.toml");
+    let mut cmd = pinned(core, bin);
+    cmd.env("TOKENTAP_LOG", "warn").arg("serve").arg("--config").arg(&config);
+    let mut proc = Proc::spawn(cmd);
+    let line = proc.wait_line("tokentap listening on ", Duration::from_secs(60));
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    Running { addr, proc: Some(proc), dir: Some(dir) }
+}
+
+fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize) -> Running {
+    assert!(bin.exists(), "{} not found: run scripts/setup.sh test (it installs nginx)", bin.display());
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let config = dir.path().join("nginx.conf");
+        std::fs::write(&config, nginx_config(dir.path(), port, upstream)).expect("write nginx.conf");
+        let mut cmd = pinned(core, bin);
+        cmd.arg("-p").arg(dir.path()).arg("-c").arg(&config).arg("-e").arg("stderr");
+        let mut proc = Proc::spawn(cmd);
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        // nginx prints nothing when it is up: poll until it accepts (or exits).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return Running { addr, proc: Some(proc), dir: Some(dir) };
+            }
+            if proc.try_wait().is_some() {
+                if proc.stderr().contains("Address already in use") {
+                    break;
+                }
+                panic!("nginx did not start: {}", proc.stderr());
+            }
+            assert!(std::time::Instant::now() < deadline, "nginx not accepting after 30 s: {}", proc.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    panic!("nginx could not bind a free port in five tries");
+}
+
+/// One worker, no buffering, HTTP/1.1 keep-alive to the upstream, access log on (as deployed).
+fn nginx_config(prefix: &Path, port: u16, upstream: SocketAddr) -> String {
+    let p = prefix.display();
+    format!(
+        r#"daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 65536;
+pid {p}/nginx.pid;
+error_log stderr error;
+events {{ worker_connections 30000; }}
+http {{
+    access_log {p}/access.log;
+    client_body_temp_path {p}/client_body;
+    proxy_temp_path {p}/proxy;
+    fastcgi_temp_path {p}/fastcgi;
+    uwsgi_temp_path {p}/uwsgi;
+    scgi_temp_path {p}/scgi;
+    upstream provider {{
+        server {upstream};
+        keepalive 1024;
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=65535;
+        location / {{
+            proxy_pass http://provider;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
+}}
+"#
+    )
+}

@@ -1,0 +1,285 @@
+//! The load: an upstream that streams OpenAI-style chat chunks on an absolute schedule, streaming
+//! clients that note when each chunk arrives, and an open-loop non-streaming client. Everything
+//! runs in this process on one clock, so latency = client arrival − upstream send, exactly.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+pub(crate) fn now_ns() -> u64 {
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Where the send time sits in every timed event: `"id":"chatcmpl-<20 digits>"`.
+const STAMP_MARKER: &[u8] = b"\"id\":\"chatcmpl-";
+const STAMP_DIGITS: usize = 20;
+
+#[derive(Clone, Copy)]
+pub(crate) struct Schedule {
+    pub(crate) events: usize,
+    pub(crate) gap: Duration,
+}
+
+fn chunk_event(stamp: u64, content: &str, finish: &str) -> String {
+    format!(
+        "data: {{\"id\":\"chatcmpl-{stamp:020}\",\"object\":\"chat.completion.chunk\",\"created\":1764590400,\
+\"model\":\"bench-model\",\"system_fingerprint\":\"fp_bench\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\
+\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n"
+    )
+}
+
+fn chunked(payload: &str) -> String {
+    format!("{:x}\r\n{payload}\r\n", payload.len())
+}
+
+/// Reads one request (head and Content-Length body) from `buf`/`stream`; false at end of stream.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        let mut tmp = [0u8; 8192];
+        match stream.read(&mut tmp).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    };
+    let len = content_length(&buf[..head_end]);
+    while buf.len() < head_end + 4 + len {
+        let mut tmp = [0u8; 8192];
+        match stream.read(&mut tmp).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+    let body = &buf[head_end + 4..head_end + 4 + len];
+    let marker: &[u8] = b"\"stream\":true";
+    let streaming = body.windows(marker.len()).any(|w| w == marker);
+    buf.drain(..head_end + 4 + len);
+    Some(streaming)
+}
+
+fn content_length(head: &[u8]) -> usize {
+    String::from_utf8_lossy(head)
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0)
+}
+
+/// Serves every connection: streamed requests get `schedule.events` timed chunks, each written
+/// at `arrival + 5 ms + i × gap`; non-streaming requests get one chat completion at once.
+pub(crate) async fn upstream(listener: TcpListener, schedule: Schedule) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let mut buf = Vec::new();
+            while let Some(streaming) = read_request(&mut stream, &mut buf).await {
+                let ok =
+                    if streaming { stream_answer(&mut stream, schedule).await } else { json_answer(&mut stream).await };
+                if !ok {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+async fn json_answer(stream: &mut TcpStream) -> bool {
+    let body = format!(
+        "{{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion\",\"created\":1764590400,\"model\":\"bench-model\",\
+\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{}\"}},\"finish_reason\":\"stop\"}}],\
+\"usage\":{{\"prompt_tokens\":12,\"completion_tokens\":40,\"total_tokens\":52}}}}",
+        "word ".repeat(40).trim_end()
+    );
+    let response =
+        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    stream.write_all(response.as_bytes()).await.is_ok()
+}
+
+async fn stream_answer(stream: &mut TcpStream, schedule: Schedule) -> bool {
+    let start = tokio::time::Instant::now();
+    let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    if stream.write_all(head).await.is_err() {
+        return false;
+    }
+    for i in 0..schedule.events {
+        tokio::time::sleep_until(start + Duration::from_millis(5) + schedule.gap * i as u32).await;
+        let event = chunked(&chunk_event(now_ns(), " tok", "null"));
+        if stream.write_all(event.as_bytes()).await.is_err() {
+            return false;
+        }
+    }
+    let tail = format!("{}{}0\r\n\r\n", chunked(&chunk_event(0, "", "\"stop\"")), chunked("data: [DONE]\n\n"));
+    stream.write_all(tail.as_bytes()).await.is_ok()
+}
+
+const CHAT_STREAM_BODY: &str =
+    r#"{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"Say forty words."}]}"#;
+const CHAT_BODY: &str =
+    r#"{"model":"bench-model","stream":false,"messages":[{"role":"user","content":"Say forty words."}]}"#;
+
+fn request(body: &str, close: bool) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n\
+authorization: Bearer sk-bench\r\ncontent-length: {}\r\n{}\r\n{body}",
+        body.len(),
+        if close { "connection: close\r\n" } else { "" }
+    )
+}
+
+/// What one streaming client saw.
+#[derive(Default)]
+pub(crate) struct StreamResult {
+    /// Per timed event: arrival − send, µs.
+    pub(crate) latencies_us: Vec<f64>,
+    pub(crate) failed: bool,
+}
+
+/// One streamed request on its own connection, started at `start`.
+pub(crate) async fn stream_client(addr: SocketAddr, events: usize, start: tokio::time::Instant) -> StreamResult {
+    tokio::time::sleep_until(start).await;
+    let mut result = StreamResult { latencies_us: Vec::with_capacity(events), failed: false };
+    let Ok(mut stream) = TcpStream::connect(addr).await else {
+        result.failed = true;
+        return result;
+    };
+    let _ = stream.set_nodelay(true);
+    if stream.write_all(request(CHAT_STREAM_BODY, true).as_bytes()).await.is_err() {
+        result.failed = true;
+        return result;
+    }
+    let mut buf = Vec::with_capacity(16384);
+    let mut scanned = 0;
+    let mut tmp = vec![0u8; 16384];
+    while result.latencies_us.len() < events {
+        let n = match stream.read(&mut tmp).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let arrival = now_ns();
+        buf.extend_from_slice(&tmp[..n]);
+        while let Some(i) = buf[scanned..].windows(STAMP_MARKER.len()).position(|w| w == STAMP_MARKER) {
+            let at = scanned + i + STAMP_MARKER.len();
+            if buf.len() < at + STAMP_DIGITS {
+                break;
+            }
+            let sent: u64 =
+                std::str::from_utf8(&buf[at..at + STAMP_DIGITS]).ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+            if sent > 0 {
+                result.latencies_us.push(arrival.saturating_sub(sent) as f64 / 1e3);
+            }
+            scanned = at + STAMP_DIGITS;
+        }
+        // Keep memory flat: drop what was scanned.
+        if scanned > 8192 {
+            buf.drain(..scanned);
+            scanned = 0;
+        }
+    }
+    result.failed = result.latencies_us.len() < events;
+    result
+}
+
+/// `streams` concurrent streamed requests, their starts spread evenly over one gap so that the
+/// events of all streams arrive spread in time (a steady load, not synchronized bursts).
+pub(crate) async fn stream_round(addr: SocketAddr, streams: usize, schedule: Schedule) -> Vec<StreamResult> {
+    let begin = tokio::time::Instant::now() + Duration::from_millis(20);
+    let tasks: Vec<_> = (0..streams)
+        .map(|k| {
+            let start = begin + schedule.gap.mul_f64(k as f64 / streams as f64);
+            tokio::spawn(stream_client(addr, schedule.events, start))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(streams);
+    for task in tasks {
+        out.push(task.await.unwrap_or(StreamResult { latencies_us: Vec::new(), failed: true }));
+    }
+    out
+}
+
+/// What the open-loop arm saw: per request, completion − scheduled send, µs.
+#[derive(Default)]
+pub(crate) struct OpenLoopResult {
+    pub(crate) latencies_us: Vec<f64>,
+    pub(crate) failed: usize,
+}
+
+/// Non-streaming requests at `rate` per second for `duration`, on an absolute schedule spread
+/// over `connections` kept-alive connections (request i on connection i mod connections).
+/// Latency counts from the send, or from the scheduled send when the connection was still busy
+/// then (no coordinated omission).
+pub(crate) async fn open_loop(addr: SocketAddr, rate: f64, duration: Duration, connections: usize) -> OpenLoopResult {
+    let total = (rate * duration.as_secs_f64()).round() as usize;
+    let begin = tokio::time::Instant::now() + Duration::from_millis(50);
+    let begin_ns = now_ns() + 50_000_000;
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let tasks: Vec<_> = (0..connections.min(total.max(1)))
+        .map(|c| {
+            tokio::spawn(async move {
+                let mut out = OpenLoopResult::default();
+                let mut stream = match TcpStream::connect(addr).await {
+                    Ok(s) => s,
+                    Err(_) => {
+                        out.failed = (c..total).step_by(connections).count();
+                        return out;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let req = request(CHAT_BODY, false);
+                let mut buf = Vec::new();
+                let mut previous_done_ns = 0;
+                for i in (c..total).step_by(connections) {
+                    let due = begin + interval.mul_f64(i as f64);
+                    tokio::time::sleep_until(due).await;
+                    // The timer wakes up to a millisecond late: count from the real send, unless
+                    // the connection was still busy at the due time (then the wait is latency).
+                    let due_ns = begin_ns + interval.mul_f64(i as f64).as_nanos() as u64;
+                    let from_ns = if previous_done_ns > due_ns { due_ns } else { now_ns() };
+                    if stream.write_all(req.as_bytes()).await.is_err() || !read_response(&mut stream, &mut buf).await {
+                        out.failed += (i..total).step_by(connections).count();
+                        return out;
+                    }
+                    previous_done_ns = now_ns();
+                    out.latencies_us.push(previous_done_ns.saturating_sub(from_ns) as f64 / 1e3);
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = OpenLoopResult::default();
+    for task in tasks {
+        if let Ok(part) = task.await {
+            all.latencies_us.extend(part.latencies_us);
+            all.failed += part.failed;
+        }
+    }
+    all
+}
+
+/// Reads one Content-Length response; false on a broken connection or a non-200 status.
+async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let len = content_length(&buf[..i]);
+            if buf.len() >= i + 4 + len {
+                let ok = buf.starts_with(b"HTTP/1.1 200");
+                buf.drain(..i + 4 + len);
+                return ok;
+            }
+        }
+        let mut tmp = [0u8; 16384];
+        match stream.read(&mut tmp).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+        }
+    }
+}
