@@ -60,6 +60,12 @@ impl CapturedBody {
         self.pieces.push((t_ns, piece.clone()));
     }
 
+    /// Lets go of the kept bytes (overload): the counts stay, the pieces are released.
+    pub fn shed(&mut self) {
+        self.pieces = Vec::new();
+        self.kept_bytes = 0;
+    }
+
     /// The kept bytes as one contiguous buffer.
     pub fn concat(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.kept_bytes);

@@ -41,4 +41,4 @@ pub use distribution::{percentile, Distribution};
 pub use event::{EventClass, EventCounts};
 pub use format::{Dialect, StreamFormat};
 pub use request::{analyze_request, RequestInfo};
-pub use tokens::count_tokens;
+pub use tokens::{count_tokens, load_encoding};

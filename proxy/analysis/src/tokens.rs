@@ -38,13 +38,70 @@ const PRETOKENIZE_PATTERNS: [&str; 3] = [
     "\\s+\\s",
     "\\s+",
 ];
+/// At least the bytes of all ordinary o200k tokens back to back (a test checks it).
+const ARENA_BYTES: usize = 2 << 20;
+
 /// Index of the pattern whose last character is a look-ahead to give back.
 const LOOKAHEAD_PATTERN: usize = 1;
 
-/// The o200k_base encoder: tiktoken's ranks and BPE merge, with a faster pre-tokenizer.
+/// The o200k_base encoder: tiktoken's ranks and BPE merge rule, with a faster pre-tokenizer.
 struct O200k {
-    ranks: FxHashMap<Vec<u8>, Rank>,
+    ranks: RankTable,
     pretokenizer: Regex,
+}
+
+/// o200k's ordinary tokens by their bytes. The bytes of all 199,998 tokens sit back to back in
+/// one allocation (about 1.6 MB) and the index holds slices into it: about 7 MB in all, against
+/// about 14 MB for a map of one `Vec<u8>` per token, and without 200,000 small allocations.
+struct RankTable {
+    index: FxHashMap<&'static [u8], Rank>,
+}
+
+impl RankTable {
+    fn get(&self, bytes: &[u8]) -> Option<Rank> {
+        self.index.get(bytes).copied()
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// tiktoken's byte-pair merge: start from single bytes and repeatedly merge the adjacent pair
+    /// whose concatenation has the lowest rank (the leftmost of equal ranks), until no adjacent
+    /// pair is a token. Calls `on_token` with each resulting token's bytes, in order.
+    fn merge<'p>(&self, piece: &'p [u8], mut on_token: impl FnMut(&'p [u8])) {
+        // parts[i] = (start of part i, rank of part i joined with part i + 1).
+        let pair_rank = |parts: &[(usize, Rank)], i: usize| -> Rank {
+            match (parts.get(i), parts.get(i + 2)) {
+                (Some(&(start, _)), Some(&(end, _))) => self.get(&piece[start..end]).unwrap_or(Rank::MAX),
+                _ => Rank::MAX,
+            }
+        };
+        let mut parts: Vec<(usize, Rank)> = (0..=piece.len()).map(|i| (i, Rank::MAX)).collect();
+        for i in 0..parts.len().saturating_sub(2) {
+            parts[i].1 = pair_rank(&parts, i);
+        }
+        loop {
+            let mut best = (Rank::MAX, 0);
+            for (i, &(_, rank)) in parts[..parts.len() - 1].iter().enumerate() {
+                if rank < best.0 {
+                    best = (rank, i);
+                }
+            }
+            if best.0 == Rank::MAX {
+                break;
+            }
+            let i = best.1;
+            parts.remove(i + 1);
+            parts[i].1 = pair_rank(&parts, i);
+            if i > 0 {
+                parts[i - 1].1 = pair_rank(&parts, i - 1);
+            }
+        }
+        for w in parts.windows(2) {
+            on_token(&piece[w[0].0..w[1].0]);
+        }
+    }
 }
 
 fn encoding() -> Option<&'static O200k> {
@@ -56,21 +113,37 @@ fn encoding() -> Option<&'static O200k> {
 
 fn load() -> Option<O200k> {
     let pretokenizer = Regex::new_many(&PRETOKENIZE_PATTERNS).ok()?;
-    let ranks = std::panic::catch_unwind(|| {
-        let bpe = tiktoken_rs::o200k_base().ok()?;
-        // tiktoken-rs keeps its rank table private; its decoder gives each rank's bytes back.
-        let mut ranks = FxHashMap::default();
-        ranks.reserve(O200K_ORDINARY_TOKENS as usize);
-        for rank in 0..O200K_ORDINARY_TOKENS {
-            let bytes = bpe._decode_native_and_split(vec![rank]).next()?;
-            ranks.insert(bytes, rank);
-        }
-        Some(ranks)
-    })
-    .ok()
-    .flatten()?;
+    // tiktoken-rs builds tens of MB of maps to give us each rank's bytes. They are built and
+    // dropped on a thread of their own, so that they live in an allocator arena of their own that
+    // is handed back to the system when they are freed; the two vectors that are kept are
+    // allocated here, before, so that they do not pin that arena.
+    let mut arena: Vec<u8> = Vec::with_capacity(ARENA_BYTES);
+    let mut ends: Vec<usize> = Vec::with_capacity(O200K_ORDINARY_TOKENS as usize);
+    let filled = std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new().name("tokentap-o200k".into()).spawn_scoped(scope, || {
+            let bpe = tiktoken_rs::o200k_base().ok()?;
+            // tiktoken-rs keeps its rank table private; its decoder gives each rank's bytes back.
+            for rank in 0..O200K_ORDINARY_TOKENS {
+                arena.extend_from_slice(&bpe._decode_native_and_split(vec![rank]).next()?);
+                ends.push(arena.len());
+            }
+            Some(())
+        });
+        spawned.ok()?.join().ok().flatten()
+    });
+    filled?;
+    // Loaded once per process into a static: the bytes live as long as the process.
+    let arena: &'static [u8] = Box::leak(arena.into_boxed_slice());
+    let mut index = FxHashMap::default();
+    index.reserve(ends.len());
+    let mut start = 0;
+    for (rank, &end) in (0..).zip(&ends) {
+        index.insert(&arena[start..end], rank);
+        start = end;
+    }
+    let ranks = RankTable { index };
     // Every single byte is a token (BPE's starting point); a table without them is not o200k.
-    if ranks.len() != O200K_ORDINARY_TOKENS as usize || !(0..=255u8).all(|b| ranks.contains_key(&[b][..])) {
+    if ranks.len() != O200K_ORDINARY_TOKENS as usize || !(0..=255u8).all(|b| ranks.get(&[b]).is_some()) {
         return None;
     }
     Some(O200k { ranks, pretokenizer })
@@ -113,17 +186,20 @@ impl O200k {
         for segment in segments(text) {
             self.for_each_piece(segment, |piece| {
                 let piece = piece.as_bytes();
-                if self.ranks.contains_key(piece) {
+                if self.ranks.get(piece).is_some() {
                     on_token(piece);
                 } else {
                     // Not a token itself, so at least two bytes long (all bytes are tokens).
-                    for token in tiktoken_rs::byte_pair_split(piece, &self.ranks) {
-                        on_token(token);
-                    }
+                    self.ranks.merge(piece, &mut on_token);
                 }
             });
         }
     }
+}
+
+/// Loads the o200k tables now (they load on first use otherwise); false if they cannot load.
+pub fn load_encoding() -> bool {
+    encoding().is_some()
 }
 
 /// Number of o200k_base tokens in `text` (ordinary encoding: special-token text counts as text).
@@ -211,9 +287,10 @@ mod tests {
         bpe.for_each_piece(text, |piece| {
             let piece = piece.as_bytes();
             match bpe.ranks.get(piece) {
-                Some(&rank) => out.push(rank),
-                None => out
-                    .extend(tiktoken_rs::byte_pair_split(piece, &bpe.ranks).into_iter().map(|token| bpe.ranks[token])),
+                Some(rank) => out.push(rank),
+                None => {
+                    bpe.ranks.merge(piece, |token| out.push(bpe.ranks.get(token).expect("merged tokens are tokens")))
+                }
             }
         });
         out
@@ -286,8 +363,11 @@ mod tests {
     #[test]
     fn rank_table_round_trips() {
         let bpe = encoding().unwrap();
+        let total: usize = bpe.ranks.index.keys().map(|k| k.len()).sum();
+        assert!(total <= ARENA_BYTES, "{total} bytes of tokens: raise ARENA_BYTES");
+        eprintln!("o200k ordinary tokens: {total} bytes");
         assert_eq!(bpe.ranks.len(), O200K_ORDINARY_TOKENS as usize);
-        for (bytes, &rank) in bpe.ranks.iter().step_by(97) {
+        for (bytes, &rank) in bpe.ranks.index.iter().step_by(97) {
             let back: Vec<u8> = reference()._decode_native_and_split(vec![rank]).flatten().collect();
             assert_eq!(&back, bytes);
         }

@@ -45,6 +45,10 @@ pub struct AckTracker {
     pub max_samples: usize,
     pub backlog_max: u64,
     pub drained: bool,
+    /// Where this response ends on the connection: bytes written when the tail was first
+    /// sampled, right after the last write. Later bytes on a kept-alive connection belong to
+    /// later responses and are not waited for.
+    pub tail_end: Option<u64>,
 }
 
 impl AckTracker {
@@ -56,8 +60,9 @@ impl AckTracker {
     }
 
     pub fn push_tail(&mut self, s: AckSample) {
-        self.backlog_max = self.backlog_max.max(s.written.saturating_sub(s.acked));
-        self.drained = s.acked >= s.written;
+        let end = *self.tail_end.get_or_insert(s.written);
+        self.backlog_max = self.backlog_max.max(end.saturating_sub(s.acked));
+        self.drained = s.acked >= end;
         if self.tail.len() < self.max_samples {
             self.tail.push(s);
         }
@@ -186,5 +191,16 @@ mod tests {
         assert!(d.available && !d.drained);
         assert_eq!(chunks[0].t_acked_ns, Some(20));
         assert_eq!(chunks[1].t_acked_ns, None);
+    }
+
+    #[test]
+    fn the_tail_is_drained_when_this_response_is_acknowledged_not_later_ones() {
+        let mut tracker = AckTracker { max_samples: 10, ..AckTracker::default() };
+        tracker.push_tail(AckSample { t_ns: 1, body_before: 10, written: 500, acked: 400 });
+        assert!(!tracker.drained);
+        // The next response on the kept-alive connection is being written meanwhile.
+        tracker.push_tail(AckSample { t_ns: 2, body_before: 10, written: 900, acked: 500 });
+        assert!(tracker.drained);
+        assert_eq!(tracker.backlog_max, 100);
     }
 }

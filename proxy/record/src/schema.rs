@@ -209,9 +209,13 @@ pub struct Record {
     pub conditions: Conditions,
     pub request: RequestInfo,
     pub timeline: TimelineRecord,
-    /// The stream analysis (absent for requests that never reached an upstream).
+    /// The stream analysis (absent for requests that never reached an upstream, and when shed).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub analysis: Option<StreamAnalysis>,
+    /// True when tokentap was overloaded (its finalize queue more than half full) and wrote this
+    /// record from the stamps alone: no stream analysis, no kept bytes (`tokentap.records.shed`).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub analysis_shed: bool,
     pub self_overhead: SelfOverhead,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub content: Option<CapturedContent>,

@@ -513,7 +513,7 @@ impl ProxyHttp for TapProxy {
         }
         let (outcome, error) = classify_outcome(e, ctx);
         let watch = e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none();
-        let mut completed = CompletedRequest { data: ctx.data.take(), outcome, error };
+        let mut completed = CompletedRequest { data: ctx.data.take(), outcome, error, shed: false };
         if !watch {
             self.finalize.submit(completed);
             return;

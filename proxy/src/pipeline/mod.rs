@@ -1,8 +1,11 @@
 //! Off the forwarding path: completed requests go through a bounded queue to one worker thread
 //! that runs the analysis, builds the [`Record`] and hands it to the store.
 //!
-//! Architecture invariant: submitting never blocks. When the queue is full the request's record is
-//! dropped and counted; traffic is never slowed down by analysis or disk writes.
+//! Architecture invariant: submitting never blocks. Under overload tokentap sheds detail before
+//! it loses records: once the queue is half full, a request's kept bytes are released at submit
+//! and its record is written from the stamps alone, without stream analysis (`records.shed`);
+//! only when the queue is full is a record dropped (`records.dropped`). Traffic is never slowed
+//! down by analysis or disk writes.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -28,6 +31,8 @@ pub struct CompletedRequest {
     pub data: RequestData,
     pub outcome: Outcome,
     pub error: Option<ErrorInfo>,
+    /// Written without stream analysis (overload).
+    pub shed: bool,
 }
 
 /// Counters of the record pipeline, shown by the admin API.
@@ -36,6 +41,10 @@ pub struct PipelineStats {
     pub submitted: AtomicU64,
     /// Records dropped because the queue was full.
     pub dropped: AtomicU64,
+    /// Records written without their stream analysis because the queue was backed up.
+    pub shed: AtomicU64,
+    /// Work items waiting in the queue now.
+    pub queued: AtomicU64,
     /// Browser probe reports accepted at ingest, joined to their record, and given up on.
     pub browser_reports: AtomicU64,
     pub browser_joined: AtomicU64,
@@ -49,6 +58,9 @@ pub struct PipelineStats {
 impl tokentap_telemetry::PipelineCounters for PipelineStats {
     fn records_dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+    fn records_shed(&self) -> u64 {
+        self.shed.load(Ordering::Relaxed)
     }
 }
 
@@ -68,6 +80,8 @@ pub enum WorkItem {
 pub struct FinalizeQueue {
     tx: SyncSender<WorkItem>,
     stats: Arc<PipelineStats>,
+    /// Queue depth from which detail is shed (half the capacity).
+    shed_from: u64,
 }
 
 impl FinalizeQueue {
@@ -77,17 +91,30 @@ impl FinalizeQueue {
     }
 
     /// Hands a completed request to the worker without waiting.
-    pub fn submit(&self, completed: CompletedRequest) {
+    pub fn submit(&self, mut completed: CompletedRequest) {
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
-        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_err() {
+        if self.backed_up() {
+            // Release the kept bytes now: memory under overload is the stamps, not the bodies.
+            completed.shed = true;
+            completed.data.chunks.body.shed();
+            completed.data.request_body.shed();
+        }
+        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_ok() {
+            self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        } else {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    fn backed_up(&self) -> bool {
+        self.stats.queued.load(Ordering::Relaxed) >= self.shed_from
     }
 
     /// Hands a validated probe report to the worker without waiting; false when the queue is full.
     pub fn submit_report(&self, report: ProbeReport) -> bool {
         match self.tx.try_send(WorkItem::BrowserReport(Box::new(report))) {
             Ok(()) => {
+                self.stats.queued.fetch_add(1, Ordering::Relaxed);
                 self.stats.browser_reports.fetch_add(1, Ordering::Relaxed);
                 true
             }
@@ -105,11 +132,12 @@ pub fn start(
     telemetry: Arc<Telemetry>,
 ) -> std::io::Result<(FinalizeQueue, JoinHandle<()>)> {
     let (tx, rx) = sync_channel(config.analysis.queue_capacity);
+    let shed_from = (config.analysis.queue_capacity as u64).div_ceil(2);
     let worker_stats = stats.clone();
     let handle = std::thread::Builder::new()
         .name("tokentap-finalize".into())
         .spawn(move || run_worker(rx, &config, &store, &worker_stats, observer, &telemetry))?;
-    Ok((FinalizeQueue { tx, stats }, handle))
+    Ok((FinalizeQueue { tx, stats, shed_from }, handle))
 }
 
 /// Reports whose record is not (yet) in the store, kept a little while.
@@ -126,7 +154,21 @@ fn run_worker(
 ) {
     let mut pending: VecDeque<(Instant, ProbeReport)> = VecDeque::new();
     let panic_path = std::env::var(TEST_PANIC_PATH_VAR).ok();
-    while let Ok(item) = rx.recv() {
+    let delay = std::env::var(TEST_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
+    let shed_from = (config.analysis.queue_capacity as u64).div_ceil(2);
+    // Load the tokenizer's tables now, not on the first record.
+    tokentap_analysis::load_encoding();
+    while let Ok(mut item) = rx.recv() {
+        let backlog = stats.queued.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+        if let WorkItem::Request(completed) = &mut item {
+            // The worker is the bottleneck: skip the analysis of what it is behind on.
+            if backlog >= shed_from {
+                completed.shed = true;
+            }
+            if let Some(delay) = delay {
+                std::thread::sleep(delay);
+            }
+        }
         // A panic while handling one item drops that item, is logged and counted, and the
         // worker goes on with the next one.
         let what = match &item {
@@ -161,6 +203,10 @@ fn run_worker(
 /// (the fault tests and the fault table in BENCHMARKS.md use it). Unset in normal operation.
 pub const TEST_PANIC_PATH_VAR: &str = "TOKENTAP_TEST_WORKER_PANIC_PATH";
 
+/// Test-only: the worker waits this many ms before each request (a deliberately slow worker, for
+/// the overload test and the fault table). Unset in normal operation.
+pub const TEST_DELAY_VAR: &str = "TOKENTAP_TEST_WORKER_DELAY_MS";
+
 fn handle_item(
     item: WorkItem,
     config: &ValidConfig,
@@ -174,6 +220,9 @@ fn handle_item(
         WorkItem::Request(mut completed) => {
             // Counted as open until stored: the graceful drain waits for this.
             let _open = completed.data.open.take();
+            if completed.shed {
+                stats.shed.fetch_add(1, Ordering::Relaxed);
+            }
             let record = build_record(*completed, config);
             if let Some(observe) = observer {
                 observe(&record);
@@ -257,7 +306,11 @@ fn join_chain(record: &Record, store: &RecordStore) {
 
 /// Turns a completed request into its record: runs the request and stream analysis.
 pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
-    let CompletedRequest { data: mut d, outcome, error } = c;
+    let CompletedRequest { data: mut d, outcome, error, shed } = c;
+    if shed {
+        d.chunks.body.shed();
+        d.request_body.shed();
+    }
     let t_upstream_sent_ns = d.t_upstream_sent_ns();
     if let Some(connection) = d.connection.as_mut() {
         connection.protocol = d.response_protocol.as_deref().and_then(tokentap_record::HttpProtocol::from_version);
@@ -267,7 +320,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let request_body = d.request_body.concat();
     let request = analyze_request(&d.path, d.request_content_type.as_deref(), &request_body, d.request_body.truncated);
 
-    let analysis = d.status.map(|status| {
+    let analysis = d.status.filter(|_| !shed).map(|status| {
         let limits = AnalysisLimits {
             stall_threshold_ns: config.analysis.stall_threshold_ms * 1_000_000,
             ..AnalysisLimits::default()
@@ -366,6 +419,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
             chunks: d.chunks.chunks,
         },
         analysis,
+        analysis_shed: shed,
         self_overhead,
         content,
         browser: None,

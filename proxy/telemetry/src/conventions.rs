@@ -34,6 +34,7 @@ pub enum MetricId {
     GoodRequests,
     HookTime,
     RecordsDropped,
+    RecordsShed,
     TelemetryExported,
     TelemetrySpooled,
     TelemetryDropped,
@@ -201,6 +202,14 @@ pub const METRICS: &[MetricDef] = &[
         description: "Records dropped because the finalize queue was full.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_records_dropped_total",
+    },
+    MetricDef {
+        id: MetricId::RecordsShed,
+        name: "tokentap.records.shed",
+        unit: "{record}",
+        description: "Records written without stream analysis because the finalize queue was backed up.",
+        instrument: Instrument::Counter,
+        prometheus_name: "tokentap_records_shed_total",
     },
     MetricDef {
         id: MetricId::TelemetryExported,

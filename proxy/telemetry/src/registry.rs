@@ -136,6 +136,9 @@ fn observed_values(id: MetricId, sources: &ObservedSources) -> Vec<(u64, Vec<Key
     if id == MetricId::RecordsDropped {
         return vec![(sources.pipeline.records_dropped(), Vec::new())];
     }
+    if id == MetricId::RecordsShed {
+        return vec![(sources.pipeline.records_shed(), Vec::new())];
+    }
     let mut out = Vec::new();
     for (signal, c) in [(Signal::Traces, &sources.stats.spans), (Signal::Metrics, &sources.stats.metric_points)] {
         let signal_kv = KeyValue::new(attr::SIGNAL, signal.as_str());
@@ -162,6 +165,7 @@ fn is_observed(id: MetricId) -> bool {
     matches!(
         id,
         MetricId::RecordsDropped
+            | MetricId::RecordsShed
             | MetricId::TelemetryExported
             | MetricId::TelemetrySpooled
             | MetricId::TelemetryDropped
@@ -379,6 +383,9 @@ pub(crate) mod tests {
     impl PipelineCounters for NoPipeline {
         fn records_dropped(&self) -> u64 {
             7
+        }
+        fn records_shed(&self) -> u64 {
+            3
         }
     }
 

@@ -106,4 +106,6 @@ impl ExportStats {
 pub trait PipelineCounters: Send + Sync {
     /// Records dropped because the pipeline's queue was full.
     fn records_dropped(&self) -> u64;
+    /// Records written without their stream analysis because the queue was backed up.
+    fn records_shed(&self) -> u64;
 }
