@@ -195,11 +195,14 @@ pub struct StoreConfig {
     pub max_files: u32,
     /// Recent records kept in memory for the admin API.
     pub ring_size: usize,
+    /// Bytes the in-memory ring may hold (estimated as twice each record's JSON line: the line
+    /// and the parsed record); the oldest records leave first when either bound is reached.
+    pub ring_max_bytes: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { max_file_bytes: 64 << 20, max_files: 4, ring_size: 5_000 }
+        Self { max_file_bytes: 64 << 20, max_files: 4, ring_size: 5_000, ring_max_bytes: 64 << 20 }
     }
 }
 
@@ -401,6 +404,9 @@ pub fn validate_with_env(
     }
     if file.store.ring_size == 0 {
         return Err(invalid("store.ring_size", "must be greater than 0"));
+    }
+    if file.store.ring_max_bytes < 1 << 20 {
+        return Err(invalid("store.ring_max_bytes", "must be at least 1048576 (1 MiB)"));
     }
     if file.store.max_file_bytes < 4096 {
         return Err(invalid("store.max_file_bytes", "must be at least 4096"));

@@ -33,6 +33,50 @@ pub struct StoredRecord {
     pub json: String,
 }
 
+impl StoredRecord {
+    /// Bytes this entry holds, estimated: its JSON line, and about as much again for the parsed
+    /// record (the same strings and numbers, in structs).
+    pub fn footprint(&self) -> usize {
+        2 * self.json.len() + std::mem::size_of::<StoredRecord>()
+    }
+}
+
+/// The recent records, newest last, bounded by count and by bytes.
+#[derive(Default)]
+struct Ring {
+    records: VecDeque<Arc<StoredRecord>>,
+    bytes: usize,
+}
+
+impl Ring {
+    fn push(&mut self, stored: Arc<StoredRecord>, config: &StoreConfig) {
+        self.bytes += stored.footprint();
+        self.records.push_back(stored);
+        self.trim(config);
+    }
+
+    /// Replaces the entry with the same request id (or pushes when it has left the ring).
+    fn replace(&mut self, stored: Arc<StoredRecord>, config: &StoreConfig) {
+        match self.records.iter().rposition(|s| s.record.request_id == stored.record.request_id) {
+            Some(i) => {
+                self.bytes = self.bytes - self.records[i].footprint() + stored.footprint();
+                self.records[i] = stored;
+                self.trim(config);
+            }
+            None => self.push(stored, config),
+        }
+    }
+
+    /// Oldest first out until both bounds hold (the newest record always stays).
+    fn trim(&mut self, config: &StoreConfig) {
+        while self.records.len() > 1 && (self.records.len() > config.ring_size || self.bytes > config.ring_max_bytes) {
+            if let Some(old) = self.records.pop_front() {
+                self.bytes -= old.footprint();
+            }
+        }
+    }
+}
+
 struct Journal {
     file: File,
     size: u64,
@@ -52,7 +96,7 @@ pub struct RecordStore {
     dir: PathBuf,
     config: StoreConfig,
     journal: Mutex<Journal>,
-    ring: RwLock<VecDeque<Arc<StoredRecord>>>,
+    ring: RwLock<Ring>,
     feed: broadcast::Sender<Arc<StoredRecord>>,
     /// Records appended to the journal, and failed journal writes. Counted before the live feed
     /// hears of the record, so a feed subscriber always sees counters that include it.
@@ -67,7 +111,8 @@ pub struct RecordStore {
 /// would hold them had tokentap not restarted. Reads
 /// the journal's files newest first, one at a time, and stops once the ring is full, so start-up
 /// holds at most one file's records besides the ring. Unreadable lines are skipped.
-fn rebuild_ring(dir: &Path, ring_size: usize) -> VecDeque<Arc<StoredRecord>> {
+fn rebuild_ring(dir: &Path, config: &StoreConfig) -> Ring {
+    let ring_size = config.ring_size;
     let mut newest_first: Vec<Record> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for file in tokentap_report::records_files(dir).iter().rev() {
@@ -90,14 +135,13 @@ fn rebuild_ring(dir: &Path, ring_size: usize) -> VecDeque<Arc<StoredRecord>> {
             }
         }
     }
-    newest_first
-        .into_iter()
-        .rev()
-        .filter_map(|record| {
-            let json = serde_json::to_string(&record).ok()?;
-            Some(Arc::new(StoredRecord { record, json }))
-        })
-        .collect()
+    let mut ring = Ring::default();
+    for record in newest_first.into_iter().rev() {
+        if let Ok(json) = serde_json::to_string(&record) {
+            ring.push(Arc::new(StoredRecord { record, json }), config);
+        }
+    }
+    ring
 }
 
 /// Which records a listing returns.
@@ -128,9 +172,13 @@ impl RecordStore {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
         let journal = open_journal(&dir.join(RECORDS_FILE))?;
         let (feed, _) = broadcast::channel(256);
-        let ring = rebuild_ring(dir, config.ring_size);
-        if !ring.is_empty() {
-            tracing::info!(records = ring.len(), "recent records restored from the journal");
+        let ring = rebuild_ring(dir, &config);
+        if !ring.records.is_empty() {
+            tracing::info!(
+                records = ring.records.len(),
+                bytes = ring.bytes,
+                "recent records restored from the journal"
+            );
         }
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -155,13 +203,7 @@ impl RecordStore {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.write_line(&stored.json);
-        {
-            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
-            if ring.len() == self.config.ring_size {
-                ring.pop_front();
-            }
-            ring.push_back(stored.clone());
-        }
+        self.ring.write().unwrap_or_else(|e| e.into_inner()).push(stored.clone(), &self.config);
         match &write_result {
             Ok(()) => self.written.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.write_errors.fetch_add(1, Ordering::Relaxed),
@@ -239,19 +281,19 @@ impl RecordStore {
     /// Recent records matching `filter`, newest first.
     pub fn recent(&self, filter: &RecordFilter, limit: usize) -> Vec<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
-        ring.iter().rev().filter(|s| filter.matches(&s.record)).take(limit).cloned().collect()
+        ring.records.iter().rev().filter(|s| filter.matches(&s.record)).take(limit).cloned().collect()
     }
 
     pub fn get(&self, request_id: &str) -> Option<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
-        ring.iter().rev().find(|s| s.record.request_id == request_id).cloned()
+        ring.records.iter().rev().find(|s| s.record.request_id == request_id).cloned()
     }
 
     /// The most recent record of trace `trace_id` whose parent span is `parent_span_id` (the
     /// browser probe's span), or else the most recent record of the trace.
     pub fn find_by_trace(&self, trace_id: &str, parent_span_id: &str) -> Option<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
-        let mut same_trace = ring.iter().rev().filter(|s| s.record.trace_id == trace_id);
+        let mut same_trace = ring.records.iter().rev().filter(|s| s.record.trace_id == trace_id);
         let first = same_trace.next()?;
         if first.record.parent_span_id.as_deref() == Some(parent_span_id) {
             return Some(first.clone());
@@ -265,6 +307,7 @@ impl RecordStore {
         use crate::route::RouteRole;
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let mut same_trace = ring
+            .records
             .iter()
             .rev()
             .filter(|s| s.record.trace_id == record.trace_id && s.record.request_id != record.request_id);
@@ -287,18 +330,7 @@ impl RecordStore {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.write_line(&stored.json);
-        {
-            let mut ring = self.ring.write().unwrap_or_else(|e| e.into_inner());
-            match ring.iter().rposition(|s| s.record.request_id == stored.record.request_id) {
-                Some(i) => ring[i] = stored.clone(),
-                None => {
-                    if ring.len() == self.config.ring_size {
-                        ring.pop_front();
-                    }
-                    ring.push_back(stored.clone());
-                }
-            }
-        }
+        self.ring.write().unwrap_or_else(|e| e.into_inner()).replace(stored.clone(), &self.config);
         if write_result.is_err() {
             self.write_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -352,7 +384,34 @@ mod tests {
     }
 
     fn config(max_file_bytes: u64, ring_size: usize) -> StoreConfig {
-        StoreConfig { max_file_bytes, max_files: 2, ring_size }
+        StoreConfig { max_file_bytes, max_files: 2, ring_size, ring_max_bytes: 64 << 20 }
+    }
+
+    #[test]
+    fn the_ring_is_bounded_in_bytes_and_keeps_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = {
+            let record = record("x0", "/", "ok", 0);
+            let json = serde_json::to_string(&record).unwrap();
+            StoredRecord { record, json }.footprint()
+        };
+        let store =
+            RecordStore::open(dir.path(), StoreConfig { ring_max_bytes: 3 * one + one / 2, ..config(1 << 20, 100) })
+                .unwrap();
+        for i in 0..10 {
+            store.append(record(&format!("x{i}"), "/", "ok", i)).unwrap();
+        }
+        let kept: Vec<String> =
+            store.recent(&RecordFilter::default(), 100).iter().map(|s| s.record.request_id.clone()).collect();
+        assert_eq!(kept, ["x9", "x8", "x7"]);
+        let ring = store.ring.read().unwrap();
+        assert!(
+            ring.bytes <= 3 * one + one / 2 && ring.bytes == ring.records.iter().map(|s| s.footprint()).sum::<usize>()
+        );
+        drop(ring);
+        // A record larger than the whole budget still stays, alone, as the newest.
+        let store = RecordStore::open(dir.path(), StoreConfig { ring_max_bytes: 1, ..config(1 << 20, 100) }).unwrap();
+        assert_eq!(store.recent(&RecordFilter::default(), 100).len(), 1);
     }
 
     #[test]

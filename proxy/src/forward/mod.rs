@@ -166,6 +166,34 @@ async fn watch_tail(
     finalize.submit(completed);
 }
 
+/// Request header bytes (names and values) a record keeps; a client can send a head of up to
+/// pingora's limit (about 1 MiB), and each record in memory would hold a copy.
+pub const MAX_KEPT_HEADER_BYTES: usize = 16 << 10;
+/// The name of the entry that says how much of the request head was not kept.
+pub const HEADERS_NOT_KEPT: &str = "tokentap-headers-not-kept";
+
+/// The request's headers for the record: redacted, and at most [`MAX_KEPT_HEADER_BYTES`]; when
+/// more were sent, a last entry [`HEADERS_NOT_KEPT`] says how many headers and bytes were left out.
+fn kept_headers(headers: &http::HeaderMap, redactor: &Redactor) -> Vec<(String, String)> {
+    let mut kept = Vec::with_capacity(headers.len().min(32));
+    let mut bytes = 0;
+    let (mut left_out, mut left_out_bytes) = (0usize, 0usize);
+    for (name, value) in headers {
+        let size = name.as_str().len() + value.len();
+        if bytes + size > MAX_KEPT_HEADER_BYTES {
+            left_out += 1;
+            left_out_bytes += size;
+            continue;
+        }
+        bytes += size;
+        kept.push((name.as_str().to_string(), redactor.header_value(name.as_str(), value.as_bytes())));
+    }
+    if left_out > 0 {
+        kept.push((HEADERS_NOT_KEPT.to_string(), format!("{left_out} headers, {left_out_bytes} bytes")));
+    }
+    kept
+}
+
 fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
     value.and_then(|v| v.to_str().ok()).map(str::to_string)
 }
@@ -203,13 +231,7 @@ impl ProxyHttp for TapProxy {
         }
         ctx.data.method = req.method.as_str().to_string();
         ctx.data.path = redact_path(&path_and_query);
-        ctx.data.request_headers = req
-            .headers
-            .iter()
-            .map(|(name, value)| {
-                (name.as_str().to_string(), self.redactor.header_value(name.as_str(), value.as_bytes()))
-            })
-            .collect();
+        ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
         ctx.data.request_content_type = header_str(req.headers.get("content-type"));
         let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
         if self.ingest.config.enabled {
@@ -603,4 +625,30 @@ fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<Err
         ErrorSource::Internal | ErrorSource::Unset => Outcome::ProxyError,
     };
     (outcome, Some(info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_request_head_is_kept_up_to_the_byte_bound() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("authorization", http::HeaderValue::from_static("Bearer sk-secret"));
+        for i in 0..40 {
+            let name = http::HeaderName::try_from(format!("x-filler-{i}")).unwrap();
+            headers.insert(name, http::HeaderValue::from_str(&"v".repeat(1000)).unwrap());
+        }
+        let kept = kept_headers(&headers, &Redactor::new(&[]));
+        let bytes: usize = kept[..kept.len() - 1].iter().map(|(n, v)| n.len() + v.len()).sum();
+        assert!(bytes <= MAX_KEPT_HEADER_BYTES, "{bytes}");
+        let (name, value) = kept.last().unwrap();
+        assert_eq!(name, HEADERS_NOT_KEPT);
+        assert!(value.ends_with(" bytes") && value.contains(" headers, "), "{value}");
+        assert_eq!(kept[0].1, privacy::REDACTED);
+        // A small head is kept whole, with no marker.
+        let mut small = http::HeaderMap::new();
+        small.insert("content-type", http::HeaderValue::from_static("application/json"));
+        assert_eq!(kept_headers(&small, &Redactor::new(&[])), vec![("content-type".into(), "application/json".into())]);
+    }
 }
