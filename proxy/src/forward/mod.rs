@@ -112,8 +112,19 @@ impl RequestCtx {
     }
 }
 
+/// A reading of the client socket: the counters, and whether the connection can still
+/// acknowledge anything (ESTABLISHED, or CLOSE_WAIT after the client's half-close). A client that
+/// closed or reset its socket never acknowledges the tail: watching it would only burn CPU.
+struct SocketReading {
+    sample: AckSample,
+    open: bool,
+}
+
+const TCP_ESTABLISHED: u8 = 1;
+const TCP_CLOSE_WAIT: u8 = 8;
+
 /// Reads the client socket's TCP counters (one getsockopt), or says why it cannot.
-fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<AckSample, &'static str> {
+fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<SocketReading, &'static str> {
     let downstream = session.as_downstream();
     if downstream.is_http2() {
         return Err("HTTP/2 client: streams share one socket, so its ACKs are not per response");
@@ -125,10 +136,13 @@ fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<AckSampl
     sample_socket(socket, t_ns, body_before)
 }
 
-fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<AckSample, &'static str> {
+fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<SocketReading, &'static str> {
     let info = socket.tcp_info().ok_or("no TCP information for the client socket on this platform")?;
     let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
-    Ok(AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked })
+    Ok(SocketReading {
+        sample: AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked },
+        open: matches!(info.tcpi_state, TCP_ESTABLISHED | TCP_CLOSE_WAIT),
+    })
 }
 
 /// Samples the client socket every `ACK_POLL` until the client has acknowledged the response's
@@ -147,19 +161,22 @@ async fn watch_tail(
     let data = &mut completed.data;
     loop {
         tokio::time::sleep(ACK_POLL).await;
-        let sample = sample_socket(&socket, data.anchor.elapsed_ns(), data.chunks.handed_off_bytes);
+        let reading = sample_socket(&socket, data.anchor.elapsed_ns(), data.chunks.handed_off_bytes);
         // Read the cookie after the counters: if it still matches, they were this socket's.
         if socket.socket_cookie().ok() != Some(cookie) {
             break;
         }
-        match sample {
-            Ok(sample) => data.ack.push_tail(sample),
+        let open = match reading {
+            Ok(reading) => {
+                data.ack.push_tail(reading.sample);
+                reading.open
+            }
             Err(reason) => {
                 data.ack.unavailable = Some(reason.to_string());
                 break;
             }
-        }
-        if data.ack.drained || Instant::now() >= deadline {
+        };
+        if data.ack.drained || !open || Instant::now() >= deadline {
             break;
         }
     }
@@ -451,7 +468,7 @@ impl ProxyHttp for TapProxy {
                 ctx.data.chunks.on_handoff(piece.len(), t);
                 if ctx.data.ack.unavailable.is_none() {
                     match sample_ack(session, t, body_before) {
-                        Ok(sample) => ctx.data.ack.push_handoff(sample),
+                        Ok(reading) => ctx.data.ack.push_handoff(reading.sample),
                         Err(reason) => ctx.data.ack.unavailable = Some(reason.to_string()),
                     }
                 }
@@ -543,15 +560,21 @@ impl ProxyHttp for TapProxy {
         // Watch the client acknowledge the tail: one sample now, then, while the tail is not
         // acknowledged, from a task of its own that never holds the connection.
         let data = &mut completed.data;
+        let mut open = false;
         match sample_ack(session, data.anchor.elapsed_ns(), data.chunks.handed_off_bytes) {
-            Ok(sample) => data.ack.push_tail(sample),
+            Ok(reading) => {
+                data.ack.push_tail(reading.sample);
+                open = reading.open;
+            }
             Err(reason) => data.ack.unavailable = Some(reason.to_string()),
         }
         let drain = Duration::from_millis(self.config.timeline.ack_drain_ms);
         let socket = session.as_downstream().digest().and_then(|d| d.socket_digest.clone());
         let cookie = socket.as_ref().and_then(|s| s.socket_cookie().ok());
         match (socket, cookie) {
-            (Some(socket), Some(cookie)) if !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero() => {
+            (Some(socket), Some(cookie))
+                if open && !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero() =>
+            {
                 let deadline = Instant::now() + drain;
                 let watch = watch_tail(socket, cookie, completed, deadline, self.finalize.clone());
                 // A connection that is kept alive serves its next request while its own task

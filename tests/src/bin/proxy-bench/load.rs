@@ -160,7 +160,9 @@ pub(crate) async fn stream_client(addr: SocketAddr, events: usize, start: tokio:
     let mut buf = Vec::with_capacity(16384);
     let mut scanned = 0;
     let mut tmp = vec![0u8; 16384];
-    while result.latencies_us.len() < events {
+    // Read to the end of the chunked body (its last chunk), as a client that consumes the whole
+    // response does, then close.
+    loop {
         let n = match stream.read(&mut tmp).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
@@ -178,6 +180,9 @@ pub(crate) async fn stream_client(addr: SocketAddr, events: usize, start: tokio:
                 result.latencies_us.push(arrival.saturating_sub(sent) as f64 / 1e3);
             }
             scanned = at + STAMP_DIGITS;
+        }
+        if buf.ends_with(b"\r\n0\r\n\r\n") {
+            break;
         }
         // Keep memory flat: drop what was scanned.
         if scanned > 8192 {
