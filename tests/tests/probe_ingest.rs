@@ -49,6 +49,29 @@ fn bad_reports_are_rejected_with_reasons() {
         ),
         (text.to_vec(), vec![b' '; 300 * 1024], 413, "larger than"),
         (
+            text.to_vec(),
+            report(&trace_id).replace("\"offset_ms\":0.0", "\"offset_ms\":1e308").into_bytes(),
+            400,
+            "clock.offset_ms is invalid",
+        ),
+        (
+            text.to_vec(),
+            report(&trace_id).replace("\"paints\":[]", "\"paints\":[{\"t_ms\":1e308,\"chars\":3}]").into_bytes(),
+            400,
+            "paints.t_ms is invalid",
+        ),
+        (
+            text.to_vec(),
+            report(&trace_id)
+                .replace(
+                    "\"audio\":[]",
+                    &format!("\"audio\":[{{\"kind\":\"{}\",\"audible_ms\":1.0}}]", "k".repeat(200_000)),
+                )
+                .into_bytes(),
+            400,
+            "audio.kind is invalid",
+        ),
+        (
             vec![("content-type", "application/x-www-form-urlencoded")],
             report(&trace_id).into_bytes(),
             415,
