@@ -230,6 +230,13 @@ pub struct ProbeConfig {
     pub trace_ttl_s: u64,
     /// Trace ids remembered for that purpose.
     pub max_recent_traces: usize,
+    /// Reports accepted per proxied request of a trace; later ones get a 429 (each accepted report
+    /// rewrites the whole record).
+    pub max_reports_per_request: u32,
+    /// Reports per second from all clients together (token bucket rate)…
+    pub total_reports_per_second: f64,
+    /// …and the bucket's size.
+    pub total_burst: u32,
 }
 
 impl Default for ProbeConfig {
@@ -242,6 +249,9 @@ impl Default for ProbeConfig {
             burst: 100,
             trace_ttl_s: 600,
             max_recent_traces: 50_000,
+            max_reports_per_request: 2,
+            total_reports_per_second: 50.0,
+            total_burst: 200,
         }
     }
 }
@@ -405,6 +415,12 @@ pub fn validate_with_env(
     }
     if p.max_recent_traces == 0 {
         return Err(invalid("probe.max_recent_traces", "must be greater than 0"));
+    }
+    if !(1..=100).contains(&p.max_reports_per_request) {
+        return Err(invalid("probe.max_reports_per_request", "must be between 1 and 100"));
+    }
+    if !(p.total_reports_per_second > 0.0 && p.total_reports_per_second.is_finite()) || p.total_burst == 0 {
+        return Err(invalid("probe.total_reports_per_second", "rate and burst must be greater than 0"));
     }
     for origin in &p.allowed_origins {
         if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
