@@ -22,24 +22,25 @@ pub struct UpstreamTarget {
 impl UpstreamTarget {
     /// Parses "http(s)://host[:port][/base/path]".
     pub fn parse(url: &str) -> Result<Self, String> {
+        let shown = crate::forward::privacy::redact_url(url);
         let (tls, rest) = if let Some(rest) = url.strip_prefix("https://") {
             (true, rest)
         } else if let Some(rest) = url.strip_prefix("http://") {
             (false, rest)
         } else {
-            return Err(format!("{url:?} must start with http:// or https://"));
+            return Err(format!("{shown:?} must start with http:// or https://"));
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
         if path.contains('?') || path.contains('#') {
-            return Err(format!("{url:?}: a base URL cannot carry a query or fragment"));
+            return Err(format!("{shown:?}: a base URL cannot carry a query or fragment"));
         }
         if authority.contains('@') {
-            return Err(format!("{url:?}: credentials in the URL are not supported"));
+            return Err(format!("{shown:?}: credentials in the URL are not supported"));
         }
-        let (host, port) = split_host_port(authority).ok_or_else(|| format!("{url:?} has no valid host[:port]"))?;
+        let (host, port) = split_host_port(authority).ok_or_else(|| format!("{shown:?} has no valid host[:port]"))?;
         let port = port.unwrap_or(if tls { 443 } else { 80 });
         Ok(Self { tls, host, port, base_path: path.trim_end_matches('/').to_string() })
     }
