@@ -23,13 +23,13 @@ pub const REDACTED_QUERY_PARAMS: &[&str] =
 pub const REDACTED: &str = "[redacted]";
 
 /// Parts of a lower-case header or query parameter name that make it secret, besides the lists
-/// above: `x-auth-token`, `x-api-token`, `client-secret`, `db-password`, `x-session-cookie`, …
-const SECRET_NAME_PARTS: &[&str] = &["auth", "token", "secret", "passw", "cookie", "credential", "signature"];
+/// above: `x-auth-token`, `client-secret`, `db-password`, `x-session-cookie`, …
+const SECRET_NAME_PARTS: &[&str] = &["auth", "secret", "passw", "cookie", "credential", "signature"];
 
 /// True when a lower-case name looks secret by the rule of [`SECRET_NAME_PARTS`], or ends in `key`
-/// (`x-custom-api-key`, `apikey`, `key`).
+/// or `token` (`x-custom-api-key`, `apikey`, `x-api-token`; not `x-ratelimit-remaining-tokens`).
 fn looks_secret(lower: &str) -> bool {
-    lower.ends_with("key") || SECRET_NAME_PARTS.iter().any(|part| lower.contains(part))
+    lower.ends_with("key") || lower.ends_with("token") || SECRET_NAME_PARTS.iter().any(|part| lower.contains(part))
 }
 
 /// Decides whether a header's value may be recorded.
@@ -163,8 +163,15 @@ mod tests {
         for name in secret {
             assert_eq!(r.header_value(name, b"s3cr3t"), REDACTED, "{name}");
         }
-        for name in ["content-type", "accept", "user-agent", "x-request-id", "anthropic-version", "openai-organization"]
-        {
+        for name in [
+            "content-type",
+            "accept",
+            "user-agent",
+            "x-request-id",
+            "anthropic-version",
+            "openai-organization",
+            "x-max-tokens",
+        ] {
             assert_eq!(r.header_value(name, b"plain"), "plain", "{name}");
         }
     }
