@@ -41,6 +41,11 @@ pub struct FileConfig {
     pub listen: Option<String>,
     /// Address of the admin API (records, live feed). Loopback by default.
     pub admin_listen: Option<String>,
+    /// Bearer token the admin API requires (`TOKENTAP_ADMIN_TOKEN` wins); needed off loopback.
+    pub admin_token: Option<AdminToken>,
+    /// Host names (besides IP addresses and `localhost`) the admin API answers to.
+    #[serde(default)]
+    pub admin_allowed_hosts: Vec<String>,
     /// Directory of the local record store.
     pub data_dir: Option<PathBuf>,
     /// Worker threads of the proxy service.
@@ -267,11 +272,40 @@ pub struct Overrides {
     pub threads: Option<usize>,
 }
 
+/// The admin API's bearer token. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken([redacted])")
+    }
+}
+
+/// Who the admin API answers: a token (when set) and the Host names it accepts.
+#[derive(Debug, Clone, Default)]
+pub struct AdminAccess {
+    pub token: Option<AdminToken>,
+    /// Lower case; IP addresses and `localhost` are always accepted.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Shortest admin token accepted.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
+
 /// Configuration after validation: addresses parsed, routes built, limits checked.
 #[derive(Debug, Clone)]
 pub struct ValidConfig {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
+    pub admin: AdminAccess,
     pub data_dir: PathBuf,
     pub threads: usize,
     pub response_request_id_header: bool,
@@ -302,10 +336,14 @@ pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:8788";
 
 /// Reads a config file (if any), applies overrides, and validates the result.
 pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidConfig, ConfigError> {
-    let file = match config_path {
+    let mut file = match config_path {
         Some(path) => parse_file(path)?,
         None => FileConfig::default(),
     };
+    if let Some(token) = std::env::var_os("TOKENTAP_ADMIN_TOKEN") {
+        let token = token.into_string().map_err(|_| invalid("TOKENTAP_ADMIN_TOKEN", "is not UTF-8"))?;
+        file.admin_token = Some(AdminToken(token));
+    }
     validate_with_env(file, overrides, &OtelEnv::from_process())
 }
 
@@ -327,7 +365,7 @@ pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, 
 
 /// [`validate`], with the standard `OTEL_*` variables that configure export.
 pub fn validate_with_env(
-    file: FileConfig,
+    mut file: FileConfig,
     overrides: &Overrides,
     otel_env: &OtelEnv,
 ) -> Result<ValidConfig, ConfigError> {
@@ -339,6 +377,7 @@ pub fn validate_with_env(
     if admin_listen == Some(listen) && listen.port() != 0 {
         return Err(invalid("admin_listen", "must differ from `listen`"));
     }
+    let admin = validate_admin_access(admin_listen, file.admin_token.take(), &file.admin_allowed_hosts)?;
     let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
     let threads = overrides
         .threads
@@ -443,6 +482,7 @@ pub fn validate_with_env(
     Ok(ValidConfig {
         listen,
         admin_listen,
+        admin,
         data_dir,
         threads,
         response_request_id_header: file.response_request_id_header.unwrap_or(true),
@@ -460,6 +500,44 @@ pub fn validate_with_env(
         metrics: file.metrics,
         slo: file.slo,
     })
+}
+
+fn validate_admin_access(
+    admin_listen: Option<SocketAddr>,
+    token: Option<AdminToken>,
+    allowed_hosts: &[String],
+) -> Result<AdminAccess, ConfigError> {
+    let token = match token {
+        Some(AdminToken(t)) if t.len() < MIN_ADMIN_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic()) => {
+            return Err(invalid(
+                "admin_token",
+                format!("must be at least {MIN_ADMIN_TOKEN_LEN} printable ASCII characters without spaces"),
+            ));
+        }
+        t => t,
+    };
+    if let Some(addr) = admin_listen {
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(invalid(
+                "admin_listen",
+                format!(
+                    "{addr} is not a loopback address: set admin_token (or TOKENTAP_ADMIN_TOKEN) so that only \
+                     holders of the token can read records, or listen on 127.0.0.1"
+                ),
+            ));
+        }
+    }
+    let mut hosts = Vec::with_capacity(allowed_hosts.len());
+    for host in allowed_hosts {
+        let ok = !host.is_empty()
+            && host.len() <= 253
+            && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !ok {
+            return Err(invalid("admin_allowed_hosts", format!("{host:?} is not a host name (no port, no scheme)")));
+        }
+        hosts.push(host.to_ascii_lowercase());
+    }
+    Ok(AdminAccess { token, allowed_hosts: hosts })
 }
 
 fn parse_addr(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {

@@ -96,6 +96,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
             telemetry: telemetry.clone(),
             allowed_origins: proxy_origins(listen),
             slo: config.slo.clone(),
+            access: config.admin.clone(),
         });
         std::thread::Builder::new()
             .name("tokentap-admin".into())
