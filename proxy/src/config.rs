@@ -46,6 +46,8 @@ pub struct FileConfig {
     /// Host names (besides IP addresses and `localhost`) the admin API answers to.
     #[serde(default)]
     pub admin_allowed_hosts: Vec<String>,
+    /// Live feeds (`/_tokentap/api/stream`) open at once; one more gets a 503.
+    pub admin_max_feed_subscribers: Option<usize>,
     /// Directory of the local record store.
     pub data_dir: Option<PathBuf>,
     /// Worker threads of the proxy service.
@@ -297,6 +299,10 @@ pub struct AdminAccess {
     pub allowed_hosts: Vec<String>,
 }
 
+/// Live feed subscribers by default, and at most.
+pub const DEFAULT_FEED_SUBSCRIBERS: usize = 16;
+pub const MAX_FEED_SUBSCRIBERS: usize = 1024;
+
 /// Shortest admin token accepted.
 pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
 
@@ -306,6 +312,7 @@ pub struct ValidConfig {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
     pub admin: AdminAccess,
+    pub admin_max_feed_subscribers: usize,
     pub data_dir: PathBuf,
     pub threads: usize,
     pub response_request_id_header: bool,
@@ -378,6 +385,10 @@ pub fn validate_with_env(
         return Err(invalid("admin_listen", "must differ from `listen`"));
     }
     let admin = validate_admin_access(admin_listen, file.admin_token.take(), &file.admin_allowed_hosts)?;
+    let admin_max_feed_subscribers = file.admin_max_feed_subscribers.unwrap_or(DEFAULT_FEED_SUBSCRIBERS);
+    if !(1..=MAX_FEED_SUBSCRIBERS).contains(&admin_max_feed_subscribers) {
+        return Err(invalid("admin_max_feed_subscribers", format!("must be between 1 and {MAX_FEED_SUBSCRIBERS}")));
+    }
     let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
     let threads = overrides
         .threads
@@ -483,6 +494,7 @@ pub fn validate_with_env(
         listen,
         admin_listen,
         admin,
+        admin_max_feed_subscribers,
         data_dir,
         threads,
         response_request_id_header: file.response_request_id_header.unwrap_or(true),

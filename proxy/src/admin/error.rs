@@ -26,6 +26,9 @@ pub(super) enum AdminError {
     /// A Host header that is neither an IP address, localhost nor in `admin_allowed_hosts` (403).
     #[error("Host not allowed: use an IP address or localhost, or add the name to admin_allowed_hosts")]
     HostNotAllowed,
+    /// The live feed has `admin_max_feed_subscribers` subscribers already (503).
+    #[error("the live feed has its {max} subscribers (admin_max_feed_subscribers); close one or raise the limit")]
+    TooManySubscribers { max: usize },
     /// `/metrics` while `[metrics] prometheus = false` (404).
     #[error("the Prometheus endpoint is off ([metrics] prometheus = false)")]
     PrometheusOff,
@@ -43,6 +46,7 @@ impl AdminError {
             AdminError::ReadOnly => StatusCode::METHOD_NOT_ALLOWED,
             AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
             AdminError::HostNotAllowed => StatusCode::FORBIDDEN,
+            AdminError::TooManySubscribers { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }

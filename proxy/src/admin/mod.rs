@@ -51,6 +51,10 @@ pub struct AdminState {
     pub slo: tokentap_record::SloConfig,
     /// The token (if any) and the Host names the API answers to.
     pub access: crate::config::AdminAccess,
+    /// Live feeds open at once, at most `feed_max_subscribers`; events formatted once for all.
+    pub feed_max_subscribers: usize,
+    pub feed_subscribers: feed::Subscribers,
+    pub feed_events: feed::EventCache,
 }
 
 /// Serves the admin API on an already-bound listener until the runtime stops.
