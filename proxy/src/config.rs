@@ -354,9 +354,22 @@ pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidCo
     validate_with_env(file, overrides, &OtelEnv::from_process())
 }
 
+/// Largest config file read (a config is a few KB; `--config /dev/zero` must not fill memory).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    use std::io::Read;
+    let read_err = |source| ConfigError::Read { path: path.to_path_buf(), source };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes)).map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: format!("larger than {MAX_CONFIG_BYTES} bytes; is this a config file?"),
+        });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ConfigError::Parse { path: path.to_path_buf(), message: "not UTF-8 text".into() })?;
     parse_str(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
 }
 
@@ -376,6 +389,7 @@ pub fn validate_with_env(
     overrides: &Overrides,
     otel_env: &OtelEnv,
 ) -> Result<ValidConfig, ConfigError> {
+    check_upper_bounds(&file)?;
     let listen_text = overrides.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
     let listen = parse_addr("listen", &listen_text)?;
     let admin_text =
@@ -514,6 +528,65 @@ pub fn validate_with_env(
     })
 }
 
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Every capacity, size, count and duration has an upper bound, so that a typo cannot make
+/// tokentap allocate gigabytes at start or wait for days. The bounds are in README.md.
+fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
+    let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
+    let to = &file.timeouts;
+    let bounds: [(&str, u64, u64); 33] = [
+        ("timeouts.connect_ms", to.connect_ms, 600_000),
+        ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
+        ("timeouts.read_s", to.read_s, 86_400),
+        ("timeouts.write_s", to.write_s, 86_400),
+        ("timeouts.idle_pool_s", to.idle_pool_s, 86_400),
+        ("timeline.max_chunks", t.max_chunks as u64, 1_000_000),
+        ("timeline.max_analysis_bytes", t.max_analysis_bytes as u64, 256 * MIB),
+        ("timeline.max_request_bytes", t.max_request_bytes as u64, 64 * MIB),
+        ("timeline.ack_drain_ms", t.ack_drain_ms, 60_000),
+        ("analysis.stall_threshold_ms", a.stall_threshold_ms, 3_600_000),
+        ("analysis.warmup_requests", a.warmup_requests, 1_000_000),
+        ("analysis.queue_capacity", a.queue_capacity as u64, 65_536),
+        ("store.max_file_bytes", st.max_file_bytes, 16 * GIB),
+        ("store.max_files", u64::from(st.max_files), 1000),
+        ("store.ring_size", st.ring_size as u64, 100_000),
+        ("privacy.capture_max_bytes", file.privacy.capture_max_bytes as u64, 16 * MIB),
+        ("privacy.redact_headers", file.privacy.redact_headers.len() as u64, 1000),
+        ("probe.burst", u64::from(p.burst), 100_000),
+        ("probe.total_burst", u64::from(p.total_burst), 100_000),
+        ("probe.trace_ttl_s", p.trace_ttl_s, 86_400),
+        ("probe.max_recent_traces", p.max_recent_traces as u64, 1_000_000),
+        ("probe.allowed_origins", p.allowed_origins.len() as u64, 1000),
+        ("otel.timeout_ms", o.timeout_ms, 600_000),
+        ("otel.queue_capacity", o.queue_capacity as u64, 1_000_000),
+        ("otel.batch_max_requests", o.batch_max_requests as u64, 100_000),
+        ("otel.batch_delay_ms", o.batch_delay_ms, 3_600_000),
+        ("otel.metrics_interval_ms", o.metrics_interval_ms, 3_600_000),
+        ("otel.spool_max_bytes", o.spool_max_bytes, 64 * GIB),
+        ("otel.retry_initial_ms", o.retry_initial_ms, 3_600_000),
+        ("otel.retry_max_ms", o.retry_max_ms, 3_600_000),
+        ("metrics.max_series_per_metric", file.metrics.max_series_per_metric as u64, 100_000),
+        ("route", file.routes.len() as u64, 1000),
+        ("admin_allowed_hosts", file.admin_allowed_hosts.len() as u64, 1000),
+    ];
+    for (key, value, max) in bounds {
+        if value > max {
+            return Err(invalid(key, format!("{value} is larger than the maximum, {max}")));
+        }
+    }
+    for (key, value) in [
+        ("probe.reports_per_second", p.reports_per_second),
+        ("probe.total_reports_per_second", p.total_reports_per_second),
+    ] {
+        if value > 100_000.0 {
+            return Err(invalid(key, format!("{value} is larger than the maximum, 100000")));
+        }
+    }
+    Ok(())
+}
+
 fn validate_admin_access(
     admin_listen: Option<SocketAddr>,
     token: Option<AdminToken>,
@@ -567,6 +640,18 @@ fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
     let key = |field: &str| format!("route[{index}].{field}");
     if !rc.prefix.starts_with('/') {
         return Err(invalid(key("prefix"), format!("{:?} must start with '/'", rc.prefix)));
+    }
+    // A space, CR/LF or other control character would make every forwarded request head invalid.
+    for (field, value) in [("prefix", &rc.prefix), ("upstream", &rc.upstream)] {
+        if !value.bytes().all(|b| b.is_ascii_graphic()) || value.len() > 2048 {
+            return Err(invalid(
+                key(field),
+                "must be at most 2048 printable ASCII characters: no spaces, control characters (CR, LF) or non-ASCII",
+            ));
+        }
+    }
+    if rc.name.as_ref().is_some_and(|n| n.is_empty() || n.len() > 128 || n.chars().any(char::is_control)) {
+        return Err(invalid(key("name"), "must be 1 to 128 bytes without control characters"));
     }
     let upstream = UpstreamTarget::parse(&rc.upstream).map_err(|reason| invalid(key("upstream"), reason))?;
     let provider = match rc.provider.as_deref() {
