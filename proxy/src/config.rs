@@ -528,6 +528,26 @@ pub fn validate_with_env(
     })
 }
 
+/// A URL as a config error may show it: `user:password@` and any query replaced.
+pub(crate) fn display_url(url: &str) -> String {
+    const REDACTED: &str = "[redacted]";
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rfind('@') {
+        Some(at) => format!("{REDACTED}@{}", &authority[at + 1..]),
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, _)) => format!("{path}?{REDACTED}"),
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -653,7 +673,8 @@ fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
     if rc.name.as_ref().is_some_and(|n| n.is_empty() || n.len() > 128 || n.chars().any(char::is_control)) {
         return Err(invalid(key("name"), "must be 1 to 128 bytes without control characters"));
     }
-    let upstream = UpstreamTarget::parse(&rc.upstream).map_err(|reason| invalid(key("upstream"), reason))?;
+    let upstream = UpstreamTarget::parse(&rc.upstream)
+        .map_err(|reason| invalid(key("upstream"), format!("{:?} {reason}", display_url(&rc.upstream))))?;
     let provider = match rc.provider.as_deref() {
         None => None,
         Some(name) => Some(Provider::parse(name).ok_or_else(|| {
@@ -810,5 +831,21 @@ mod tests {
         assert_eq!(c.listen.port(), 2000);
         assert_eq!(c.routes.routes().len(), 1);
         assert_eq!(c.routes.routes()[0].upstream.host, "flag.example");
+    }
+
+    #[test]
+    fn urls_in_errors_carry_no_credentials() {
+        let cases = [
+            ("http://user:pass@host:8080/v1", "http://[redacted]@host:8080/v1"),
+            ("https://a@b@host", "https://[redacted]@host"),
+            ("https://host/x?key=S", "https://host/x?[redacted]"),
+            ("ftp://u:p@host", "ftp://[redacted]@host"),
+            ("u:p@host/path", "[redacted]@host/path"),
+            ("https://host/a@b", "https://host/a@b"),
+            ("http://127.0.0.1:9", "http://127.0.0.1:9"),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(display_url(url), expected, "{url}");
+        }
     }
 }

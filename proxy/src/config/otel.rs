@@ -171,7 +171,7 @@ fn check_header(key: &str, name: &str, value: &str) -> Result<(), ConfigError> {
 }
 
 fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    let shown = crate::forward::privacy::redact_url(url);
+    let shown = super::display_url(url);
     let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
         return Err(invalid(key, format!("{shown:?} must start with http:// or https://")));
     };
