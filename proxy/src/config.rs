@@ -41,6 +41,13 @@ pub struct FileConfig {
     pub listen: Option<String>,
     /// Address of the admin API (records, live feed). Loopback by default.
     pub admin_listen: Option<String>,
+    /// Bearer token the admin API requires (`TOKENTAP_ADMIN_TOKEN` wins); needed off loopback.
+    pub admin_token: Option<AdminToken>,
+    /// Host names (besides IP addresses and `localhost`) the admin API answers to.
+    #[serde(default)]
+    pub admin_allowed_hosts: Vec<String>,
+    /// Live feeds (`/_tokentap/api/stream`) open at once; one more gets a 503.
+    pub admin_max_feed_subscribers: Option<usize>,
     /// Directory of the local record store.
     pub data_dir: Option<PathBuf>,
     /// Worker threads of the proxy service.
@@ -242,6 +249,13 @@ pub struct ProbeConfig {
     pub trace_ttl_s: u64,
     /// Trace ids remembered for that purpose.
     pub max_recent_traces: usize,
+    /// Reports accepted per proxied request of a trace; later ones get a 429 (each accepted report
+    /// rewrites the whole record).
+    pub max_reports_per_request: u32,
+    /// Reports per second from all clients together (token bucket rate)…
+    pub total_reports_per_second: f64,
+    /// …and the bucket's size.
+    pub total_burst: u32,
 }
 
 impl Default for ProbeConfig {
@@ -254,6 +268,9 @@ impl Default for ProbeConfig {
             burst: 100,
             trace_ttl_s: 600,
             max_recent_traces: 50_000,
+            max_reports_per_request: 2,
+            total_reports_per_second: 50.0,
+            total_burst: 200,
         }
     }
 }
@@ -269,11 +286,45 @@ pub struct Overrides {
     pub threads: Option<usize>,
 }
 
+/// The admin API's bearer token. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken([redacted])")
+    }
+}
+
+/// Who the admin API answers: a token (when set) and the Host names it accepts.
+#[derive(Debug, Clone, Default)]
+pub struct AdminAccess {
+    pub token: Option<AdminToken>,
+    /// Lower case; IP addresses and `localhost` are always accepted.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Live feed subscribers by default, and at most.
+pub const DEFAULT_FEED_SUBSCRIBERS: usize = 16;
+pub const MAX_FEED_SUBSCRIBERS: usize = 1024;
+
+/// Shortest admin token accepted.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
+
 /// Configuration after validation: addresses parsed, routes built, limits checked.
 #[derive(Debug, Clone)]
 pub struct ValidConfig {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
+    pub admin: AdminAccess,
+    pub admin_max_feed_subscribers: usize,
     pub data_dir: PathBuf,
     pub threads: usize,
     pub response_request_id_header: bool,
@@ -304,16 +355,33 @@ pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:8788";
 
 /// Reads a config file (if any), applies overrides, and validates the result.
 pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidConfig, ConfigError> {
-    let file = match config_path {
+    let mut file = match config_path {
         Some(path) => parse_file(path)?,
         None => FileConfig::default(),
     };
+    if let Some(token) = std::env::var_os("TOKENTAP_ADMIN_TOKEN") {
+        let token = token.into_string().map_err(|_| invalid("TOKENTAP_ADMIN_TOKEN", "is not UTF-8"))?;
+        file.admin_token = Some(AdminToken(token));
+    }
     validate_with_env(file, overrides, &OtelEnv::from_process())
 }
 
+/// Largest config file read (a config is a few KB; `--config /dev/zero` must not fill memory).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    use std::io::Read;
+    let read_err = |source| ConfigError::Read { path: path.to_path_buf(), source };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes)).map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: format!("larger than {MAX_CONFIG_BYTES} bytes; is this a config file?"),
+        });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ConfigError::Parse { path: path.to_path_buf(), message: "not UTF-8 text".into() })?;
     parse_str(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
 }
 
@@ -329,10 +397,11 @@ pub fn validate(file: FileConfig, overrides: &Overrides) -> Result<ValidConfig, 
 
 /// [`validate`], with the standard `OTEL_*` variables that configure export.
 pub fn validate_with_env(
-    file: FileConfig,
+    mut file: FileConfig,
     overrides: &Overrides,
     otel_env: &OtelEnv,
 ) -> Result<ValidConfig, ConfigError> {
+    check_upper_bounds(&file)?;
     let listen_text = overrides.listen.clone().or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.into());
     let listen = parse_addr("listen", &listen_text)?;
     let admin_text =
@@ -340,6 +409,11 @@ pub fn validate_with_env(
     let admin_listen = if admin_text == "off" { None } else { Some(parse_addr("admin_listen", &admin_text)?) };
     if admin_listen == Some(listen) && listen.port() != 0 {
         return Err(invalid("admin_listen", "must differ from `listen`"));
+    }
+    let admin = validate_admin_access(admin_listen, file.admin_token.take(), &file.admin_allowed_hosts)?;
+    let admin_max_feed_subscribers = file.admin_max_feed_subscribers.unwrap_or(DEFAULT_FEED_SUBSCRIBERS);
+    if !(1..=MAX_FEED_SUBSCRIBERS).contains(&admin_max_feed_subscribers) {
+        return Err(invalid("admin_max_feed_subscribers", format!("must be between 1 and {MAX_FEED_SUBSCRIBERS}")));
     }
     let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
     let threads = overrides
@@ -421,6 +495,12 @@ pub fn validate_with_env(
     if p.max_recent_traces == 0 {
         return Err(invalid("probe.max_recent_traces", "must be greater than 0"));
     }
+    if !(1..=100).contains(&p.max_reports_per_request) {
+        return Err(invalid("probe.max_reports_per_request", "must be between 1 and 100"));
+    }
+    if !(p.total_reports_per_second > 0.0 && p.total_reports_per_second.is_finite()) || p.total_burst == 0 {
+        return Err(invalid("probe.total_reports_per_second", "rate and burst must be greater than 0"));
+    }
     for origin in &p.allowed_origins {
         if origin != "*" && !(origin.starts_with("http://") || origin.starts_with("https://")) {
             return Err(invalid(
@@ -442,6 +522,8 @@ pub fn validate_with_env(
     Ok(ValidConfig {
         listen,
         admin_listen,
+        admin,
+        admin_max_feed_subscribers,
         data_dir,
         threads,
         response_request_id_header: file.response_request_id_header.unwrap_or(true),
@@ -461,6 +543,124 @@ pub fn validate_with_env(
     })
 }
 
+/// A URL as a config error may show it: `user:password@` and any query replaced.
+pub(crate) fn display_url(url: &str) -> String {
+    const REDACTED: &str = "[redacted]";
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rfind('@') {
+        Some(at) => format!("{REDACTED}@{}", &authority[at + 1..]),
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, _)) => format!("{path}?{REDACTED}"),
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Every capacity, size, count and duration has an upper bound, so that a typo cannot make
+/// tokentap allocate gigabytes at start or wait for days. The bounds are in README.md.
+fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
+    let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
+    let to = &file.timeouts;
+    let bounds: [(&str, u64, u64); 33] = [
+        ("timeouts.connect_ms", to.connect_ms, 600_000),
+        ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
+        ("timeouts.read_s", to.read_s, 86_400),
+        ("timeouts.write_s", to.write_s, 86_400),
+        ("timeouts.idle_pool_s", to.idle_pool_s, 86_400),
+        ("timeline.max_chunks", t.max_chunks as u64, 1_000_000),
+        ("timeline.max_analysis_bytes", t.max_analysis_bytes as u64, 256 * MIB),
+        ("timeline.max_request_bytes", t.max_request_bytes as u64, 64 * MIB),
+        ("timeline.ack_drain_ms", t.ack_drain_ms, 60_000),
+        ("analysis.stall_threshold_ms", a.stall_threshold_ms, 3_600_000),
+        ("analysis.warmup_requests", a.warmup_requests, 1_000_000),
+        ("analysis.queue_capacity", a.queue_capacity as u64, 65_536),
+        ("store.max_file_bytes", st.max_file_bytes, 16 * GIB),
+        ("store.max_files", u64::from(st.max_files), 1000),
+        ("store.ring_size", st.ring_size as u64, 100_000),
+        ("store.ring_max_bytes", st.ring_max_bytes as u64, 16 * GIB),
+        ("privacy.capture_max_bytes", file.privacy.capture_max_bytes as u64, 16 * MIB),
+        ("privacy.redact_headers", file.privacy.redact_headers.len() as u64, 1000),
+        ("probe.burst", u64::from(p.burst), 100_000),
+        ("probe.total_burst", u64::from(p.total_burst), 100_000),
+        ("probe.trace_ttl_s", p.trace_ttl_s, 86_400),
+        ("probe.max_recent_traces", p.max_recent_traces as u64, 1_000_000),
+        ("probe.allowed_origins", p.allowed_origins.len() as u64, 1000),
+        ("otel.timeout_ms", o.timeout_ms, 600_000),
+        ("otel.queue_capacity", o.queue_capacity as u64, 1_000_000),
+        ("otel.batch_max_requests", o.batch_max_requests as u64, 100_000),
+        ("otel.batch_delay_ms", o.batch_delay_ms, 3_600_000),
+        ("otel.metrics_interval_ms", o.metrics_interval_ms, 3_600_000),
+        ("otel.spool_max_bytes", o.spool_max_bytes, 64 * GIB),
+        ("otel.retry_initial_ms", o.retry_initial_ms, 3_600_000),
+        ("otel.retry_max_ms", o.retry_max_ms, 3_600_000),
+        ("metrics.max_series_per_metric", file.metrics.max_series_per_metric as u64, 100_000),
+        ("route", file.routes.len() as u64, 1000),
+        ("admin_allowed_hosts", file.admin_allowed_hosts.len() as u64, 1000),
+    ];
+    for (key, value, max) in bounds {
+        if value > max {
+            return Err(invalid(key, format!("{value} is larger than the maximum, {max}")));
+        }
+    }
+    for (key, value) in [
+        ("probe.reports_per_second", p.reports_per_second),
+        ("probe.total_reports_per_second", p.total_reports_per_second),
+    ] {
+        if value > 100_000.0 {
+            return Err(invalid(key, format!("{value} is larger than the maximum, 100000")));
+        }
+    }
+    Ok(())
+}
+
+fn validate_admin_access(
+    admin_listen: Option<SocketAddr>,
+    token: Option<AdminToken>,
+    allowed_hosts: &[String],
+) -> Result<AdminAccess, ConfigError> {
+    let token = match token {
+        Some(AdminToken(t)) if t.len() < MIN_ADMIN_TOKEN_LEN || !t.bytes().all(|b| b.is_ascii_graphic()) => {
+            return Err(invalid(
+                "admin_token",
+                format!("must be at least {MIN_ADMIN_TOKEN_LEN} printable ASCII characters without spaces"),
+            ));
+        }
+        t => t,
+    };
+    if let Some(addr) = admin_listen {
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(invalid(
+                "admin_listen",
+                format!(
+                    "{addr} is not a loopback address: set admin_token (or TOKENTAP_ADMIN_TOKEN) so that only \
+                     holders of the token can read records, or listen on 127.0.0.1"
+                ),
+            ));
+        }
+    }
+    let mut hosts = Vec::with_capacity(allowed_hosts.len());
+    for host in allowed_hosts {
+        let ok = !host.is_empty()
+            && host.len() <= 253
+            && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !ok {
+            return Err(invalid("admin_allowed_hosts", format!("{host:?} is not a host name (no port, no scheme)")));
+        }
+        hosts.push(host.to_ascii_lowercase());
+    }
+    Ok(AdminAccess { token, allowed_hosts: hosts })
+}
+
 fn parse_addr(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
@@ -477,7 +677,20 @@ fn validate_route(index: usize, rc: RouteConfig) -> Result<Route, ConfigError> {
     if !rc.prefix.starts_with('/') {
         return Err(invalid(key("prefix"), format!("{:?} must start with '/'", rc.prefix)));
     }
-    let upstream = UpstreamTarget::parse(&rc.upstream).map_err(|reason| invalid(key("upstream"), reason))?;
+    // A space, CR/LF or other control character would make every forwarded request head invalid.
+    for (field, value) in [("prefix", &rc.prefix), ("upstream", &rc.upstream)] {
+        if !value.bytes().all(|b| b.is_ascii_graphic()) || value.len() > 2048 {
+            return Err(invalid(
+                key(field),
+                "must be at most 2048 printable ASCII characters: no spaces, control characters (CR, LF) or non-ASCII",
+            ));
+        }
+    }
+    if rc.name.as_ref().is_some_and(|n| n.is_empty() || n.len() > 128 || n.chars().any(char::is_control)) {
+        return Err(invalid(key("name"), "must be 1 to 128 bytes without control characters"));
+    }
+    let upstream = UpstreamTarget::parse(&rc.upstream)
+        .map_err(|reason| invalid(key("upstream"), format!("{:?} {reason}", display_url(&rc.upstream))))?;
     let provider = match rc.provider.as_deref() {
         None => None,
         Some(name) => Some(Provider::parse(name).ok_or_else(|| {
@@ -634,5 +847,21 @@ mod tests {
         assert_eq!(c.listen.port(), 2000);
         assert_eq!(c.routes.routes().len(), 1);
         assert_eq!(c.routes.routes()[0].upstream.host, "flag.example");
+    }
+
+    #[test]
+    fn urls_in_errors_carry_no_credentials() {
+        let cases = [
+            ("http://user:pass@host:8080/v1", "http://[redacted]@host:8080/v1"),
+            ("https://a@b@host", "https://[redacted]@host"),
+            ("https://host/x?key=S", "https://host/x?[redacted]"),
+            ("ftp://u:p@host", "ftp://[redacted]@host"),
+            ("u:p@host/path", "[redacted]@host/path"),
+            ("https://host/a@b", "https://host/a@b"),
+            ("http://127.0.0.1:9", "http://127.0.0.1:9"),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(display_url(url), expected, "{url}");
+        }
     }
 }

@@ -274,9 +274,12 @@ fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap_record
     let mut stream =
         std::net::TcpStream::connect(authority).with_context(|| format!("cannot connect to {authority}"))?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+    // The admin token, when the admin API requires one.
+    let auth =
+        std::env::var("TOKENTAP_ADMIN_TOKEN").map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     write!(
         stream,
-        "GET /_tokentap/api/requests/{request_id} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+        "GET /_tokentap/api/requests/{request_id} HTTP/1.1\r\nHost: {authority}\r\n{auth}Connection: close\r\n\r\n"
     )?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response)?;

@@ -20,26 +20,27 @@ pub struct UpstreamTarget {
 }
 
 impl UpstreamTarget {
-    /// Parses "http(s)://host[:port][/base/path]".
+    /// Parses "http(s)://host[:port][/base/path]". Errors do not quote the URL (it may hold a
+    /// password); the caller shows it redacted.
     pub fn parse(url: &str) -> Result<Self, String> {
         let (tls, rest) = if let Some(rest) = url.strip_prefix("https://") {
             (true, rest)
         } else if let Some(rest) = url.strip_prefix("http://") {
             (false, rest)
         } else {
-            return Err(format!("{url:?} must start with http:// or https://"));
+            return Err("must start with http:// or https://".to_string());
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
         if path.contains('?') || path.contains('#') {
-            return Err(format!("{url:?}: a base URL cannot carry a query or fragment"));
+            return Err("a base URL cannot carry a query or fragment".to_string());
         }
         if authority.contains('@') {
-            return Err(format!("{url:?}: credentials in the URL are not supported"));
+            return Err("credentials in the URL are not supported".to_string());
         }
-        let (host, port) = split_host_port(authority).ok_or_else(|| format!("{url:?} has no valid host[:port]"))?;
+        let (host, port) = split_host_port(authority).ok_or_else(|| "has no valid host[:port]".to_string())?;
         let port = port.unwrap_or(if tls { 443 } else { 80 });
         Ok(Self { tls, host, port, base_path: path.trim_end_matches('/').to_string() })
     }

@@ -96,6 +96,10 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
             telemetry: telemetry.clone(),
             allowed_origins: proxy_origins(listen),
             slo: config.slo.clone(),
+            access: config.admin.clone(),
+            feed_max_subscribers: config.admin_max_feed_subscribers,
+            feed_subscribers: Default::default(),
+            feed_events: Default::default(),
         });
         std::thread::Builder::new()
             .name("tokentap-admin".into())

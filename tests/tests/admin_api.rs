@@ -95,3 +95,137 @@ fn environment_variables_configure_tokentap() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("flag.example") && !stdout.contains("env.example"), "{stdout}");
 }
+
+const ADMIN_TOKEN: &str = "e2e-admin-token-4f9c2a7b1d";
+
+/// A GET with exactly the given Host header (the harness's own requests say `tokentap.test`).
+fn get_with_host(admin: std::net::SocketAddr, path: &str, host: &str, headers: &[(&str, &str)]) -> http1::HttpResponse {
+    let mut raw = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\n");
+    for (k, v) in headers {
+        raw.push_str(&format!("{k}: {v}\r\n"));
+    }
+    raw.push_str("connection: close\r\n\r\n");
+    http1::send(admin, raw.as_bytes())
+}
+
+fn assert_not_framable(resp: &http1::HttpResponse, what: &str) {
+    assert_eq!(resp.header("x-frame-options"), Some("DENY"), "{what}");
+    assert_eq!(resp.header("content-security-policy"), Some("frame-ancestors 'none'"), "{what}");
+}
+
+#[test]
+fn a_non_loopback_admin_listener_needs_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_str().unwrap();
+    let args =
+        ["check-config", "--upstream", "http://127.0.0.1:9", "--admin-listen", "0.0.0.0:0", "--data-dir", data_dir];
+    let (status, _, stderr) = tokentap_e2e::process::run_tokentap(&args);
+    assert!(!status.success());
+    assert!(stderr.contains("admin_listen") && stderr.contains("admin_token"), "{stderr}");
+    // With a token it is accepted, and the token is printed nowhere.
+    let out = std::process::Command::new(tokentap_e2e::process::bin("tokentap"))
+        .args(args)
+        .env("TOKENTAP_ADMIN_TOKEN", ADMIN_TOKEN)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains(ADMIN_TOKEN), "{text}");
+    // A token too short to be one is refused.
+    let out = std::process::Command::new(tokentap_e2e::process::bin("tokentap"))
+        .args(args)
+        .env("TOKENTAP_ADMIN_TOKEN", "short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("admin_token"));
+}
+
+#[test]
+fn with_a_token_every_admin_path_requires_it() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url], &[("TOKENTAP_ADMIN_TOKEN", ADMIN_TOKEN)]);
+    let bearer = format!("Bearer {ADMIN_TOKEN}");
+    for path in ["/_tokentap/api/health", "/_tokentap/api/requests", "/_tokentap/api/list", "/metrics", "/_tokentap/"] {
+        let none = http1::get(tokentap.admin, path, &[]);
+        assert_eq!(none.status, 401, "{path}");
+        assert!(none.header("www-authenticate").is_some_and(|v| v.starts_with("Bearer")), "{path}");
+        assert_not_framable(&none, path);
+        let wrong = http1::get(tokentap.admin, path, &[("authorization", "Bearer e2e-admin-token-4f9c2a7b1X")]);
+        assert_eq!(wrong.status, 401, "{path}");
+        let right = http1::get(tokentap.admin, path, &[("authorization", bearer.as_str())]);
+        assert_eq!(right.status, 200, "{path}");
+        assert_not_framable(&right, path);
+    }
+    // The dashboard: one visit with ?token= sets an HttpOnly cookie and drops the token from the address.
+    assert_eq!(http1::get(tokentap.admin, "/_tokentap/?token=wrong-wrong-wrong-wrong", &[]).status, 401);
+    let login = http1::get(tokentap.admin, &format!("/_tokentap/?token={ADMIN_TOKEN}"), &[]);
+    assert_eq!(login.status, 303);
+    assert_eq!(login.header("location"), Some("/_tokentap/"));
+    let cookie = login.header("set-cookie").unwrap().to_string();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = cookie.split(';').next().unwrap().to_string();
+    let page = http1::get(tokentap.admin, "/_tokentap/", &[("cookie", cookie.as_str())]);
+    assert_eq!(page.status, 200);
+    assert!(String::from_utf8_lossy(&page.body).contains("app.js"));
+    // The page's live feed (EventSource sends the cookie, not a header) is open to it too.
+    let mut feed = http1::StreamedResponse::open(
+        tokentap.admin,
+        &http1::request_bytes("GET", "/_tokentap/api/stream", &[("cookie", cookie.as_str())], b""),
+    );
+    feed.read_head();
+    assert_eq!(feed.response.status, 200);
+    // `tokentap explain --admin` sends TOKENTAP_ADMIN_TOKEN.
+    let chat = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
+    let id = chat.header("x-tokentap-request-id").unwrap().to_string();
+    while !String::from_utf8_lossy(&feed.response.body).contains(&id) {
+        assert!(feed.read_some(), "the live feed ended before the record came");
+    }
+    feed.abort();
+    let admin = format!("http://{}", tokentap.admin);
+    let explain = |token: Option<&str>| {
+        let mut cmd = std::process::Command::new(tokentap_e2e::process::bin("tokentap"));
+        cmd.args(["explain", &id, "--admin", &admin]).env_remove("TOKENTAP_ADMIN_TOKEN");
+        if let Some(t) = token {
+            cmd.env("TOKENTAP_ADMIN_TOKEN", t);
+        }
+        cmd.output().unwrap()
+    };
+    let refused = explain(None);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("401"), "{}", String::from_utf8_lossy(&refused.stderr));
+    let allowed = explain(Some(ADMIN_TOKEN));
+    assert!(allowed.status.success(), "{}", String::from_utf8_lossy(&allowed.stderr));
+    let logs = format!("{}{}", tokentap.proc.stdout(), tokentap.proc.stderr());
+    assert!(!logs.contains(ADMIN_TOKEN), "the token was logged");
+}
+
+#[test]
+fn only_local_host_names_are_answered() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let admin_host = tokentap.admin.to_string();
+    for host in [admin_host.as_str(), "localhost:8788", "[::1]:8788"] {
+        let resp = get_with_host(tokentap.admin, "/_tokentap/api/health", host, &[]);
+        assert_eq!(resp.status, 200, "{host}");
+        assert_not_framable(&resp, host);
+    }
+    // A page on a name that resolves to this machine (DNS rebinding) is refused.
+    for host in ["evil.example", "evil.example:8788", "127.0.0.1.nip.io:8788"] {
+        let resp = get_with_host(tokentap.admin, "/_tokentap/api/requests", host, &[]);
+        assert_eq!(resp.status, 403, "{host}");
+        assert!(String::from_utf8_lossy(&resp.body).contains("admin_allowed_hosts"), "{host}");
+        assert_not_framable(&resp, host);
+    }
+    // A configured name is answered.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "admin_allowed_hosts = [\"tokentap.internal\"]\n").unwrap();
+    let named = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
+    let resp = get_with_host(named.admin, "/_tokentap/api/health", "tokentap.internal:8788", &[]);
+    assert_eq!(resp.status, 200);
+}

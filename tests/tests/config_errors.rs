@@ -94,3 +94,62 @@ fn shutdown_grace_period_is_bounded() {
     assert!(!status.success());
     assert!(stderr.contains("shutdown.grace_period_s"), "{stderr}");
 }
+
+/// Each value would pass a naive check, then panic, abort on a huge allocation, take gigabytes
+/// at start or make every request fail: `check-config` refuses it, naming the key.
+#[test]
+fn out_of_range_values_are_refused_by_check_config() {
+    let route = "[[route]]\nprefix = \"/\"\nupstream = \"http://127.0.0.1:9\"\n";
+    let cases: &[(&str, &str)] = &[
+        ("[analysis]\nqueue_capacity = 4000000000\n", "analysis.queue_capacity"),
+        ("[store]\nring_size = 1000000000\n", "store.ring_size"),
+        ("[store]\nmax_files = 4000000000\n", "store.max_files"),
+        ("[timeline]\nmax_chunks = 1000000000000\n", "timeline.max_chunks"),
+        ("[timeline]\nmax_analysis_bytes = 100000000000\n", "timeline.max_analysis_bytes"),
+        ("[timeline]\nmax_request_bytes = 100000000000\n", "timeline.max_request_bytes"),
+        ("[timeline]\nack_drain_ms = 100000000000\n", "timeline.ack_drain_ms"),
+        ("[timeouts]\nread_s = 100000000000\n", "timeouts.read_s"),
+        ("[timeouts]\nconnect_ms = 100000000000\n", "timeouts.connect_ms"),
+        ("[privacy]\ncapture_max_bytes = 100000000000\n", "privacy.capture_max_bytes"),
+        ("[probe]\nmax_recent_traces = 100000000000\n", "probe.max_recent_traces"),
+        ("[probe]\nburst = 4000000000\n", "probe.burst"),
+        ("[probe]\nreports_per_second = 1e300\n", "probe.reports_per_second"),
+        ("[probe]\ntrace_ttl_s = 100000000000\n", "probe.trace_ttl_s"),
+        ("[otel]\nqueue_capacity = 100000000000\n", "otel.queue_capacity"),
+        ("[otel]\nspool_max_bytes = 100000000000000\n", "otel.spool_max_bytes"),
+        ("[metrics]\nmax_series_per_metric = 100000000000\n", "metrics.max_series_per_metric"),
+        ("admin_max_feed_subscribers = 100000000\n", "admin_max_feed_subscribers"),
+    ];
+    for (text, key) in cases {
+        let f = config_file(&format!("{text}{route}"));
+        let (status, _, stderr) = run_tokentap(&["check-config", "--config", f.path().to_str().unwrap()]);
+        assert!(!status.success(), "{key} should be refused");
+        assert!(stderr.contains(&format!("`{key}`")), "{key}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{key}: {stderr}");
+    }
+}
+
+#[test]
+fn an_upstream_or_prefix_with_spaces_or_line_breaks_is_refused() {
+    let cases = [
+        ("prefix = \"/\"\nupstream = \"http://127.0.0.1:9/v1\\r\\nX-Evil: 1\"", "route[0].upstream"),
+        ("prefix = \"/\"\nupstream = \"http://127.0.0.1:9/a b\"", "route[0].upstream"),
+        ("prefix = \"/\"\nupstream = \"http://127.0.0.1:9/a\\tb\"", "route[0].upstream"),
+        ("prefix = \"/a b\"\nupstream = \"http://127.0.0.1:9\"", "route[0].prefix"),
+        ("prefix = \"/\"\nupstream = \"http://127.0.0.1:9\"\nname = \"a\\nb\"", "route[0].name"),
+    ];
+    for (route, key) in cases {
+        let f = config_file(&format!("[[route]]\n{route}\n"));
+        let (status, _, stderr) = run_tokentap(&["check-config", "--config", f.path().to_str().unwrap()]);
+        assert!(!status.success(), "{key} should be refused");
+        assert!(stderr.contains(&format!("`{key}`")), "{key}: {stderr}");
+    }
+}
+
+#[test]
+fn a_config_file_that_never_ends_is_refused() {
+    let (status, _, stderr) =
+        run_tokentap(&["check-config", "--upstream", "http://127.0.0.1:9", "--config", "/dev/zero"]);
+    assert!(!status.success());
+    assert!(stderr.contains("/dev/zero") && stderr.contains("larger than 1048576 bytes"), "{stderr}");
+}

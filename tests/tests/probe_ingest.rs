@@ -49,6 +49,29 @@ fn bad_reports_are_rejected_with_reasons() {
         ),
         (text.to_vec(), vec![b' '; 300 * 1024], 413, "larger than"),
         (
+            text.to_vec(),
+            report(&trace_id).replace("\"offset_ms\":0.0", "\"offset_ms\":1e308").into_bytes(),
+            400,
+            "clock.offset_ms is invalid",
+        ),
+        (
+            text.to_vec(),
+            report(&trace_id).replace("\"paints\":[]", "\"paints\":[{\"t_ms\":1e308,\"chars\":3}]").into_bytes(),
+            400,
+            "paints.t_ms is invalid",
+        ),
+        (
+            text.to_vec(),
+            report(&trace_id)
+                .replace(
+                    "\"audio\":[]",
+                    &format!("\"audio\":[{{\"kind\":\"{}\",\"audible_ms\":1.0}}]", "k".repeat(200_000)),
+                )
+                .into_bytes(),
+            400,
+            "audio.kind is invalid",
+        ),
+        (
             vec![("content-type", "application/x-www-form-urlencoded")],
             report(&trace_id).into_bytes(),
             415,
@@ -110,4 +133,75 @@ fn a_burst_of_reports_is_rate_limited_while_streams_stay_byte_exact() {
         assert!(s.complete);
         assert_eq!(s.body, direct.body);
     }
+}
+
+/// Posts a report from a socket bound to `source` (any 127.0.0.x is loopback): (status, body).
+fn post_from(tokentap: &Tokentap, source: std::net::Ipv4Addr, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&std::net::SocketAddr::from((source, 0)).into()).unwrap();
+    socket.connect(&tokentap.addr.into()).unwrap();
+    let mut stream: std::net::TcpStream = socket.into();
+    stream
+        .write_all(&http1::request_bytes("POST", INGEST, &[("content-type", "text/plain")], body.as_bytes()))
+        .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// Proxies one chat request and returns its trace id.
+fn one_trace(tokentap: &Tokentap, feed: &mut tokentap_e2e::RecordFeed) -> String {
+    let ok = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
+    assert_eq!(ok.status, 200);
+    feed.next_record()["trace_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn reports_per_trace_are_capped_whatever_address_they_come_from() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let trace_id = one_trace(&tokentap, &mut feed);
+    let body = report(&trace_id);
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..20u8 {
+        let (status, text) = post_from(&tokentap, std::net::Ipv4Addr::new(127, 0, 0, 2 + i), &body);
+        if status == 429 {
+            assert!(text.contains("max_reports_per_request"), "{text}");
+        }
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    // The default is two reports per proxied request of the trace.
+    assert_eq!(statuses, [(202, 2), (429, 18)].into_iter().collect(), "{statuses:?}");
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(health["browser_reports"]["accepted"], 2, "{health}");
+    assert_eq!(health["browser_reports"]["refused_trace_full"], 18, "{health}");
+}
+
+#[test]
+fn reports_from_all_clients_share_one_budget() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "[probe]\ntotal_reports_per_second = 0.001\ntotal_burst = 3\n").unwrap();
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let traces: Vec<String> = (0..5).map(|_| one_trace(&tokentap, &mut feed)).collect();
+    let statuses: Vec<u16> = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| post_from(&tokentap, std::net::Ipv4Addr::new(127, 0, 0, 2 + i as u8), &report(t)).0)
+        .collect();
+    assert_eq!(statuses, [202, 202, 202, 429, 429]);
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(health["browser_reports"]["refused_over_budget"], 2, "{health}");
+    // A report refused by the budget is not counted against its trace.
+    assert_eq!(health["browser_reports"]["refused_trace_full"], 0, "{health}");
 }

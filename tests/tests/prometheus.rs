@@ -190,3 +190,36 @@ fn real_prometheus_scrapes_the_ttft_histogram() {
     );
     assert!(p95.is_some_and(|v| v["status"] == "success"));
 }
+
+/// Clients choose the model name: past 100 distinct names per metric, new ones are counted under
+/// `_OTHER`, so a scrape stays small whatever they send.
+#[test]
+fn client_chosen_model_names_are_capped() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "0", "--tokens", "2"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let models = 150;
+    for i in 0..models {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "model": format!("client-model-{i}"), "stream": true, "messages": [],
+        }))
+        .unwrap();
+        let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], &body);
+        assert_eq!(resp.status, 200);
+        feed.next_record_for(CHAT);
+    }
+    let (_, text) = scrape(&tokentap);
+    let requests: Vec<&str> = text.lines().filter(|l| l.starts_with("tokentap_requests_total{")).collect();
+    let names: std::collections::BTreeSet<&str> =
+        requests.iter().filter_map(|l| l.split("gen_ai_request_model=\"").nth(1)?.split('"').next()).collect();
+    assert_eq!(names.len(), 101, "{names:?}");
+    assert!(names.contains("_OTHER") && names.contains("client-model-0"), "{names:?}");
+    let other: u64 = requests
+        .iter()
+        .filter(|l| l.contains("gen_ai_request_model=\"_OTHER\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(other, 50, "{requests:?}");
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert!(health["telemetry"]["metric_series_folded"].as_u64().unwrap() >= 50, "{health}");
+}

@@ -29,6 +29,9 @@ fn secrets_appear_nowhere_at(log_level: &str) {
         ("x-api-key", API_KEY),
         ("api-key", API_KEY),
         ("cookie", cookie.as_str()),
+        ("x-auth-token", API_KEY),
+        ("x-custom-secret", API_KEY),
+        ("proxy-authorization", bearer.as_str()),
     ];
     let body = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     let resp = http1::post(tokentap.addr, "/v1/chat/completions", &headers, body);
@@ -36,7 +39,10 @@ fn secrets_appear_nowhere_at(log_level: &str) {
     // The upstream still gets the credentials: redaction is for records, not for traffic.
     let last = mock.control("/_mock/last_request").1;
     assert!(last.to_string().contains(SECRET), "authorization was not forwarded: {last}");
-    let gemini = format!("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key={QUERY_KEY}");
+    // `%6Bey` is `key`, percent-encoded: the upstream reads it as the key, so tokentap redacts it too.
+    let gemini = format!(
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&%6Bey={QUERY_KEY}&api%5Fkey={QUERY_KEY}"
+    );
     let resp = http1::post(
         tokentap.addr,
         &gemini,
@@ -71,4 +77,29 @@ fn secrets_appear_nowhere_at(log_level: &str) {
     }
     assert!(records.contains("[redacted]"), "records should show that a value was redacted");
     assert_eq!(records.lines().count(), 3);
+}
+
+/// A config error quoting a URL with credentials shows neither the user nor the password.
+#[test]
+fn config_errors_do_not_print_url_credentials() {
+    for (args, key) in [
+        (vec!["check-config", "--upstream", "http://alice:hunter2-SECRET@127.0.0.1:9"], "upstream"),
+        (vec!["check-config", "--upstream", "ftp://alice:hunter2-SECRET@127.0.0.1:9"], "upstream"),
+    ] {
+        let (status, stdout, stderr) = tokentap_e2e::process::run_tokentap(&args);
+        assert!(!status.success(), "{args:?} should fail");
+        assert!(stderr.contains(key), "{stderr}");
+        for text in [&stdout, &stderr] {
+            assert!(!text.contains("hunter2") && !text.contains("alice"), "credentials printed: {text}");
+        }
+    }
+    let out = std::process::Command::new(tokentap_e2e::process::bin("tokentap"))
+        .args(["check-config", "--upstream", "http://127.0.0.1:9"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://alice:hunter2-SECRET@collector:4317")
+        .output()
+        .expect("run tokentap");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success());
+    assert!(text.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
 }

@@ -19,6 +19,24 @@ pub fn number(v: f64) -> String {
     }
 }
 
+/// Client-chosen text (route and model names, group labels, paths) made safe for a table cell or a
+/// list item: `|` cannot end the cell, a line break cannot start a row or a heading, and markdown
+/// punctuation (links, emphasis, code, HTML) is shown as written.
+pub fn text(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        match c {
+            '\\' | '|' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '!' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn percent(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{:.1}%", v * 100.0))
 }
@@ -69,12 +87,12 @@ pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let w = &mut out;
     let _ = writeln!(w, "# tokentap report\n");
-    let _ = writeln!(w, "- source: {}", report.source);
+    let _ = writeln!(w, "- source: {}", text(&report.source));
     let _ = writeln!(
         w,
         "- window: {} → {}",
-        report.since.as_deref().unwrap_or("first record"),
-        report.until.as_deref().unwrap_or("last record")
+        text(report.since.as_deref().unwrap_or("first record")),
+        text(report.until.as_deref().unwrap_or("last record"))
     );
     let _ = writeln!(
         w,
@@ -101,7 +119,7 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
     for g in table_groups(report) {
         for metric in REPORT_METRICS {
-            let _ = writeln!(w, "| {} | {} | {} |", g.label, metric, distribution_cells(g.metrics.get(metric)));
+            let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), metric, distribution_cells(g.metrics.get(metric)));
         }
     }
 
@@ -119,7 +137,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(
             w,
             "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
-            g.label,
+            text(&g.label),
             g.requests,
             g.outcomes.get("ok").copied().unwrap_or(0),
             g.goodput.good,
@@ -135,18 +153,19 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(w, "\n| objective | met | missed | unverified | not applicable |");
         let _ = writeln!(w, "|---|---:|---:|---:|---:|");
         for (name, c) in &report.overall.goodput.objectives {
+            let name = text(name);
             let _ = writeln!(w, "| {name} | {} | {} | {} | {} |", c.met, c.missed, c.unverified, c.not_applicable);
         }
     }
 
-    let outcomes: Vec<String> = report.overall.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let outcomes: Vec<String> = report.overall.outcomes.iter().map(|(k, v)| format!("{} {v}", text(k))).collect();
     let _ = writeln!(w, "\nOutcomes: {}", if outcomes.is_empty() { "none".into() } else { outcomes.join(", ") });
 
     let c = &report.conditions;
     let _ = writeln!(w, "\n## Conditions (reproducibility)\n");
-    let _ = writeln!(w, "- report by tokentap {}", report.tokentap_version);
+    let _ = writeln!(w, "- report by tokentap {}", text(&report.tokentap_version));
     let counts = |m: &std::collections::BTreeMap<String, u64>| {
-        m.iter().map(|(k, v)| format!("{k} ({v})")).collect::<Vec<_>>().join(", ")
+        m.iter().map(|(k, v)| format!("{} ({v})", text(k))).collect::<Vec<_>>().join(", ")
     };
     let _ = writeln!(w, "- records written by tokentap: {}", counts(&c.record_versions));
     let _ = writeln!(w, "- routes: {}", counts(&c.routes));
@@ -155,8 +174,8 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(
         w,
         "- first request {}, last request {}",
-        c.first_started_at.as_deref().unwrap_or("–"),
-        c.last_started_at.as_deref().unwrap_or("–")
+        text(c.first_started_at.as_deref().unwrap_or("–")),
+        text(c.last_started_at.as_deref().unwrap_or("–"))
     );
     let _ = writeln!(w, "- upstream connections: {} reused, {} new\n", c.connections_reused, c.connections_new);
     let _ = writeln!(w, "| distribution | n | p50 | p90 | p95 | p99 | max |");
@@ -171,4 +190,69 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{build_report, GroupKey, ReportOptions};
+
+    #[test]
+    fn client_chosen_text_cannot_break_the_tables() {
+        let cases = [
+            ("gpt-4o", "gpt-4o"),
+            ("a|b", "a\\|b"),
+            ("line\nbreak", "line break"),
+            ("cr\r\nlf", "cr  lf"),
+            ("[click](http://evil.example)", "\\[click\\](http://evil.example)"),
+            ("<script>x</script>", "\\<script\\>x\\</script\\>"),
+            ("`code` *bold* _em_", "\\`code\\` \\*bold\\* \\_em\\_"),
+            ("back\\slash", "back\\\\slash"),
+            ("# heading", "\\# heading"),
+        ];
+        for (raw, expected) in cases {
+            assert_eq!(text(raw), expected, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn hostile_route_and_model_names_stay_in_their_cell() {
+        let hostile = ["m|x", "m\n# injected heading\n| a | b |", "m\r\n- injected item"];
+        let records: Vec<_> = hostile
+            .iter()
+            .map(|model| {
+                let mut r = tokentap_record::fixtures::stream_record(3);
+                r.conditions.model = Some(model.to_string());
+                r.route = format!("route|{model}");
+                r
+            })
+            .collect();
+        let options = ReportOptions {
+            group_by: vec![GroupKey::Route, GroupKey::Model],
+            include_warmup: true,
+            source: "journal|\nx".into(),
+            ..ReportOptions::default()
+        };
+        let markdown = render(&build_report(&records, &options));
+        // Every row of a table has as many unescaped `|` as its header.
+        let mut header: Option<usize> = None;
+        let mut rows = 0;
+        for line in markdown.lines() {
+            assert!(!line.starts_with("# injected") && !line.starts_with("- injected"), "{line}");
+            if !line.starts_with('|') {
+                header = None;
+                continue;
+            }
+            let separators = line.replace("\\|", "").matches('|').count();
+            match header {
+                None => header = Some(separators),
+                Some(n) => {
+                    assert_eq!(separators, n, "{line}");
+                    rows += 1;
+                }
+            }
+        }
+        assert!(rows > 10, "{markdown}");
+        assert!(markdown.contains("m\\|x"), "{markdown}");
+    }
 }

@@ -20,6 +20,15 @@ pub(super) enum AdminError {
     /// A method other than GET (405).
     #[error("the admin API is read-only: use GET")]
     ReadOnly,
+    /// No valid admin token (401).
+    #[error("the admin API needs its token: send Authorization: Bearer <admin_token>, or open /_tokentap/?token=<admin_token> once")]
+    Unauthorized,
+    /// A Host header that is neither an IP address, localhost nor in `admin_allowed_hosts` (403).
+    #[error("Host not allowed: use an IP address or localhost, or add the name to admin_allowed_hosts")]
+    HostNotAllowed,
+    /// The live feed has `admin_max_feed_subscribers` subscribers already (503).
+    #[error("the live feed has its {max} subscribers (admin_max_feed_subscribers); close one or raise the limit")]
+    TooManySubscribers { max: usize },
     /// `/metrics` while `[metrics] prometheus = false` (404).
     #[error("the Prometheus endpoint is off ([metrics] prometheus = false)")]
     PrometheusOff,
@@ -35,6 +44,9 @@ impl AdminError {
             AdminError::BadParameter { .. } => StatusCode::BAD_REQUEST,
             AdminError::NoRecord | AdminError::UnknownRoute | AdminError::PrometheusOff => StatusCode::NOT_FOUND,
             AdminError::ReadOnly => StatusCode::METHOD_NOT_ALLOWED,
+            AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AdminError::HostNotAllowed => StatusCode::FORBIDDEN,
+            AdminError::TooManySubscribers { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }

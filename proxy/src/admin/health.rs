@@ -34,6 +34,8 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "accepted": s.browser_reports.load(Ordering::Relaxed),
             "joined": s.browser_joined.load(Ordering::Relaxed),
             "unmatched": s.browser_unmatched.load(Ordering::Relaxed),
+            "refused_trace_full": s.browser_trace_full.load(Ordering::Relaxed),
+            "refused_over_budget": s.browser_over_budget.load(Ordering::Relaxed),
         },
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),

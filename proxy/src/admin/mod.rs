@@ -12,10 +12,11 @@
 //! | `GET /_tokentap/api/verdict/{request_id}` | the record's goodput verdict against `[slo]` |
 //! | `GET /metrics` | the metrics in the Prometheus text format (`[metrics] prometheus`) |
 //!
-//! Every error is JSON, `{"error": "…"}`, plus `"parameter"` when a query parameter was at fault
+//! Access (Host names, the token, framing) is `access`, before every route. Every error is JSON, `{"error": "…"}`, plus `"parameter"` when a query parameter was at fault
 //! (`error`). Query strings are typed per endpoint (`query`); the live feed is `feed`; CORS for
 //! the proxy's own pages is `cors`.
 
+mod access;
 mod cors;
 mod error;
 mod feed;
@@ -48,10 +49,21 @@ pub struct AdminState {
     pub allowed_origins: Vec<String>,
     /// Objectives for the goodput verdicts of the dashboard and the summary.
     pub slo: tokentap_record::SloConfig,
+    /// The token (if any) and the Host names the API answers to.
+    pub access: crate::config::AdminAccess,
+    /// Live feeds open at once, at most `feed_max_subscribers`; events formatted once for all.
+    pub feed_max_subscribers: usize,
+    pub feed_subscribers: feed::Subscribers,
+    pub feed_events: feed::EventCache,
 }
 
 /// Serves the admin API on an already-bound listener until the runtime stops.
 pub async fn serve(listener: std::net::TcpListener, state: Arc<AdminState>) -> std::io::Result<()> {
+    if let Ok(addr) = listener.local_addr() {
+        if !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "the admin API listens on a non-loopback address; it requires the admin token");
+        }
+    }
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     // axum's accept loop waits a second after an error such as EMFILE instead of spinning.
@@ -71,6 +83,7 @@ fn router(state: Arc<AdminState>) -> Router {
         .method_not_allowed_fallback(read_only)
         .fallback(dashboard_asset)
         .layer(axum::middleware::from_fn_with_state(state.clone(), cors::headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), access::check))
         .with_state(state)
 }
 

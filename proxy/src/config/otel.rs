@@ -171,12 +171,13 @@ fn check_header(key: &str, name: &str, value: &str) -> Result<(), ConfigError> {
 }
 
 fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    let shown = super::display_url(url);
     let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
-        return Err(invalid(key, format!("{url:?} must start with http:// or https://")));
+        return Err(invalid(key, format!("{shown:?} must start with http:// or https://")));
     };
-    let uri: http::Uri = url.parse().map_err(|e| invalid(key, format!("{url:?} is not a URL ({e})")))?;
+    let uri: http::Uri = url.parse().map_err(|e| invalid(key, format!("{shown:?} is not a URL ({e})")))?;
     if rest.is_empty() || uri.host().is_none_or(str::is_empty) {
-        return Err(invalid(key, format!("{url:?} has no host")));
+        return Err(invalid(key, format!("{shown:?} has no host")));
     }
     Ok(())
 }

@@ -11,9 +11,9 @@ use pingora::proxy::Session;
 use pingora::Result;
 
 use crate::config::ProbeConfig;
-use crate::forward::probe_ingest::{origin_allowed, RateLimiter, RecentTraces};
+use crate::forward::probe_ingest::{origin_allowed, RateLimiter, RecentTraces, ReportSlot};
 use crate::pages::Pages;
-use crate::pipeline::FinalizeQueue;
+use crate::pipeline::{FinalizeQueue, RefusedReport};
 use tokentap_record::browser::ProbeReport;
 
 pub const PROBE_INGEST_PATH: &str = "/_tokentap/v1/probe";
@@ -24,13 +24,19 @@ pub struct ProbeIngest {
     pub config: ProbeConfig,
     pub recent: RecentTraces,
     limiter: RateLimiter,
+    /// One bucket for every client together: each accepted report rewrites a whole record.
+    budget: RateLimiter,
 }
+
+/// The one key of the budget shared by all clients.
+const ALL_CLIENTS: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
 
 impl ProbeIngest {
     pub fn new(config: ProbeConfig) -> Self {
         let recent = RecentTraces::new(config.max_recent_traces, Duration::from_secs(config.trace_ttl_s));
         let limiter = RateLimiter::new(config.reports_per_second, f64::from(config.burst));
-        Self { config, recent, limiter }
+        let budget = RateLimiter::new(config.total_reports_per_second, f64::from(config.total_burst));
+        Self { config, recent, limiter, budget }
     }
 }
 
@@ -161,13 +167,33 @@ async fn ingest_report(session: &mut Session, ingest: &ProbeIngest, queue: &Fina
         Ok(r) => r,
         Err(e) => return Answer::rejected(400, e.to_string()),
     };
-    if !ingest.recent.contains(&report.trace_id) {
-        return Answer::rejected(
-            404,
-            "unknown or expired trace id: tokentap has not proxied a request of this trace recently",
-        );
+    let trace_id = report.trace_id.clone();
+    match ingest.recent.take_report(&trace_id, ingest.config.max_reports_per_request) {
+        ReportSlot::Taken => {}
+        ReportSlot::Unknown => {
+            return Answer::rejected(
+                404,
+                "unknown or expired trace id: tokentap has not proxied a request of this trace recently",
+            )
+        }
+        ReportSlot::Full => {
+            queue.count_refused_report(RefusedReport::TraceFull);
+            return Answer::rejected(
+                429,
+                format!(
+                    "this trace already has its reports ([probe] max_reports_per_request = {} per request)",
+                    ingest.config.max_reports_per_request
+                ),
+            );
+        }
+    }
+    if !ingest.budget.allow(ALL_CLIENTS) {
+        ingest.recent.release(&trace_id);
+        queue.count_refused_report(RefusedReport::OverBudget);
+        return Answer::rejected(429, "too many reports from all clients together; slow down");
     }
     if !queue.submit_report(report) {
+        ingest.recent.release(&trace_id);
         return Answer::rejected(503, "tokentap is busy; report dropped");
     }
     Answer::json(202, serde_json::json!({ "accepted": true }))

@@ -597,11 +597,43 @@ impl ProxyHttp for TapProxy {
     }
 }
 
-/// A message for records and clients: the error's kind and context, never request data.
+/// A message for records and clients: which side failed, the error's kind and what it means,
+/// never bytes the upstream or the client sent (pingora's contexts quote them, e.g. a garbage
+/// response head). Only tokentap's own context, a DNS failure naming the configured host, is kept.
 fn error_message(e: &Error) -> String {
-    let mut text = e.to_string();
-    text.truncate(500);
-    text
+    let side = match e.esource() {
+        ErrorSource::Upstream => "upstream",
+        ErrorSource::Downstream => "client",
+        ErrorSource::Internal | ErrorSource::Unset => "internal",
+    };
+    let what = match e.etype() {
+        ErrorType::ConnectTimedout => "connecting timed out",
+        ErrorType::ConnectRefused => "the connection was refused",
+        ErrorType::ConnectNoRoute => "no route to the host",
+        ErrorType::TLSHandshakeFailure | ErrorType::HandshakeError => "the TLS handshake failed",
+        ErrorType::TLSHandshakeTimedout => "the TLS handshake timed out",
+        ErrorType::InvalidCert => "the certificate was not accepted",
+        ErrorType::ConnectError | ErrorType::SocketError | ErrorType::BindError => "could not connect",
+        ErrorType::InvalidHTTPHeader => "the response head is not valid HTTP",
+        ErrorType::H1Error => "HTTP/1 protocol error",
+        ErrorType::H2Error | ErrorType::InvalidH2 | ErrorType::H2Downgrade => "HTTP/2 protocol error",
+        ErrorType::ReadError => "reading failed",
+        ErrorType::WriteError => "writing failed",
+        ErrorType::ReadTimedout => "no data within the read timeout",
+        ErrorType::WriteTimedout => "writing timed out",
+        ErrorType::ConnectionClosed => "the connection closed early",
+        ErrorType::Custom("DNSLookupFailed") => {
+            let context = e.context.as_ref().map(|c| c.as_str()).unwrap_or("");
+            // At most 300 bytes, cut on a character boundary.
+            let mut end = context.len().min(300);
+            while !context.is_char_boundary(end) {
+                end -= 1;
+            }
+            return format!("{side} error DNSLookupFailed: {}", &context[..end]);
+        }
+        _ => "failed",
+    };
+    format!("{side} error {}: {what}", e.etype().as_str())
 }
 
 fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<ErrorInfo>) {

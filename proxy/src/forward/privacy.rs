@@ -22,6 +22,16 @@ pub const REDACTED_QUERY_PARAMS: &[&str] =
 
 pub const REDACTED: &str = "[redacted]";
 
+/// Parts of a lower-case header or query parameter name that make it secret, besides the lists
+/// above: `x-auth-token`, `client-secret`, `db-password`, `x-session-cookie`, …
+const SECRET_NAME_PARTS: &[&str] = &["auth", "secret", "passw", "cookie", "credential", "signature"];
+
+/// True when a lower-case name looks secret by the rule of [`SECRET_NAME_PARTS`], or ends in `key`
+/// or `token` (`x-custom-api-key`, `apikey`, `x-api-token`; not `x-ratelimit-remaining-tokens`).
+fn looks_secret(lower: &str) -> bool {
+    lower.ends_with("key") || lower.ends_with("token") || SECRET_NAME_PARTS.iter().any(|part| lower.contains(part))
+}
+
 /// Decides whether a header's value may be recorded.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
@@ -35,7 +45,7 @@ impl Redactor {
 
     pub fn is_secret_header(&self, name: &str) -> bool {
         let lower = name.to_ascii_lowercase();
-        REDACTED_HEADERS.contains(&lower.as_str()) || self.extra_headers.contains(&lower)
+        REDACTED_HEADERS.contains(&lower.as_str()) || self.extra_headers.contains(&lower) || looks_secret(&lower)
     }
 
     /// A header value as it may appear in a record.
@@ -48,7 +58,8 @@ impl Redactor {
     }
 }
 
-/// The path with secret-looking query values replaced, e.g. Gemini's `?key=…`.
+/// The path with secret-looking query values replaced, e.g. Gemini's `?key=…`. Names are compared
+/// after percent-decoding (`?%6Bey=` is `?key=`), as the upstream will read them.
 pub fn redact_path(path_and_query: &str) -> String {
     let Some((path, query)) = path_and_query.split_once('?') else {
         return path_and_query.to_string();
@@ -56,13 +67,42 @@ pub fn redact_path(path_and_query: &str) -> String {
     let parts: Vec<String> = query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((name, _)) if REDACTED_QUERY_PARAMS.contains(&name.to_ascii_lowercase().as_str()) => {
-                format!("{name}={REDACTED}")
-            }
+            Some((name, _)) if is_secret_query_name(name) => format!("{name}={REDACTED}"),
             _ => pair.to_string(),
         })
         .collect();
     format!("{path}?{}", parts.join("&"))
+}
+
+fn is_secret_query_name(raw: &str) -> bool {
+    let lower = percent_decode(raw).to_ascii_lowercase();
+    let lower = lower.trim();
+    REDACTED_QUERY_PARAMS.contains(&lower) || lower == "sig" || looks_secret(lower)
+}
+
+/// `%XX` decoded and `+` read as a space; invalid escapes are kept as they are.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let hex = |i: usize| bytes.get(i).and_then(|b| (*b as char).to_digit(16));
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -85,5 +125,61 @@ mod tests {
             "/v1beta/models/g:streamGenerateContent?alt=sse&key=[redacted]"
         );
         assert_eq!(redact_path("/v1/chat/completions"), "/v1/chat/completions");
+    }
+
+    #[test]
+    fn redacts_secret_looking_headers_by_rule() {
+        let r = Redactor::default();
+        let secret = [
+            "x-auth-token",
+            "X-Goog-Api-Key",
+            "api-key",
+            "x-api-token",
+            "proxy-authorization",
+            "x-custom-key",
+            "apikey",
+            "client-secret",
+            "x-db-password",
+            "x-session-cookie",
+            "x-amz-security-token",
+            "x-credentials",
+            "x-signature",
+        ];
+        for name in secret {
+            assert_eq!(r.header_value(name, b"s3cr3t"), REDACTED, "{name}");
+        }
+        for name in [
+            "content-type",
+            "accept",
+            "user-agent",
+            "x-request-id",
+            "anthropic-version",
+            "openai-organization",
+            "x-max-tokens",
+        ] {
+            assert_eq!(r.header_value(name, b"plain"), "plain", "{name}");
+        }
+    }
+
+    #[test]
+    fn redacts_query_secrets_whatever_their_spelling() {
+        let cases = [
+            ("/p?%6Bey=S", "/p?%6Bey=[redacted]"),
+            ("/p?%6bEY=S", "/p?%6bEY=[redacted]"),
+            ("/p?api%5Fkey=S", "/p?api%5Fkey=[redacted]"),
+            ("/p?a=1&API_KEY=S", "/p?a=1&API_KEY=[redacted]"),
+            ("/p?access%5ftoken=S&b=2", "/p?access%5ftoken=[redacted]&b=2"),
+            ("/p?x-auth-token=S", "/p?x-auth-token=[redacted]"),
+            ("/p?client_secret=S", "/p?client_secret=[redacted]"),
+            ("/p?sig=S", "/p?sig=[redacted]"),
+            ("/p?key+=S", "/p?key+=[redacted]"),
+            // Not secret by name: kept.
+            ("/p?alt=sse&model=m", "/p?alt=sse&model=m"),
+            ("/p?%zz=1", "/p?%zz=1"),
+            ("/p?%", "/p?%"),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(redact_path(path), expected, "{path}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Who may send probe reports: allowed origins, trace ids tokentap saw recently, and a per-client
-//! rate limit. These checks run on the proxy listener but never on a proxied request's path.
+//! Who may send probe reports: allowed origins, trace ids tokentap saw recently (with a cap on the
+//! reports accepted per request of the trace), a per-client rate limit and one budget for all
+//! clients. These checks run on the proxy listener but never on a proxied request's path.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -17,7 +18,19 @@ pub struct RecentTraces {
 #[derive(Debug, Default)]
 struct RecentInner {
     order: VecDeque<(Instant, String)>,
-    seen: HashMap<String, u32>,
+    /// Per trace id: requests noted, reports accepted.
+    seen: HashMap<String, (u32, u32)>,
+}
+
+/// Whether a report on a trace may be taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportSlot {
+    /// Taken: one of the trace's report slots is now used (give it back with [`RecentTraces::release`]).
+    Taken,
+    /// The trace id was not proxied recently.
+    Unknown,
+    /// The trace already had its reports: `per_request` × the requests noted on it.
+    Full,
 }
 
 impl RecentTraces {
@@ -29,13 +42,13 @@ impl RecentTraces {
     pub fn note(&self, trace_id: &str) {
         let now = Instant::now();
         let mut inner = self.inner.lock().expect("recent traces");
-        *inner.seen.entry(trace_id.to_string()).or_insert(0) += 1;
+        inner.seen.entry(trace_id.to_string()).or_insert((0, 0)).0 += 1;
         inner.order.push_back((now, trace_id.to_string()));
         while inner.order.len() > self.capacity
             || inner.order.front().is_some_and(|(t, _)| now.duration_since(*t) > self.ttl)
         {
             let Some((_, old)) = inner.order.pop_front() else { break };
-            if let Some(n) = inner.seen.get_mut(&old) {
+            if let Some((n, _)) = inner.seen.get_mut(&old) {
                 *n -= 1;
                 if *n == 0 {
                     inner.seen.remove(&old);
@@ -46,6 +59,26 @@ impl RecentTraces {
 
     pub fn contains(&self, trace_id: &str) -> bool {
         self.inner.lock().expect("recent traces").seen.contains_key(trace_id)
+    }
+
+    /// Takes one report slot of `trace_id`, which has `per_request` for each request noted on it.
+    pub fn take_report(&self, trace_id: &str, per_request: u32) -> ReportSlot {
+        let mut inner = self.inner.lock().expect("recent traces");
+        match inner.seen.get_mut(trace_id) {
+            None => ReportSlot::Unknown,
+            Some((requests, reports)) if *reports >= requests.saturating_mul(per_request) => ReportSlot::Full,
+            Some((_, reports)) => {
+                *reports += 1;
+                ReportSlot::Taken
+            }
+        }
+    }
+
+    /// Gives back a slot taken by [`Self::take_report`] for a report that was not accepted after all.
+    pub fn release(&self, trace_id: &str) {
+        if let Some((_, reports)) = self.inner.lock().expect("recent traces").seen.get_mut(trace_id) {
+            *reports = reports.saturating_sub(1);
+        }
     }
 }
 
@@ -116,6 +149,23 @@ mod tests {
         recent.note("c");
         assert!(!recent.contains("a"));
         assert!(recent.contains("b") && recent.contains("c"));
+    }
+
+    #[test]
+    fn reports_per_trace_are_capped_by_its_requests() {
+        let recent = RecentTraces::new(10, Duration::from_secs(60));
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Unknown);
+        recent.note("a");
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Taken);
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Taken);
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Full);
+        recent.release("a");
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Taken);
+        // A second request on the same trace brings two more slots.
+        recent.note("a");
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Taken);
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Taken);
+        assert_eq!(recent.take_report("a", 2), ReportSlot::Full);
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct PipelineStats {
     pub browser_reports: AtomicU64,
     pub browser_joined: AtomicU64,
     pub browser_unmatched: AtomicU64,
+    /// Browser probe reports refused at ingest: their trace had its reports, or over the budget.
+    pub browser_trace_full: AtomicU64,
+    pub browser_over_budget: AtomicU64,
     /// Work items dropped because handling them panicked (the worker went on).
     pub worker_panics: AtomicU64,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
@@ -73,6 +76,13 @@ pub enum WorkItem {
     Request(Box<CompletedRequest>),
     /// A browser probe report to join to its request's record.
     BrowserReport(Box<ProbeReport>),
+}
+
+/// Why a probe report was refused at ingest (counted in the pipeline's stats).
+#[derive(Debug, Clone, Copy)]
+pub enum RefusedReport {
+    TraceFull,
+    OverBudget,
 }
 
 /// The sending side of the finalize queue, owned by the proxy.
@@ -108,6 +118,15 @@ impl FinalizeQueue {
 
     fn backed_up(&self) -> bool {
         self.stats.queued.load(Ordering::Relaxed) >= self.shed_from
+    }
+
+    /// Counts a probe report refused at ingest by its trace's cap or the budget of all clients.
+    pub fn count_refused_report(&self, why: RefusedReport) {
+        match why {
+            RefusedReport::TraceFull => &self.stats.browser_trace_full,
+            RefusedReport::OverBudget => &self.stats.browser_over_budget,
+        }
+        .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Hands a validated probe report to the worker without waiting; false when the queue is full.

@@ -2,9 +2,10 @@
 //! endpoint and by the OTLP metric export alike (two cumulative readers of one meter provider),
 //! so both show the same numbers.
 //!
-//! Label values come partly from requests (the model name), so the number of series per metric is
-//! capped in front of the SDK: past the cap, new label sets are folded into one series whose model
-//! is `_OTHER`. Counters kept elsewhere (the record pipeline's drops, the export counters) are
+//! Label values come partly from requests (the model name), so they are capped in front of the SDK:
+//! per metric at most [`MAX_MODELS_PER_METRIC`] distinct model names, and at most
+//! `max_series_per_metric` label sets; past either cap, new ones are folded into the series whose
+//! model is `_OTHER` (and counted). Counters kept elsewhere (the record pipeline's drops, the export counters) are
 //! observable counters, read when a reader collects.
 
 use std::collections::{HashMap, HashSet};
@@ -90,10 +91,18 @@ enum Recorder {
     Observed,
 }
 
-/// The label sets seen per metric, for the cap.
+/// Distinct model names kept per metric; later ones are recorded as model `_OTHER`. Clients choose
+/// the model name, and every one multiplies the series of every metric (histograms most).
+pub const MAX_MODELS_PER_METRIC: usize = 100;
+
+/// The model value label sets are folded into.
+pub const OTHER: &str = "_OTHER";
+
+/// The label sets and model names seen per metric, for the caps.
 #[derive(Debug, Default)]
 struct SeriesCap {
     seen: HashMap<MetricId, HashSet<Labels>>,
+    models: HashMap<MetricId, HashSet<String>>,
     folded: u64,
 }
 
@@ -245,9 +254,32 @@ impl MetricRegistry {
         }
     }
 
-    /// The label set to record `labels` under: itself, or past the cap its `_OTHER` fold.
+    /// The label set to record `labels` under: itself, or past a cap its `_OTHER` fold.
     fn capped(cap: &mut SeriesCap, max_series: usize, metric: MetricId, labels: &Labels) -> Option<Labels> {
+        let fold = |labels: &Labels| -> Labels {
+            labels
+                .iter()
+                .map(|(k, v)| (*k, if *k == attr::REQUEST_MODEL { OTHER.to_string() } else { v.clone() }))
+                .collect()
+        };
+        let new_model = labels.iter().find(|(k, _)| *k == attr::REQUEST_MODEL).is_some_and(|(_, model)| {
+            let models = cap.models.entry(metric).or_default();
+            if models.contains(model) || model == OTHER {
+                false
+            } else if models.len() < MAX_MODELS_PER_METRIC {
+                models.insert(model.clone());
+                false
+            } else {
+                true
+            }
+        });
         let seen = cap.seen.entry(metric).or_default();
+        if new_model {
+            cap.folded += 1;
+            let folded = fold(labels);
+            seen.insert(folded.clone());
+            return Some(folded);
+        }
         if seen.contains(labels) {
             return None;
         }
@@ -256,10 +288,7 @@ impl MetricRegistry {
             return None;
         }
         cap.folded += 1;
-        let folded: Labels = labels
-            .iter()
-            .map(|(k, v)| (*k, if *k == attr::REQUEST_MODEL { "_OTHER".to_string() } else { v.clone() }))
-            .collect();
+        let folded = fold(labels);
         seen.insert(folded.clone());
         Some(folded)
     }
@@ -426,6 +455,33 @@ pub(crate) mod tests {
         assert_eq!(models, ["_OTHER", "a", "b"]);
         assert_eq!(requests.series[0].value, SeriesValue::Counter(2));
         assert_eq!(registry.folded(), 2);
+    }
+
+    #[test]
+    fn model_names_are_capped_per_metric() {
+        let registry = registry(100_000);
+        for i in 0..(MAX_MODELS_PER_METRIC + 50) {
+            let labels = vec![(attr::REQUEST_MODEL, format!("model-{i}")), (attr::ROUTE, "/".to_string())];
+            registry.add(MetricId::Requests, &labels, 1.0);
+            registry.add(MetricId::Requests, &labels, 1.0);
+        }
+        // A model seen before the cap keeps its series.
+        registry.add(
+            MetricId::Requests,
+            &vec![(attr::REQUEST_MODEL, "model-0".into()), (attr::ROUTE, "/".into())],
+            1.0,
+        );
+        let snapshot = registry.snapshot();
+        let requests = snapshot.iter().find(|m| m.def.id == MetricId::Requests).unwrap();
+        let model_of = |s: &SeriesSnapshot| s.labels.iter().find(|(k, _)| k == attr::REQUEST_MODEL).unwrap().1.clone();
+        let models: HashSet<String> = requests.series.iter().map(model_of).collect();
+        assert_eq!(models.len(), MAX_MODELS_PER_METRIC + 1);
+        assert!(models.contains(OTHER) && models.contains("model-99") && !models.contains("model-100"));
+        let other = requests.series.iter().find(|s| model_of(s) == OTHER).unwrap();
+        assert_eq!(other.value, SeriesValue::Counter(100));
+        let first = requests.series.iter().find(|s| model_of(s) == "model-0").unwrap();
+        assert_eq!(first.value, SeriesValue::Counter(3));
+        assert_eq!(registry.folded(), 100);
     }
 
     #[test]

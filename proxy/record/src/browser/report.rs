@@ -9,6 +9,18 @@ pub const MAX_PAINTS: usize = 5000;
 pub const MAX_MARKS: usize = 64;
 pub const MAX_LONG_FRAMES: usize = 256;
 pub const MAX_AUDIO: usize = 16;
+/// Largest browser time accepted (ms since the Unix epoch, about the year 2286).
+pub const MAX_TIME_MS: f64 = 1e13;
+/// All browser times of one report lie within this span (one hour), and every duration is at most it.
+pub const MAX_SPAN_MS: f64 = 3_600_000.0;
+/// Largest clock offset accepted (± one year) between the browser's clock and tokentap's.
+pub const MAX_CLOCK_OFFSET_MS: f64 = 365.0 * 86_400_000.0;
+/// Largest count accepted (bytes, characters, dropped entries, clock samples).
+pub const MAX_COUNT: u64 = 1 << 40;
+/// Longest `request.method` and `audio[].kind`.
+pub const MAX_NAME_LEN: usize = 64;
+/// Longest `page_path` and `request.path`.
+pub const MAX_PATH_LEN: usize = 2048;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -144,11 +156,53 @@ fn is_hex(s: &str, len: usize) -> bool {
         && s.bytes().any(|b| b != b'0')
 }
 
-fn finite(field: &'static str, v: f64) -> Result<(), ReportError> {
-    if v.is_finite() && v >= 0.0 {
+/// A browser time: finite, non-negative and at most [`MAX_TIME_MS`].
+fn time(field: &'static str, v: f64) -> Result<f64, ReportError> {
+    if v.is_finite() && (0.0..=MAX_TIME_MS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(invalid(field, format!("{v} is not a time between 0 and {MAX_TIME_MS} ms")))
+    }
+}
+
+/// A duration: finite, non-negative and at most [`MAX_SPAN_MS`].
+fn duration(field: &'static str, v: f64) -> Result<(), ReportError> {
+    if v.is_finite() && (0.0..=MAX_SPAN_MS).contains(&v) {
         Ok(())
     } else {
-        Err(invalid(field, format!("{v} is not a non-negative finite time")))
+        Err(invalid(field, format!("{v} is not a duration between 0 and {MAX_SPAN_MS} ms")))
+    }
+}
+
+fn count(field: &'static str, v: u64) -> Result<(), ReportError> {
+    if v <= MAX_COUNT {
+        Ok(())
+    } else {
+        Err(invalid(field, format!("{v} is larger than {MAX_COUNT}")))
+    }
+}
+
+fn name(field: &'static str, v: &str) -> Result<(), ReportError> {
+    if v.is_empty() || v.len() > MAX_NAME_LEN || v.chars().any(char::is_control) {
+        Err(invalid(field, format!("1 to {MAX_NAME_LEN} bytes without control characters")))
+    } else {
+        Ok(())
+    }
+}
+
+/// The earliest and latest browser time seen, to bound the report's span.
+#[derive(Default)]
+struct Span(Option<(f64, f64)>);
+
+impl Span {
+    fn time(&mut self, field: &'static str, v: f64) -> Result<(), ReportError> {
+        let v = time(field, v)?;
+        let (lo, hi) = self.0.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v)));
+        if hi - lo > MAX_SPAN_MS {
+            return Err(invalid(field, format!("{v} is more than {MAX_SPAN_MS} ms from the report's other times")));
+        }
+        self.0 = Some((lo, hi));
+        Ok(())
     }
 }
 
@@ -171,27 +225,52 @@ impl ProbeReport {
             return Err(invalid("span_id", "must be 16 lower-case hex digits, not all zero"));
         }
         if let Some(clock) = &self.clock {
-            if !clock.offset_ms.is_finite() || !clock.uncertainty_ms.is_finite() || clock.uncertainty_ms < 0.0 {
-                return Err(invalid("clock", "offset_ms and uncertainty_ms must be finite, uncertainty ≥ 0"));
+            if !clock.offset_ms.is_finite() || clock.offset_ms.abs() > MAX_CLOCK_OFFSET_MS {
+                return Err(invalid("clock.offset_ms", format!("must be finite and within ±{MAX_CLOCK_OFFSET_MS} ms")));
+            }
+            duration("clock.uncertainty_ms", clock.uncertainty_ms)?;
+            count("clock.samples", u64::from(clock.samples))?;
+        }
+        if let Some(request) = &self.request {
+            if let Some(method) = &request.method {
+                name("request.method", method)?;
+            }
+            if request.status.is_some_and(|s| s > 599) {
+                return Err(invalid("request.status", "at most 599"));
             }
         }
+        for (field, dropped) in [
+            ("marks_dropped", self.marks_dropped),
+            ("paints_dropped", self.paints_dropped),
+            ("long_frames_dropped", self.long_frames_dropped),
+            ("audio_dropped", self.audio_dropped),
+        ] {
+            count(field, dropped)?;
+        }
+        let mut span = Span::default();
         if self.marks.len() > MAX_MARKS {
             return Err(invalid("marks", format!("at most {MAX_MARKS}")));
         }
         for m in &self.marks {
-            finite("marks.t_ms", m.t_ms)?;
-            if m.name.is_empty() || m.name.len() > 64 {
-                return Err(invalid("marks.name", "1 to 64 characters"));
-            }
+            span.time("marks.t_ms", m.t_ms)?;
+            name("marks.name", &m.name)?;
         }
         if let Some(f) = &self.fetch {
-            finite("fetch.start_ms", f.start_ms)?;
+            span.time("fetch.start_ms", f.start_ms)?;
+            if let Some(t) = f.response_ms {
+                span.time("fetch.response_ms", t)?;
+            }
+            if let Some(t) = f.end_ms {
+                span.time("fetch.end_ms", t)?;
+            }
+            count("fetch.chunks_dropped", f.chunks_dropped)?;
             if f.chunks.len() > MAX_CHUNKS {
                 return Err(invalid("fetch.chunks", format!("at most {MAX_CHUNKS}")));
             }
             let mut last = (f.start_ms, 0u64);
             for c in &f.chunks {
-                finite("fetch.chunks.t_ms", c.t_ms)?;
+                span.time("fetch.chunks.t_ms", c.t_ms)?;
+                count("fetch.chunks.bytes", c.bytes)?;
                 if c.t_ms < last.0 || c.bytes < last.1 {
                     return Err(invalid("fetch.chunks", "times and cumulative bytes must not decrease"));
                 }
@@ -203,7 +282,11 @@ impl ProbeReport {
         }
         let mut last = (0.0f64, 0u64);
         for p in &self.paints {
-            finite("paints.t_ms", p.t_ms)?;
+            span.time("paints.t_ms", p.t_ms)?;
+            count("paints.chars", p.chars)?;
+            if let Some(t) = p.presentation_ms {
+                span.time("paints.presentation_ms", t)?;
+            }
             if p.t_ms < last.0 || p.chars < last.1 {
                 return Err(invalid("paints", "times and cumulative characters must not decrease"));
             }
@@ -212,14 +295,31 @@ impl ProbeReport {
         if self.long_frames.len() > MAX_LONG_FRAMES {
             return Err(invalid("long_frames", format!("at most {MAX_LONG_FRAMES}")));
         }
+        for f in &self.long_frames {
+            span.time("long_frames.start_ms", f.start_ms)?;
+            duration("long_frames.duration_ms", f.duration_ms)?;
+            if let Some(b) = f.blocking_ms {
+                duration("long_frames.blocking_ms", b)?;
+            }
+        }
         if self.audio.len() > MAX_AUDIO {
             return Err(invalid("audio", format!("at most {MAX_AUDIO}")));
+        }
+        for a in &self.audio {
+            name("audio.kind", &a.kind)?;
+            span.time("audio.audible_ms", a.audible_ms)?;
+            if let Some(l) = a.output_latency_ms {
+                duration("audio.output_latency_ms", l)?;
+            }
         }
         for path in
             [self.page_path.as_deref(), self.request.as_ref().and_then(|r| r.path.as_deref())].into_iter().flatten()
         {
-            if path.len() > 2048 || path.contains('?') {
-                return Err(invalid("path", "at most 2048 characters and no query string"));
+            if path.len() > MAX_PATH_LEN || path.contains('?') || path.chars().any(char::is_control) {
+                return Err(invalid(
+                    "path",
+                    format!("at most {MAX_PATH_LEN} bytes, no control characters and no query string"),
+                ));
             }
         }
         Ok(())
@@ -339,5 +439,92 @@ mod tests {
             assert!(err.contains(expect), "{expect}: {err}");
         }
         assert!(matches!(ProbeReport::parse(b"{not json"), Err(ReportError::Malformed(_))));
+    }
+
+    /// Sets `pointer` (a JSON pointer) in a valid report to `value`.
+    fn with(pointer: &str, value: serde_json::Value) -> serde_json::Value {
+        let mut v = valid();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        let target = if parent.is_empty() { &mut v } else { v.pointer_mut(parent).unwrap() };
+        match target {
+            serde_json::Value::Array(items) => items[key.parse::<usize>().unwrap()] = value,
+            other => other[key] = value,
+        }
+        v
+    }
+
+    #[test]
+    fn rejects_implausible_numbers_strings_and_counts() {
+        use serde_json::json;
+        let long = "x".repeat(200_000);
+        let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+            ("/clock/offset_ms", json!(1e308), "clock.offset_ms"),
+            ("/clock/offset_ms", json!(-1e308), "clock.offset_ms"),
+            ("/clock/uncertainty_ms", json!(1e308), "clock.uncertainty_ms"),
+            ("/clock/uncertainty_ms", json!(-1.0), "clock.uncertainty_ms"),
+            ("/marks/0/t_ms", json!(1e308), "marks.t_ms"),
+            ("/marks/0/name", json!(long), "marks.name"),
+            ("/marks/0/name", json!("a\nb"), "marks.name"),
+            ("/fetch/start_ms", json!(1e308), "fetch.start_ms"),
+            ("/fetch/response_ms", json!(1e308), "fetch.response_ms"),
+            ("/fetch/response_ms", json!(-5.0), "fetch.response_ms"),
+            ("/fetch/end_ms", json!(1001.0 + 2.0 * MAX_SPAN_MS), "fetch.end_ms"),
+            ("/fetch/chunks_dropped", json!(u64::MAX), "fetch.chunks_dropped"),
+            ("/fetch/chunks/1/bytes", json!(u64::MAX), "fetch.chunks.bytes"),
+            ("/paints/0/t_ms", json!(1e12), "paints.t_ms"),
+            ("/paints/1/chars", json!(u64::MAX), "paints.chars"),
+            ("/paints/1/presentation_ms", json!(1e308), "paints.presentation_ms"),
+            ("/marks_dropped", json!(u64::MAX), "marks_dropped"),
+            ("/paints_dropped", json!(u64::MAX), "paints_dropped"),
+            ("/long_frames_dropped", json!(u64::MAX), "long_frames_dropped"),
+            ("/audio_dropped", json!(u64::MAX), "audio_dropped"),
+            ("/long_frames", json!([{"start_ms": 1e308, "duration_ms": 50.0}]), "long_frames.start_ms"),
+            ("/long_frames", json!([{"start_ms": 1100.0, "duration_ms": 1e308}]), "long_frames.duration_ms"),
+            (
+                "/long_frames",
+                json!([{"start_ms": 1100.0, "duration_ms": 60.0, "blocking_ms": -1.0}]),
+                "long_frames.blocking_ms",
+            ),
+            ("/audio", json!([{"kind": long, "audible_ms": 1100.0}]), "audio.kind"),
+            ("/audio", json!([{"kind": "audio_context", "audible_ms": 1e308}]), "audio.audible_ms"),
+            (
+                "/audio",
+                json!([{"kind": "audio_context", "audible_ms": 1100.0, "output_latency_ms": 1e308}]),
+                "audio.output_latency_ms",
+            ),
+            ("/request/method", json!(long), "request.method"),
+            ("/request/status", json!(60000), "request.status"),
+            ("/page_path", json!("/a\r\nb"), "path"),
+        ];
+        for (pointer, value, field) in cases {
+            let report = with(pointer, value);
+            let err = ProbeReport::parse(report.to_string().as_bytes()).unwrap_err();
+            match &err {
+                ReportError::Invalid { field: f, .. } => assert_eq!(*f, field, "{pointer}: {err}"),
+                other => panic!("{pointer}: expected {field} to be invalid, got {other}"),
+            }
+        }
+        // Non-finite numbers are not JSON; the parser refuses them before validation.
+        let text = valid().to_string().replace("\"offset_ms\":0.2", "\"offset_ms\":NaN");
+        assert!(matches!(ProbeReport::parse(text.as_bytes()), Err(ReportError::Malformed(_))));
+        // Real probe times (ms since the epoch) and durations within bounds pass.
+        let mut v = valid();
+        v["long_frames"] = json!([{"start_ms": 1100.0, "duration_ms": 80.0, "blocking_ms": 30.0}]);
+        v["audio"] = json!([{"kind": "audio_context", "audible_ms": 1300.0, "output_latency_ms": 12.5}]);
+        ProbeReport::parse(v.to_string().as_bytes()).unwrap();
+        let shift = 1_795_938_039_825.0;
+        let mut v = valid();
+        for p in ["/marks/0/t_ms", "/fetch/start_ms", "/fetch/response_ms", "/fetch/end_ms"] {
+            let t = v.pointer(p).unwrap().as_f64().unwrap();
+            *v.pointer_mut(p).unwrap() = json!(t + shift);
+        }
+        for i in 0..2 {
+            for arr in ["/fetch/chunks", "/paints"] {
+                let p = format!("{arr}/{i}/t_ms");
+                let t = v.pointer(&p).unwrap().as_f64().unwrap();
+                *v.pointer_mut(&p).unwrap() = json!(t + shift);
+            }
+        }
+        ProbeReport::parse(v.to_string().as_bytes()).unwrap();
     }
 }

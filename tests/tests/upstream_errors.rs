@@ -1,0 +1,48 @@
+//! A hostile upstream's bytes never reach the client's 502 or the record.
+
+use tokentap_e2e::{http1, Tokentap};
+
+const CHAT: &str = "/v1/chat/completions";
+const BODY: &[u8] = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
+
+/// An upstream that answers every connection with `head` and closes.
+fn hostile_upstream(head: &'static [u8]) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(head);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_garbage_response_head_is_a_502_that_quotes_none_of_it() {
+    let heads: [&'static [u8]; 4] = [
+        b"HTTP/1.1 200 OK\r\nX-Leak UPSTREAM-SECRET-1 no colon\r\n\r\n",
+        b"SSH-2.0-UPSTREAM-SECRET-2\r\n\r\n",
+        b"HTTP/1.1 2\xc3\xa9\xc3\xa9 UPSTREAM-SECRET-3 \xe2\x82\xac\xe2\x82\xac\xe2\x82\xac\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: UPSTREAM-SECRET-4\r\n\r\n",
+    ];
+    for head in heads {
+        let upstream = hostile_upstream(head);
+        let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+        let mut feed = tokentap.feed();
+        let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], BODY);
+        let body = String::from_utf8_lossy(&resp.body).into_owned();
+        let record = feed.next_record_for(CHAT);
+        assert_eq!(resp.status, 502, "{body}");
+        {
+            let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let message = error["error"]["message"].as_str().unwrap();
+            assert!(message.starts_with("tokentap: upstream error "), "{message}");
+            assert!(message.len() < 120, "{message}");
+        }
+        assert!(!body.contains("UPSTREAM-SECRET"), "{body}");
+        assert!(!record.to_string().contains("UPSTREAM-SECRET"), "{record}");
+    }
+}
