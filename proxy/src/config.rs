@@ -571,7 +571,7 @@ const GIB: u64 = 1 << 30;
 fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
     let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
     let to = &file.timeouts;
-    let bounds: [(&str, u64, u64); 33] = [
+    let bounds: [(&str, u64, u64); 34] = [
         ("timeouts.connect_ms", to.connect_ms, 600_000),
         ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
         ("timeouts.read_s", to.read_s, 86_400),
