@@ -184,11 +184,31 @@ pub struct AnalysisConfig {
     pub warmup_requests: u64,
     /// Completed requests waiting for analysis; when full, new ones are dropped and counted.
     pub queue_capacity: usize,
+    /// CPU priority of the record worker (analysis, store, telemetry) against forwarding.
+    pub worker_priority: WorkerPriority,
+}
+
+/// How the record worker shares the CPU with forwarding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerPriority {
+    /// Linux `SCHED_IDLE`: the worker runs only on CPU time nothing else wants, so recording never
+    /// takes CPU from forwarding; under saturation detail is shed, then records dropped (counted).
+    Idle,
+    /// `nice` 10: the worker gets about a tenth of a contended core.
+    Low,
+    /// The same priority as forwarding.
+    Normal,
 }
 
 impl Default for AnalysisConfig {
     fn default() -> Self {
-        Self { stall_threshold_ms: 1000, warmup_requests: 3, queue_capacity: 1024 }
+        Self {
+            stall_threshold_ms: 1000,
+            warmup_requests: 3,
+            queue_capacity: 1024,
+            worker_priority: WorkerPriority::Idle,
+        }
     }
 }
 
@@ -284,6 +304,7 @@ pub struct Overrides {
     pub provider: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub threads: Option<usize>,
+    pub worker_priority: Option<WorkerPriority>,
 }
 
 /// The admin API's bearer token. Its `Debug` never shows it.
@@ -420,6 +441,9 @@ pub fn validate_with_env(
         .threads
         .or(file.threads)
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8));
+    if let Some(priority) = overrides.worker_priority {
+        file.analysis.worker_priority = priority;
+    }
     if threads == 0 || threads > 256 {
         return Err(invalid("threads", format!("{threads} is outside 1..=256")));
     }

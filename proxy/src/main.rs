@@ -101,6 +101,9 @@ struct ServeArgs {
     /// Proxy worker threads [default: number of CPUs, at most 8].
     #[arg(long, env = "TOKENTAP_THREADS")]
     threads: Option<usize>,
+    /// CPU priority of the record worker against forwarding [default: idle].
+    #[arg(long, env = "TOKENTAP_WORKER_PRIORITY", value_enum)]
+    worker_priority: Option<config::WorkerPriority>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -125,6 +128,7 @@ impl ServeArgs {
             provider: self.provider.clone(),
             data_dir: self.data_dir.clone(),
             threads: self.threads,
+            worker_priority: self.worker_priority,
         }
     }
 

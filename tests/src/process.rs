@@ -202,8 +202,10 @@ impl Tokentap {
                 cmd.env_remove(key);
             }
         }
-        // The test's own variables win over the default log level.
-        cmd.env("TOKENTAP_LOG", "info").envs(env.iter().copied());
+        // The test's own variables win over these defaults. Many tokentaps run in parallel on two
+        // cores here: at its default `idle` priority a record worker could wait seconds for a free
+        // core, so tests run it at normal priority (tests/tests/overload.rs runs the default).
+        cmd.env("TOKENTAP_LOG", "info").env("TOKENTAP_WORKER_PRIORITY", "normal").envs(env.iter().copied());
         cmd.arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")

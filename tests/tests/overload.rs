@@ -25,7 +25,8 @@ fn a_slow_worker_sheds_analysis_then_drops_and_counts_both() {
     let tokentap = Tokentap::start_with_env(
         &["--upstream", &mock.url, "--config", config.to_str().unwrap()],
         // Each record waits 1.5 s in the worker: the first one holds it while the rest queue up.
-        &[("TOKENTAP_TEST_WORKER_DELAY_MS", "1500")],
+        // At the default priority (idle): the worker runs on CPU time forwarding does not want.
+        &[("TOKENTAP_TEST_WORKER_DELAY_MS", "1500"), ("TOKENTAP_WORKER_PRIORITY", "idle")],
     );
     let mut feed = tokentap.feed();
     // One request on an idle pipeline is analysed as usual.

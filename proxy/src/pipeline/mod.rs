@@ -175,6 +175,7 @@ fn run_worker(
     let panic_path = std::env::var(TEST_PANIC_PATH_VAR).ok();
     let delay = std::env::var(TEST_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
     let shed_from = (config.analysis.queue_capacity as u64).div_ceil(2);
+    set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
     while let Ok(mut item) = rx.recv() {
@@ -215,6 +216,30 @@ fn run_worker(
             pending.pop_front();
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Lowers the calling (worker) thread's CPU priority; a failure is logged and changes nothing else.
+fn set_priority(priority: crate::config::WorkerPriority) {
+    use crate::config::WorkerPriority;
+    use thread_priority::{ThreadPriority, ThreadPriorityValue};
+    let result = match priority {
+        WorkerPriority::Normal => return,
+        #[cfg(target_os = "linux")]
+        WorkerPriority::Idle => thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            ThreadPriority::Min,
+            thread_priority::ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Idle),
+        ),
+        #[cfg(not(target_os = "linux"))]
+        WorkerPriority::Idle => ThreadPriority::Min.set_for_current(),
+        // Crossplatform value 22 of 0..=99 maps to nice 10 on Linux.
+        WorkerPriority::Low => ThreadPriorityValue::try_from(22u8)
+            .map_err(|_| thread_priority::Error::Priority("22"))
+            .and_then(|v| ThreadPriority::Crossplatform(v).set_for_current()),
+    };
+    if let Err(e) = result {
+        tracing::warn!(error = ?e, ?priority, "cannot lower the record worker's CPU priority; it runs at normal priority");
     }
 }
 
