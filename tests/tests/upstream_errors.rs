@@ -46,3 +46,19 @@ fn a_garbage_response_head_is_a_502_that_quotes_none_of_it() {
         assert!(!record.to_string().contains("UPSTREAM-SECRET"), "{record}");
     }
 }
+
+#[test]
+fn an_unsolicited_switch_of_protocols_is_a_502_not_a_tunnel() {
+    let upstream = hostile_upstream(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nTUNNELLED-BYTES",
+    );
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let mut feed = tokentap.feed();
+    let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], BODY);
+    let body = String::from_utf8_lossy(&resp.body).into_owned();
+    assert_eq!(resp.status, 502, "{body}");
+    assert!(!body.contains("TUNNELLED-BYTES"), "{body}");
+    let record = feed.next_record_for(CHAT);
+    assert_eq!(record["outcome"], "upstream_error", "{record}");
+    assert_ne!(record["status"], 101, "{record}");
+}

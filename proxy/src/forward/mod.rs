@@ -33,6 +33,10 @@ use privacy::{redact_path, Redactor};
 /// Header tokentap adds to responses (when enabled) so a client can find its record.
 pub const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
 
+/// The error kind of an upstream `101 Switching Protocols` answer to a request that asked for no
+/// upgrade (refused: it would make the connection a tunnel tokentap cannot read).
+const UNSOLICITED_UPGRADE: &str = "UnsolicitedUpgrade";
+
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that are not forwarded.
 const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -379,13 +383,20 @@ impl ProxyHttp for TapProxy {
 
     async fn upstream_response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let entered = Instant::now();
         if upstream_response.status.is_informational() && upstream_response.status.as_u16() != 101 {
             return Ok(());
+        }
+        // A 101 the client did not ask for would turn the connection into a blind tunnel.
+        if upstream_response.status.as_u16() == 101 && !session.is_upgrade_req() {
+            return Err(upstream_error(
+                ErrorType::Custom(UNSOLICITED_UPGRADE),
+                "101 without an upgrade request".into(),
+            ));
         }
         ctx.data.t_upstream_headers_ns = Some(ctx.data.anchor.since_t0(entered));
         ctx.data.status = Some(upstream_response.status.as_u16());
@@ -615,6 +626,7 @@ fn error_message(e: &Error) -> String {
         ErrorType::InvalidCert => "the certificate was not accepted",
         ErrorType::ConnectError | ErrorType::SocketError | ErrorType::BindError => "could not connect",
         ErrorType::InvalidHTTPHeader => "the response head is not valid HTTP",
+        ErrorType::Custom(UNSOLICITED_UPGRADE) => "the upstream switched protocols without an upgrade request",
         ErrorType::H1Error => "HTTP/1 protocol error",
         ErrorType::H2Error | ErrorType::InvalidH2 | ErrorType::H2Downgrade => "HTTP/2 protocol error",
         ErrorType::ReadError => "reading failed",
