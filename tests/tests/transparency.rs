@@ -207,3 +207,25 @@ fn http_1_0_clients_get_a_close_delimited_body_not_chunked() {
     assert!(resp.complete, "the body ends when the connection closes");
     assert_eq!(resp.body, expected);
 }
+
+#[test]
+fn a_compressed_event_stream_is_forwarded_as_is_and_flagged_not_analysed() {
+    let upstream = ScriptedUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let mut feed = tokentap.feed();
+    // Bytes as a gzip stream would look (tokentap must neither decode nor alter them).
+    let body: Vec<u8> = (0..600u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let script = Script {
+        status: 200,
+        headers: vec![("content-type".into(), "text/event-stream".into()), ("content-encoding".into(), "gzip".into())],
+        framing: Framing::Chunked,
+        pieces: vec![(Duration::ZERO, body[..300].to_vec()), (Duration::from_millis(5), body[300..].to_vec())],
+    };
+    upstream.register("/v1/chat/completions", script);
+    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], b"{}");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, body);
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "ok");
+    assert_eq!(record["analysis"]["flags"]["encoded_body"], "gzip", "{record}");
+}

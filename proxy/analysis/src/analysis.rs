@@ -204,4 +204,8 @@ pub struct AnalysisFlags {
     pub token_text_truncated: bool,
     /// The model returned redacted reasoning (counted as reasoning events with no text).
     pub redacted_reasoning: bool,
+    /// The body came with this `Content-Encoding` (gzip, br…). tokentap forwards it as it is and
+    /// does not decode it, so its events were not classified: counts and token metrics are absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoded_body: Option<String>,
 }

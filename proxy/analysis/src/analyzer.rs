@@ -321,6 +321,7 @@ impl StreamAnalyzer {
                 body_incomplete: !timing.body_complete,
                 token_text_truncated: timeline.token_text_truncated,
                 redacted_reasoning: findings.redacted_reasoning,
+                encoded_body: None,
             },
             events_truncated: timeline.events_truncated,
             events: timeline.events,

@@ -415,6 +415,12 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         }
     });
 
+    let mut analysis = analysis;
+    if let (Some(analysis), Some(encoding)) = (analysis.as_mut(), d.response_content_encoding.as_deref()) {
+        if !encoding.trim().eq_ignore_ascii_case("identity") {
+            analysis.flags.encoded_body = Some(encoding.chars().take(64).collect());
+        }
+    }
     let warm_up = d.route.is_some() && d.route_request_index < config.analysis.warmup_requests;
     let cached_prompt_tokens = analysis.as_ref().and_then(|a| a.usage.as_ref()).and_then(|u| u.cached_tokens);
     let trace = d.trace.unwrap_or_else(|| TraceContext::from_incoming(None));
