@@ -105,6 +105,8 @@ pub struct RecordStore {
     journal_recreated: AtomicU64,
     journal_gap: AtomicU64,
     journal_check: std::time::Duration,
+    /// Why the last journal write failed, while it is the last one (disk full, read-only…).
+    write_failing: Mutex<Option<String>>,
 }
 
 /// The `ring_size` records written last to the journal (the last version of each), as the ring
@@ -170,6 +172,12 @@ pub use tokentap_record::RECORDS_FILE;
 impl RecordStore {
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
+        // A device or a pipe in the journal's place would be read without end at start.
+        let path = dir.join(RECORDS_FILE);
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+            let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+            return Err(StoreError::Open { path, source });
+        }
         let journal = open_journal(&dir.join(RECORDS_FILE))?;
         let (feed, _) = broadcast::channel(256);
         let ring = rebuild_ring(dir, &config);
@@ -191,6 +199,7 @@ impl RecordStore {
             journal_recreated: AtomicU64::new(0),
             journal_gap: AtomicU64::new(0),
             journal_check: JOURNAL_CHECK,
+            write_failing: Mutex::new(None),
         })
     }
 
@@ -228,12 +237,23 @@ impl RecordStore {
         self.journal_gap.load(Ordering::Relaxed)
     }
 
+    /// Why journal writes are failing now (`None` once one succeeds again).
+    pub fn write_failing(&self) -> Option<String> {
+        self.write_failing.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Journal writes that failed (the record stays in the ring and the feed).
     pub fn write_errors(&self) -> u64 {
         self.write_errors.load(Ordering::Relaxed)
     }
 
     fn write_line(&self, json: &str) -> Result<(), StoreError> {
+        let result = self.try_write_line(json);
+        *self.write_failing.lock().unwrap_or_else(|e| e.into_inner()) = result.as_ref().err().map(|e| e.to_string());
+        result
+    }
+
+    fn try_write_line(&self, json: &str) -> Result<(), StoreError> {
         let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
         // A journal removed or replaced under tokentap (the data dir deleted, a log tool moving
         // the file) would swallow every later record: notice it, recreate it, count it.
@@ -258,7 +278,12 @@ impl RecordStore {
         let mut line = Vec::with_capacity(json.len() + 1);
         line.extend_from_slice(json.as_bytes());
         line.push(b'\n');
-        journal.file.write_all(&line).map_err(|source| StoreError::Write { path: self.records_path(), source })?;
+        if let Err(source) = journal.file.write_all(&line) {
+            // A disk that filled up mid-line leaves half a line, which would corrupt the next
+            // record written once space frees: cut the file back to its last whole line.
+            let _ = journal.file.set_len(journal.size);
+            return Err(StoreError::Write { path: self.records_path(), source });
+        }
         journal.size += line_len;
         journal.lines_since_check += 1;
         Ok(())
@@ -385,6 +410,37 @@ mod tests {
 
     fn config(max_file_bytes: u64, ring_size: usize) -> StoreConfig {
         StoreConfig { max_file_bytes, max_files: 2, ring_size, ring_max_bytes: 64 << 20 }
+    }
+
+    #[test]
+    fn a_full_disk_is_reported_until_a_write_succeeds_and_leaves_no_half_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RECORDS_FILE);
+        let mut store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        store.journal_check = std::time::Duration::ZERO;
+        // /dev/full fails every write with ENOSPC, like a full disk.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/dev/full", &path).unwrap();
+        assert!(store.append(record("a", "/", "ok", 1)).is_err());
+        assert_eq!(store.write_errors(), 1);
+        assert!(store.write_failing().unwrap().contains("No space left"), "{:?}", store.write_failing());
+        // Space again: a real file in its place is noticed, and the next record is written whole.
+        std::fs::remove_file(&path).unwrap();
+        store.append(record("b", "/", "ok", 2)).unwrap();
+        assert_eq!(store.write_failing(), None);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1);
+        assert!(serde_json::from_str::<Record>(text.trim_end()).is_ok(), "{text}");
+        // The record that could not be written is still served from memory.
+        assert!(store.get("a").is_some());
+    }
+
+    #[test]
+    fn a_journal_that_is_not_a_regular_file_is_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join(RECORDS_FILE)).unwrap();
+        let error = RecordStore::open(dir.path(), config(1 << 20, 10)).err().expect("refused");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 
     #[test]

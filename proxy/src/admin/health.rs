@@ -15,8 +15,11 @@ use super::{json, AdminState};
 /// `GET /_tokentap/api/health`: version, pipeline counters, telemetry export counters.
 pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
     let s = &state.stats;
+    let failing = state.store.write_failing();
     let body = serde_json::json!({
-        "status": "ok",
+        // `degraded` while records cannot be written to disk (they stay in memory and the feed).
+        "status": if failing.is_some() { "degraded" } else { "ok" },
+        "problem": failing.map(|why| format!("records are not being written to disk: {why}")),
         "version": env!("CARGO_PKG_VERSION"),
         "records": {
             "submitted": s.submitted.load(Ordering::Relaxed),
