@@ -204,7 +204,8 @@ impl Tokentap {
         }
         // The test's own variables win over these defaults. Many tokentaps run in parallel on two
         // cores here: at its default `idle` priority a record worker could wait seconds for a free
-        // core, so tests run it at normal priority (tests/tests/overload.rs runs the default).
+        // core, so tests run it at normal priority
+        // (the benchmark measures the default).
         cmd.env("TOKENTAP_LOG", "info").env("TOKENTAP_WORKER_PRIORITY", "normal").envs(env.iter().copied());
         cmd.arg("serve")
             .arg("--listen")
