@@ -229,3 +229,52 @@ fn a_compressed_event_stream_is_forwarded_as_is_and_flagged_not_analysed() {
     assert_eq!(record["outcome"], "ok");
     assert_eq!(record["analysis"]["flags"]["encoded_body"], "gzip", "{record}");
 }
+
+/// Sends `body` to `path` with `connection: close` and reads to the end of the connection: by then
+/// tokentap has run the request's `logging`, where a recorded request is submitted.
+fn post_and_read_to_close(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: tokentap.test\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn with_recording_off_bytes_pass_unchanged_and_nothing_is_recorded() {
+    let upstream = ScriptedUpstream::start();
+    let body = b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n".to_vec();
+    upstream.register(
+        "/v1/chat/completions",
+        Script {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            framing: Framing::ContentLength,
+            pieces: vec![(Duration::ZERO, body.clone())],
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let off = dir.path().join("off.toml");
+    std::fs::write(&off, "[timeline]\nenabled = false\n").unwrap();
+    // The same request through a recording tokentap (the control) and one with recording off.
+    for (args, recorded) in [
+        (vec!["--upstream", &upstream.url()], 1),
+        (vec!["--upstream", &upstream.url(), "--config", off.to_str().unwrap()], 0),
+    ] {
+        let tokentap = Tokentap::start_with_args(&args);
+        let response = post_and_read_to_close(tokentap.addr, "/v1/chat/completions", b"{}");
+        assert!(response.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&response));
+        assert!(response.ends_with(&body), "{}", String::from_utf8_lossy(&response));
+        let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+        assert_eq!(health["records"]["submitted"], recorded, "{health}");
+        if recorded == 0 {
+            assert_eq!(health["records"]["open"], 0, "{health}");
+        }
+    }
+}

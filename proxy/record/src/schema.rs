@@ -97,6 +97,17 @@ pub enum ErrorSide {
     Internal,
 }
 
+impl ErrorSide {
+    /// The name records use (`client`, `upstream`, `internal`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorSide::Client => "client",
+            ErrorSide::Upstream => "upstream",
+            ErrorSide::Internal => "internal",
+        }
+    }
+}
+
 /// A failure as recorded: which side, what kind, a message free of secrets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorInfo {

@@ -129,18 +129,7 @@ mod tests {
     #[test]
     fn events_are_formatted_once_and_shared() {
         let cache = EventCache::default();
-        let record: tokentap_record::Record = serde_json::from_value(serde_json::json!({
-            "record_version": 1, "request_id": "a", "trace_id": "0af7651916cd43dd8448eb211c80319c",
-            "span_id": "b7ad6b7169203331", "started_at": "2026-01-01T00:00:00Z", "route": "/",
-            "upstream": "http://x", "method": "POST", "path": "/v1/chat/completions", "status": 200,
-            "outcome": "ok", "request_headers": [],
-            "conditions": {"request_bytes": 10, "concurrency_at_t0": 0, "warm_up": false, "tokentap_version": "0"},
-            "request": {},
-            "timeline": {"t0_unix_ns": 1, "chunk_count": 0, "body_bytes": 0, "chunks_truncated": false,
-                         "analysis_bytes_truncated": false, "chunks": []},
-            "self_overhead": {"hook_time_us": 1.0}
-        }))
-        .unwrap();
+        let record = tokentap_record::fixtures::stream_record(2);
         let json = serde_json::to_string(&record).unwrap();
         let stored = Arc::new(StoredRecord { record, json });
         let a = cache.event(&stored);

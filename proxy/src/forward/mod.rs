@@ -63,22 +63,6 @@ impl TapProxy {
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
         Self { config, redactor, finalize, pages, ingest }
     }
-
-    /// Routing without recording (`[timeline] enabled = false`): the route, or a 404.
-    async fn route_only(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
-        match self.config.routes.find(session.req_header().uri.path()).cloned() {
-            Some(route) => {
-                route.begin_request();
-                ctx.data.route = Some(route);
-                Ok(false)
-            }
-            None => {
-                ctx.no_route = true;
-                write_no_route(session).await?;
-                Ok(true)
-            }
-        }
-    }
 }
 
 /// tokentap's 404 for a path no route matches.
@@ -246,19 +230,18 @@ impl ProxyHttp for TapProxy {
             return Ok(true);
         }
 
-        if !self.config.timeline.enabled {
-            ctx.recording = false;
-            return self.route_only(session, ctx).await;
+        ctx.recording = self.config.timeline.enabled;
+        if ctx.recording {
+            ctx.data.method = req.method.as_str().to_string();
+            ctx.data.path = redact_path(&path_and_query);
+            ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
+            ctx.data.request_content_type = header_str(req.headers.get("content-type"));
+            let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
+            if self.ingest.config.enabled {
+                self.ingest.recent.note(&trace.trace_id);
+            }
+            ctx.data.trace = Some(trace);
         }
-        ctx.data.method = req.method.as_str().to_string();
-        ctx.data.path = redact_path(&path_and_query);
-        ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
-        ctx.data.request_content_type = header_str(req.headers.get("content-type"));
-        let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
-        if self.ingest.config.enabled {
-            self.ingest.recent.note(&trace.trace_id);
-        }
-        ctx.data.trace = Some(trace);
 
         let Some(route) = self.config.routes.find(req.uri.path()).cloned() else {
             ctx.no_route = true;
@@ -267,10 +250,12 @@ impl ProxyHttp for TapProxy {
             return Ok(true);
         };
         let (in_flight_before, index) = route.begin_request();
-        ctx.data.concurrency_at_t0 = in_flight_before;
-        ctx.data.route_request_index = index;
+        if ctx.recording {
+            ctx.data.concurrency_at_t0 = in_flight_before;
+            ctx.data.route_request_index = index;
+            ctx.data.open = Some(self.finalize.open_request());
+        }
         ctx.data.route = Some(route);
-        ctx.data.open = Some(self.finalize.open_request());
         ctx.charge(entered);
         Ok(false)
     }
@@ -612,11 +597,7 @@ impl ProxyHttp for TapProxy {
 /// never bytes the upstream or the client sent (pingora's contexts quote them, e.g. a garbage
 /// response head). Only tokentap's own context, a DNS failure naming the configured host, is kept.
 fn error_message(e: &Error) -> String {
-    let side = match e.esource() {
-        ErrorSource::Upstream => "upstream",
-        ErrorSource::Downstream => "client",
-        ErrorSource::Internal | ErrorSource::Unset => "internal",
-    };
+    let side = error_side(e).as_str();
     let what = match e.etype() {
         ErrorType::ConnectTimedout => "connecting timed out",
         ErrorType::ConnectRefused => "the connection was refused",
@@ -648,6 +629,14 @@ fn error_message(e: &Error) -> String {
     format!("{side} error {}: {what}", e.etype().as_str())
 }
 
+fn error_side(e: &Error) -> ErrorSide {
+    match e.esource() {
+        ErrorSource::Upstream => ErrorSide::Upstream,
+        ErrorSource::Downstream => ErrorSide::Client,
+        ErrorSource::Internal | ErrorSource::Unset => ErrorSide::Internal,
+    }
+}
+
 fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<ErrorInfo>) {
     if ctx.no_route {
         return (Outcome::NoRoute, None);
@@ -660,12 +649,7 @@ fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<Err
         };
         return (outcome, None);
     };
-    let side = match e.esource() {
-        ErrorSource::Upstream => ErrorSide::Upstream,
-        ErrorSource::Downstream => ErrorSide::Client,
-        ErrorSource::Internal | ErrorSource::Unset => ErrorSide::Internal,
-    };
-    let info = ErrorInfo { side, kind: e.etype().as_str().to_string(), message: error_message(e) };
+    let info = ErrorInfo { side: error_side(e), kind: e.etype().as_str().to_string(), message: error_message(e) };
     let outcome = match e.esource() {
         ErrorSource::Downstream => Outcome::ClientCancelled,
         ErrorSource::Upstream => match e.etype() {

@@ -75,34 +75,11 @@ pub fn redact_path(path_and_query: &str) -> String {
 }
 
 fn is_secret_query_name(raw: &str) -> bool {
-    let lower = percent_decode(raw).to_ascii_lowercase();
+    // Decoded as the upstream's query parser will (`%XX`, `+` as a space; bad escapes kept).
+    let decoded = form_urlencoded::parse(raw.as_bytes()).next().map(|(name, _)| name).unwrap_or_default();
+    let lower = decoded.to_ascii_lowercase();
     let lower = lower.trim();
-    REDACTED_QUERY_PARAMS.contains(&lower) || lower == "sig" || looks_secret(lower)
-}
-
-/// `%XX` decoded and `+` read as a space; invalid escapes are kept as they are.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let hex = |i: usize| bytes.get(i).and_then(|b| (*b as char).to_digit(16));
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match (bytes[i], hex(i + 1), hex(i + 2)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b'+', _, _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    REDACTED_QUERY_PARAMS.contains(&lower) || looks_secret(lower)
 }
 
 #[cfg(test)]

@@ -155,7 +155,7 @@ pub fn start(
     let worker_stats = stats.clone();
     let handle = std::thread::Builder::new()
         .name("tokentap-finalize".into())
-        .spawn(move || run_worker(rx, &config, &store, &worker_stats, observer, &telemetry))?;
+        .spawn(move || run_worker(rx, shed_from, &config, &store, &worker_stats, observer, &telemetry))?;
     Ok((FinalizeQueue { tx, stats, shed_from }, handle))
 }
 
@@ -165,6 +165,7 @@ const PENDING_FOR: Duration = Duration::from_secs(60);
 
 fn run_worker(
     rx: Receiver<WorkItem>,
+    shed_from: u64,
     config: &ValidConfig,
     store: &RecordStore,
     stats: &PipelineStats,
@@ -174,7 +175,6 @@ fn run_worker(
     let mut pending: VecDeque<(Instant, ProbeReport)> = VecDeque::new();
     let panic_path = std::env::var(TEST_PANIC_PATH_VAR).ok();
     let delay = std::env::var(TEST_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
-    let shed_from = (config.analysis.queue_capacity as u64).div_ceil(2);
     set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
@@ -364,7 +364,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let request_body = d.request_body.concat();
     let request = analyze_request(&d.path, d.request_content_type.as_deref(), &request_body, d.request_body.truncated);
 
-    let analysis = d.status.filter(|_| !shed).map(|status| {
+    let mut analysis = d.status.filter(|_| !shed).map(|status| {
         let limits = AnalysisLimits {
             stall_threshold_ns: config.analysis.stall_threshold_ms * 1_000_000,
             ..AnalysisLimits::default()
@@ -415,7 +415,6 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         }
     });
 
-    let mut analysis = analysis;
     if let (Some(analysis), Some(encoding)) = (analysis.as_mut(), d.response_content_encoding.as_deref()) {
         if !encoding.trim().eq_ignore_ascii_case("identity") {
             analysis.flags.encoded_body = Some(encoding.chars().take(64).collect());
