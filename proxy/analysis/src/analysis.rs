@@ -156,13 +156,21 @@ pub struct ProviderUsage {
 }
 
 /// One tool call the model made. Arguments themselves are not kept (privacy), only their size.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallSummary {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub name: Option<String>,
     pub argument_bytes: u64,
+    /// Upstream arrival of the last frame that added to or closed this call (its last argument
+    /// fragment, or the end of its block or item): from here the client can run the tool.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ready_ms: Option<f64>,
+    /// Body byte offset where that frame ended; the record maps it to the chunk handed to the
+    /// client.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ready_offset: Option<u64>,
 }
 
 /// A mid-stream (or whole-body) error reported by the provider.

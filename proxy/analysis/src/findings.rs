@@ -69,10 +69,13 @@ impl Findings {
         id: Option<&str>,
         name: Option<&str>,
         argument_bytes: usize,
+        ready: (u64, u64),
     ) {
         let Some(call) = slot.and_then(|i| self.tool_calls.get_mut(i)) else {
             return;
         };
+        call.ready_ms = Some(crate::analysis::ms(ready.0));
+        call.ready_offset = Some(ready.1);
         if let Some(id) = id.filter(|s| !s.is_empty()) {
             call.id.get_or_insert_with(|| capped(id, MAX_ID_CHARS));
         }

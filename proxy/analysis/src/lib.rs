@@ -10,6 +10,8 @@
 //! - `metrics`, [`distribution`], `tokens`: the arithmetic of docs/metrics.md.
 //! - `analyzer`: the public [`StreamAnalyzer`] gluing the above together.
 //! - `request`: [`analyze_request`], the request-side facts (model, stream flag, prompt size).
+//! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
+//!   input, tool results, keyed prefix hashes).
 //!
 //! **Architecture invariant:** this crate does no IO, no networking and no telemetry export; it is
 //! plain functions over bytes and nanosecond stamps so that it builds and tests in seconds and can be
@@ -21,6 +23,7 @@
 mod analysis;
 mod analyzer;
 mod classify;
+pub mod conversation;
 pub mod distribution;
 mod event;
 mod findings;
@@ -37,6 +40,7 @@ pub use analysis::{
     StreamMetrics, ToolCallSummary,
 };
 pub use analyzer::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
+pub use conversation::LastInput;
 pub use distribution::{percentile, Distribution};
 pub use event::{EventClass, EventCounts};
 pub use format::{Dialect, StreamFormat};

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::conversation::{self, LastInput};
 use crate::tokens::count_tokens;
 
 /// What one request body asked for.
@@ -36,6 +37,20 @@ pub struct RequestInfo {
     /// Ids of tool results sent back, to tie this request to the previous response's tool calls.
     #[serde(default)]
     pub tool_result_ids: Vec<String>,
+    /// Gemini `functionResponse` parts without an id: their function names, in order (matched to
+    /// the previous response's calls by name and order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_result_names: Vec<String>,
+    /// What the last message / input item is: a new user message starts a turn, tool results
+    /// continue one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub last_input: Option<LastInput>,
+    /// OpenAI Responses `previous_response_id`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub previous_response_id: Option<String>,
+    /// Keyed hashes of the message prefixes (`conversation.rs`), for linking; never written.
+    #[serde(skip)]
+    pub prefix_hashes: Vec<u64>,
     /// OpenAI `stream_options.include_usage`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub include_usage: Option<bool>,
@@ -44,6 +59,8 @@ pub struct RequestInfo {
 }
 
 const MAX_TOOL_RESULT_IDS: usize = 256;
+/// Longer ids are not kept (real ones are tens of bytes).
+const MAX_ID_BYTES: usize = 256;
 
 /// Reads a request body. `body_truncated` says the proxy captured only a prefix; facts that need
 /// the whole body are then absent and `parse_error` says why. Path-derived facts (operation, the
@@ -105,7 +122,7 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
                 message_count = Some(message_count.unwrap_or(0) + items.len() as u64);
                 for item in items {
                     collect_text(item, &mut texts, 0);
-                    collect_tool_result_ids(item, &mut info.tool_result_ids);
+                    collect_tool_results(item, &mut info.tool_result_ids, &mut info.tool_result_names);
                 }
             }
             Some(Value::String(s)) => {
@@ -116,6 +133,14 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
         }
     }
     info.message_count = message_count;
+    let shape = conversation::shape(map);
+    info.last_input = shape.last_input;
+    info.prefix_hashes = shape.prefix_hashes;
+    info.previous_response_id = map
+        .get("previous_response_id")
+        .and_then(Value::as_str)
+        .filter(|id| id.len() <= MAX_ID_BYTES)
+        .map(str::to_owned);
     for key in ["system", "instructions", "systemInstruction", "system_instruction", "prompt"] {
         if let Some(v) = map.get(key) {
             collect_text(v, &mut texts, 0);
@@ -212,9 +237,9 @@ fn collect_text<'a>(value: &'a Value, out: &mut Vec<&'a str>, depth: usize) {
 
 /// OpenAI `role: tool` messages (`tool_call_id`), Anthropic `tool_result` blocks (`tool_use_id`),
 /// Responses `function_call_output` items (`call_id`), Gemini `functionResponse` parts (`id`).
-fn collect_tool_result_ids(item: &Value, ids: &mut Vec<String>) {
+fn collect_tool_results(item: &Value, ids: &mut Vec<String>, names: &mut Vec<String>) {
     let mut push = |id: Option<&Value>| {
-        if let Some(id) = id.and_then(Value::as_str) {
+        if let Some(id) = id.and_then(Value::as_str).filter(|id| id.len() <= MAX_ID_BYTES) {
             if ids.len() < MAX_TOOL_RESULT_IDS {
                 ids.push(id.to_owned());
             }
@@ -233,7 +258,13 @@ fn collect_tool_result_ids(item: &Value, ids: &mut Vec<String>) {
                     push(part.get("tool_use_id"));
                 }
                 if let Some(response) = part.get("functionResponse") {
-                    push(response.get("id"));
+                    if response.get("id").and_then(Value::as_str).is_some() {
+                        push(response.get("id"));
+                    } else if let Some(name) = response.get("name").and_then(Value::as_str) {
+                        if names.len() < MAX_TOOL_RESULT_IDS && name.len() <= MAX_ID_BYTES {
+                            names.push(name.to_owned());
+                        }
+                    }
                 }
             }
         }

@@ -149,6 +149,11 @@ impl Timeline {
         self.t_ns
     }
 
+    /// Body byte offset where the current frame ended.
+    pub(crate) fn end_offset(&self) -> u64 {
+        self.end_offset
+    }
+
     pub(crate) fn pieces_in_frame(&self) -> u32 {
         self.pieces_in_frame
     }

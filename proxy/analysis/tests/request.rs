@@ -133,3 +133,75 @@ fn truncated_invalid_and_non_json_bodies() {
     let json = serde_json::to_value(analyze_request("/x", None, b"[1]", false)).unwrap();
     assert!(json.get("model").is_none());
 }
+
+/// What the last input is, per API shape: a new user message starts a turn, tool results
+/// continue one.
+#[test]
+fn last_input_per_api_shape() {
+    use tokentap_analysis::LastInput;
+    let cases: &[(&str, &str, Option<LastInput>)] = &[
+        ("/v1/chat/completions", r#"{"messages":[{"role":"user","content":"hi"}]}"#, Some(LastInput::User)),
+        (
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"tool","tool_call_id":"c","content":"1"}]}"#,
+            Some(LastInput::ToolResult),
+        ),
+        ("/v1/chat/completions", r#"{"messages":[{"role":"developer","content":"x"}]}"#, Some(LastInput::System)),
+        (
+            "/v1/messages",
+            r#"{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"1"}]}]}"#,
+            Some(LastInput::ToolResult),
+        ),
+        ("/v1/messages", r#"{"messages":[{"role":"assistant","content":"Sure,"}]}"#, Some(LastInput::Assistant)),
+        ("/v1/responses", r#"{"input":"hi"}"#, Some(LastInput::User)),
+        (
+            "/v1/responses",
+            r#"{"input":[{"type":"function_call_output","call_id":"c","output":"1"}]}"#,
+            Some(LastInput::ToolResult),
+        ),
+        (
+            "/v1/responses",
+            r#"{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}"#,
+            Some(LastInput::Assistant),
+        ),
+        (
+            "/v1beta/models/g:generateContent",
+            r#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}}]}]}"#,
+            Some(LastInput::ToolResult),
+        ),
+        (
+            "/v1beta/models/g:generateContent",
+            r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+            Some(LastInput::User),
+        ),
+        ("/v1/embeddings", r#"{"input":["a","b"]}"#, Some(LastInput::User)),
+        ("/v1/chat/completions", r#"{"model":"m"}"#, None),
+    ];
+    for (path, body, expected) in cases {
+        let info = analyze_request(path, Some("application/json"), body.as_bytes(), false);
+        assert_eq!(info.last_input, *expected, "{path} {body}");
+    }
+}
+
+#[test]
+fn prefix_hashes_ignore_key_order_and_nulls_but_not_the_system_prompt() {
+    let a = analyze_request(
+        "/v1/chat/completions",
+        None,
+        br#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[]}]}"#,
+        false,
+    );
+    let b = analyze_request("/v1/chat/completions", None,
+        br#"{"messages":[{"content":"hi","role":"user"},{"tool_calls":[],"role":"assistant"},{"role":"tool","tool_call_id":"c","content":"1"}]}"#, false);
+    assert_eq!(a.prefix_hashes.len(), 2);
+    assert_eq!(b.prefix_hashes[..2], a.prefix_hashes[..], "b extends a");
+    let c =
+        analyze_request("/v1/messages", None, br#"{"system":"x","messages":[{"role":"user","content":"hi"}]}"#, false);
+    assert_ne!(c.prefix_hashes[0], a.prefix_hashes[0]);
+    let r = analyze_request("/v1/responses", None, br#"{"previous_response_id":"resp_1","input":"more"}"#, false);
+    assert_eq!(r.previous_response_id.as_deref(), Some("resp_1"));
+    // Gemini results without ids are kept by name, in order.
+    let g = analyze_request("/v1beta/models/g:generateContent", None,
+        br#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}},{"functionResponse":{"name":"g","id":"x","response":{}}}]}]}"#, false);
+    assert_eq!((g.tool_result_names, g.tool_result_ids), (vec!["f".to_owned()], vec!["x".to_owned()]));
+}

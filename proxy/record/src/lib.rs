@@ -10,6 +10,7 @@
 //!   to its record.
 //! - `goodput`: `[slo]` objectives and the verdict on one record.
 //! - `trace`: W3C trace context and ids.
+//! - `turn`: agent turns rebuilt from the wire: the tracker that links steps, the turn record.
 
 pub mod ack;
 pub mod browser;
@@ -22,6 +23,7 @@ pub mod join;
 pub mod schema;
 pub mod stamp;
 pub mod trace;
+pub mod turn;
 
 pub use goodput::SloConfig;
 pub use schema::*;

@@ -242,4 +242,7 @@ pub struct Record {
     /// parent span is this record's span). `diagnosis` then runs from the provider to the browser.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain: Option<crate::hops::Chain>,
+    /// The user turn this request is a step of (`turn`), for model calls of a conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<crate::turn::TurnRef>,
 }

@@ -50,6 +50,39 @@ fn parse_traceparent(value: &[u8]) -> Option<(String, String, u8)> {
     Some((trace_id.to_string(), parent.to_string(), u8::from_str_radix(flags, 16).ok()?))
 }
 
+/// `bytes` bytes of a fixed hash of `input` as lower-case hex (FNV-1a, 64-bit lanes with
+/// different offsets): the same input gives the same id on every tokentap instance.
+pub fn stable_hex(input: &[u8], bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes * 2);
+    let mut lane: u64 = 0;
+    while out.len() < bytes * 2 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ lane.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        for b in input {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        // A final mix so that nearby inputs do not share leading digits.
+        hash ^= hash >> 33;
+        hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        hash ^= hash >> 33;
+        for b in hash.to_be_bytes() {
+            if out.len() < bytes * 2 {
+                out.push_str(&format!("{b:02x}"));
+            }
+        }
+        lane += 1;
+    }
+    if out.bytes().all(|b| b == b'0') {
+        out.replace_range(out.len() - 1.., "1");
+    }
+    out
+}
+
+/// The trace of a turn named by an explicit turn header, the same on every instance.
+pub fn turn_trace_id(turn_header_value: &str) -> String {
+    stable_hex(turn_header_value.as_bytes(), 16)
+}
+
 /// `bytes` random bytes as lower-case hex.
 pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];

@@ -113,6 +113,13 @@ impl Anthropic {
             }
             "content_block_start" => self.block_start(event.index, event.content_block.as_ref(), out),
             "content_block_delta" => self.block_delta(event.index, event.delta.as_ref(), out),
+            "content_block_stop" => {
+                // The end of a tool-use block is the moment its call is complete.
+                if let Some(slot) = self.tool_blocks.get(&event.index.unwrap_or(u64::MAX)).copied() {
+                    out.tool_call(slot, None, None, 0);
+                }
+                out.piece(EventClass::Control, "");
+            }
             "message_delta" => {
                 if let Some(reason) = event.delta.as_ref().and_then(|d| text(&d.stop_reason)) {
                     out.findings.finish_reason(reason);
@@ -143,7 +150,7 @@ impl Anthropic {
             kind if is_tool_block(kind) => {
                 let slot = self.tool_slot(index, out);
                 let name = text(&block.name).unwrap_or("");
-                out.findings.update_tool_call(slot, text(&block.id), Some(name), 0);
+                out.tool_call(slot, text(&block.id), Some(name), 0);
                 if name.is_empty() {
                     out.piece(EventClass::Control, "");
                 } else {
@@ -177,7 +184,7 @@ impl Anthropic {
             "input_json_delta" => {
                 let fragment = text(&delta.partial_json).unwrap_or("");
                 let slot = self.tool_slot(index, out);
-                out.findings.update_tool_call(slot, None, None, fragment.len());
+                out.tool_call(slot, None, None, fragment.len());
                 out.content_or_heartbeat(EventClass::ToolCall, fragment);
             }
             // signature_delta, citations_delta and future delta types carry no user-visible text.
@@ -216,7 +223,7 @@ impl Anthropic {
                     let arguments = json_text(block.input.as_ref());
                     let slot = out.findings.new_tool_call();
                     let name = text(&block.name).unwrap_or("");
-                    out.findings.update_tool_call(slot, text(&block.id), Some(name), arguments.len());
+                    out.tool_call(slot, text(&block.id), Some(name), arguments.len());
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
                 _ => {}

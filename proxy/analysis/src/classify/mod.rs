@@ -63,6 +63,18 @@ impl Out<'_> {
         }
     }
 
+    /// Adds to a tool call entry (id, name, argument bytes) and stamps it ready as of this frame.
+    pub(crate) fn tool_call(
+        &mut self,
+        slot: Option<usize>,
+        id: Option<&str>,
+        name: Option<&str>,
+        argument_bytes: usize,
+    ) {
+        let ready = (self.timeline.t_ns(), self.timeline.end_offset());
+        self.findings.update_tool_call(slot, id, name, argument_bytes, ready);
+    }
+
     pub(crate) fn error(&mut self, error: &serde_json::Value) {
         let t = self.timeline.t_ns();
         self.findings.error(t, error);

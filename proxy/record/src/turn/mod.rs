@@ -1,0 +1,28 @@
+//! Agent turns rebuilt from the wire: a user waits on a turn, which is one or more model calls
+//! (steps) with tool runs between them. The [`TurnTracker`] links each request to the step before
+//! it, strongest rule first (docs/metrics.md, "Turns"):
+//!
+//! 1. the same W3C trace id, when the client sent a `traceparent`;
+//! 2. an explicit turn or conversation header (`[turns] turn_header`, `conversation_header`);
+//! 3. a tool result whose id matches a tool call of an earlier response (OpenAI `tool_call_id`,
+//!    Responses `call_id`, Anthropic `tool_use_id`, Gemini `functionResponse.id`; Gemini results
+//!    without ids are matched by name and order inside the conversation);
+//! 4. OpenAI Responses `previous_response_id`;
+//! 5. the conversation prefix: the request's messages extend an earlier request's messages
+//!    (keyed hashes; a prefix shared by several conversations links nothing and is counted).
+//!
+//! A response that finishes without tool calls closes its turn; a new user message starts the next
+//! turn of the same conversation. Open turns close after `idle_close`. All state is ids and
+//! hashes, bounded in bytes.
+
+mod breakdown;
+pub mod schema;
+pub mod step;
+pub mod tracker;
+
+pub use schema::*;
+pub use step::{StepInput, StepToolCall, TurnHeaders};
+pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};
+
+#[cfg(test)]
+mod tests;

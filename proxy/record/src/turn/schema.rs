@@ -1,0 +1,222 @@
+//! The turn record (`turns.jsonl`, docs/records.md) and the turn reference each request record
+//! carries. Times are milliseconds since the turn's t0 (its first request's t0).
+
+use serde::{Deserialize, Serialize};
+
+use crate::Outcome;
+
+pub const TURN_RECORD_VERSION: u32 = 1;
+
+/// The turn journal's file name in the data directory (rotated files get a numeric suffix).
+pub const TURNS_FILE: &str = "turns.jsonl";
+
+/// How a request was linked to the step before it (strongest rule first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnLink {
+    /// The first step of its turn, in a new conversation.
+    First,
+    /// The first step of a later turn of a known conversation (a new user message).
+    NextTurn,
+    /// The same W3C trace id, sent by the client.
+    TraceId,
+    /// The same explicit turn or conversation header (`[turns] turn_header`,
+    /// `conversation_header`).
+    Header,
+    /// It carries the result of a tool call the previous step's response made.
+    ToolResult,
+    /// OpenAI Responses `previous_response_id`.
+    PreviousResponse,
+    /// Its messages extend the previous step's messages (keyed prefix hashes).
+    Prefix,
+}
+
+impl TurnLink {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnLink::First => "first",
+            TurnLink::NextTurn => "next_turn",
+            TurnLink::TraceId => "trace_id",
+            TurnLink::Header => "header",
+            TurnLink::ToolResult => "tool_result",
+            TurnLink::PreviousResponse => "previous_response",
+            TurnLink::Prefix => "prefix",
+        }
+    }
+}
+
+/// Where a request record sits in its turn (`Record::turn`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRef {
+    pub turn_id: String,
+    /// `gen_ai.conversation.id`.
+    pub conversation_id: String,
+    /// 1-based.
+    pub step: u32,
+    pub link: TurnLink,
+    /// The turn's trace: every exported span of the turn carries it, also when this request's own
+    /// `trace_id` (the one sent upstream) differs.
+    pub trace_id: String,
+    /// The turn's `invoke_agent` span, parent of this request's span; set once the turn has made a
+    /// tool call (a turn of one plain answer exports no agent span).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_span_id: Option<String>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// A response finished without tool calls: the final answer.
+    Complete,
+    /// The last step failed and nothing followed within the idle time.
+    Failed,
+    /// Tool calls were left unanswered: no request carried their results within
+    /// `[turns] idle_close_s`, or the user moved on to a new message.
+    Incomplete,
+    /// Closed early to stay within `[turns]` memory bounds.
+    Evicted,
+    /// Still open when tokentap stopped.
+    Shutdown,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Complete => "complete",
+            TurnStatus::Failed => "failed",
+            TurnStatus::Incomplete => "incomplete",
+            TurnStatus::Evicted => "evicted",
+            TurnStatus::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// One model call of the turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStep {
+    pub step: u32,
+    pub request_id: String,
+    pub span_id: String,
+    pub link: TurnLink,
+    /// The request's t0.
+    pub start_ms: f64,
+    /// The response's end (t_end).
+    pub end_ms: f64,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Time to first answer token, from the step's own t0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_answer_ms: Option<f64>,
+    /// Time to the first tool-call event, from the step's own t0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_tool_ms: Option<f64>,
+    pub tool_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+}
+
+/// One tool call, from the moment it was ready to the request that carried its result
+/// (`execute_tool`). The time also holds the client's own work and the network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRun {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The step whose response made the call.
+    pub step: u32,
+    /// Its last argument fragment (or the end of its block) handed to the client.
+    pub ready_ms: f64,
+    /// The step whose request carried the result, and that request's arrival (its t0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_step: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_ms: Option<f64>,
+    /// result − ready; absent while unanswered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+}
+
+/// What a stretch of the critical path was spent on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentKind {
+    /// A model call was running (request sent … response end).
+    Model,
+    /// Tool calls were out (ready … the request with their results); includes client work.
+    Tool,
+    /// Neither: the client's own time between steps.
+    Client,
+}
+
+/// One stretch of the critical path, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriticalSegment {
+    pub kind: SegmentKind,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    /// The model step (model segments) or the step that carried the results (tool segments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    /// Tool segments: the calls whose results that step carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_ids: Vec<String>,
+}
+
+/// The turn's totals (docs/metrics.md, "Turns"). `model_ms + tool_ms + client_ms = e2e_ms`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnTotals {
+    /// First request's t0 → the final answer's last content (else the last step's end).
+    pub e2e_ms: f64,
+    /// Time inside model calls (the union of the steps' t0 … t_end).
+    pub model_ms: f64,
+    /// Time with tool calls out and no model call running.
+    pub tool_ms: f64,
+    /// The rest: neither a model call nor a tool call out.
+    pub client_ms: f64,
+    pub steps: u32,
+    pub tool_calls: u32,
+    /// Tool calls whose result never arrived.
+    pub unanswered_tool_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+}
+
+/// One user turn, as written to `turns.jsonl` and served at `/_tokentap/api/turns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    pub record_version: u32,
+    pub turn_id: String,
+    pub conversation_id: String,
+    /// Turns of this conversation before this one.
+    pub turn_index: u32,
+    pub trace_id: String,
+    /// The `invoke_agent` span (turns with tool calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_span_id: Option<String>,
+    /// The client's span the first request named in its `traceparent` (the agent span's parent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_span_id: Option<String>,
+    /// RFC 3339 time of the first request's t0.
+    pub started_at: String,
+    pub t0_unix_ns: u64,
+    pub route: String,
+    pub status: TurnStatus,
+    pub totals: TurnTotals,
+    pub steps: Vec<TurnStep>,
+    pub tool_runs: Vec<ToolRun>,
+    pub critical_path: Vec<CriticalSegment>,
+    /// Steps linked to the turn beyond `[turns] max_steps` (counted in the totals, not listed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps_not_listed: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}

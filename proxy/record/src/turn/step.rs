@@ -1,0 +1,160 @@
+//! What the turn tracker needs of one request record: its times, its linking facts and the tool
+//! calls its response made, all in Unix nanoseconds so that steps compare across requests.
+
+use tokentap_analysis::LastInput;
+
+use crate::{Outcome, Record};
+
+/// The request headers that name a turn or a conversation explicitly (`[turns]`), lower case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnHeaders {
+    pub turn: String,
+    pub conversation: String,
+}
+
+impl Default for TurnHeaders {
+    fn default() -> Self {
+        Self { turn: "x-tokentap-turn".into(), conversation: "x-tokentap-conversation".into() }
+    }
+}
+
+/// Longest explicit header value used (longer values are ignored, as if absent).
+pub const MAX_HEADER_VALUE_BYTES: usize = 256;
+
+/// A tool call the step's response made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepToolCall {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// Handed to the client (else received from upstream), Unix ns.
+    pub ready_unix_ns: u64,
+}
+
+/// One model call, as the tracker sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepInput {
+    pub request_id: String,
+    pub span_id: String,
+    /// The request's own trace id and, when the client sent a `traceparent`, its parent span.
+    pub trace_id: String,
+    pub parent_span_id: Option<String>,
+    pub started_at: String,
+    pub route: String,
+    pub t0_unix_ns: u64,
+    pub end_unix_ns: u64,
+    pub last_content_unix_ns: Option<u64>,
+    pub outcome: Outcome,
+    pub model: Option<String>,
+    pub ttft_answer_ms: Option<f64>,
+    pub ttft_tool_ms: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub turn_header: Option<String>,
+    pub conversation_header: Option<String>,
+    pub last_input: Option<LastInput>,
+    pub tool_result_ids: Vec<String>,
+    pub tool_result_names: Vec<String>,
+    pub previous_response_id: Option<String>,
+    pub prefix_hashes: Vec<u64>,
+    pub response_id: Option<String>,
+    pub tool_calls: Vec<StepToolCall>,
+}
+
+impl StepInput {
+    /// The step a record describes, or `None` for requests that are not model calls of a
+    /// conversation (embeddings, unknown paths, bodies that could not be read, no route).
+    pub fn from_record(record: &Record, headers: &TurnHeaders) -> Option<StepInput> {
+        if matches!(record.outcome, Outcome::NoRoute) {
+            return None;
+        }
+        let request = &record.request;
+        if !matches!(request.operation.as_deref(), Some("chat" | "generate_content")) {
+            return None;
+        }
+        let last_input = request.last_input?;
+        let t0 = record.timeline.t0_unix_ns;
+        let end_rel = record
+            .timeline
+            .t_end_ns
+            .or_else(|| record.timeline.chunks.last().map(|c| c.t_handoff_ns.unwrap_or(c.t_up_ns)))
+            .or(record.timeline.t_upstream_headers_ns)
+            .unwrap_or(0);
+        let analysis = record.analysis.as_ref();
+        let metrics = analysis.map(|a| &a.metrics);
+        let header = |name: &str| {
+            record
+                .request_headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim())
+                .filter(|v| !v.is_empty() && v.len() <= MAX_HEADER_VALUE_BYTES && *v != "[redacted]")
+                .map(str::to_owned)
+        };
+        let tool_calls = analysis
+            .map(|a| {
+                a.tool_calls
+                    .iter()
+                    .map(|call| StepToolCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        ready_unix_ns: t0.saturating_add(ready_rel_ns(record, call.ready_offset, call.ready_ms)),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(StepInput {
+            request_id: record.request_id.clone(),
+            span_id: record.span_id.clone(),
+            trace_id: record.trace_id.clone(),
+            parent_span_id: record.parent_span_id.clone(),
+            started_at: record.started_at.clone(),
+            route: record.route.clone(),
+            t0_unix_ns: t0,
+            end_unix_ns: t0.saturating_add(end_rel),
+            last_content_unix_ns: metrics.and_then(|m| m.to_last_content_ms).map(|ms| t0.saturating_add(ns(ms))),
+            outcome: record.outcome,
+            model: record.conditions.model.clone().or_else(|| request.model.clone()),
+            ttft_answer_ms: metrics.and_then(|m| m.ttft_answer_ms),
+            ttft_tool_ms: metrics.and_then(|m| m.ttft_tool_ms),
+            input_tokens: analysis
+                .and_then(|a| a.usage.as_ref())
+                .and_then(|u| u.input_tokens)
+                .or(request.prompt_tokens),
+            output_tokens: analysis
+                .and_then(|a| a.usage.as_ref())
+                .and_then(|u| u.output_tokens)
+                .or_else(|| metrics.and_then(|m| m.output_tokens.as_ref()).map(|t| t.total)),
+            turn_header: header(&headers.turn),
+            conversation_header: header(&headers.conversation),
+            last_input: Some(last_input),
+            tool_result_ids: request.tool_result_ids.clone(),
+            tool_result_names: request.tool_result_names.clone(),
+            previous_response_id: request.previous_response_id.clone(),
+            prefix_hashes: request.prefix_hashes.clone(),
+            response_id: analysis.and_then(|a| a.response_id.clone()),
+            tool_calls,
+        })
+    }
+}
+
+fn ns(ms: f64) -> u64 {
+    if ms.is_finite() && ms > 0.0 {
+        (ms * 1e6).round() as u64
+    } else {
+        0
+    }
+}
+
+/// When a tool call was handed to the client: the handoff of the chunk that held the end of its
+/// last frame; the upstream arrival when that chunk is not listed (or was never handed off).
+fn ready_rel_ns(record: &Record, ready_offset: Option<u64>, ready_ms: Option<f64>) -> u64 {
+    let arrival = ready_ms.map(ns).unwrap_or(0);
+    let Some(end) = ready_offset.filter(|o| *o > 0) else { return arrival };
+    let last_byte = end - 1;
+    let chunks = &record.timeline.chunks;
+    let i = chunks.partition_point(|c| c.offset + u64::from(c.len) <= last_byte);
+    match chunks.get(i) {
+        Some(c) if c.offset <= last_byte => c.t_handoff_ns.unwrap_or(arrival).max(arrival),
+        _ => arrival,
+    }
+}

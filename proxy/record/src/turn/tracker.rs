@@ -1,0 +1,545 @@
+//! The turn tracker: links each model call to the step before it, groups steps into turns and
+//! turns into conversations, and closes turns. It holds ids and keyed hashes only, bounded in
+//! bytes; what it has to forget is counted.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use tokentap_analysis::LastInput;
+
+use super::breakdown::{self, CallSpan, StepSpan};
+use super::schema::{TurnLink, TurnRecord, TurnRef, TurnStatus, TurnStep, TURN_RECORD_VERSION};
+use super::step::{StepInput, TurnHeaders};
+use crate::trace::random_hex;
+use crate::Outcome;
+
+/// `[turns]` limits, validated by the server's config.
+#[derive(Debug, Clone)]
+pub struct TurnConfig {
+    /// An open turn with no new step for this long closes (`Incomplete` or `Failed`).
+    pub idle_close_ns: u64,
+    /// A conversation with no new step for this long is forgotten: a later request that extends it
+    /// starts a new conversation.
+    pub conversation_idle_ns: u64,
+    pub max_conversations: usize,
+    /// Estimated bytes of all tracker state; the least recently active conversations go first.
+    pub max_state_bytes: usize,
+    /// Steps listed per turn (later ones are counted only).
+    pub max_steps: usize,
+    /// Tool calls tracked per turn.
+    pub max_tool_calls: usize,
+    pub headers: TurnHeaders,
+}
+
+impl Default for TurnConfig {
+    fn default() -> Self {
+        Self {
+            idle_close_ns: 120_000_000_000,
+            conversation_idle_ns: 1_800_000_000_000,
+            max_conversations: 10_000,
+            max_state_bytes: 32 << 20,
+            max_steps: 256,
+            max_tool_calls: 1024,
+            headers: TurnHeaders::default(),
+        }
+    }
+}
+
+/// What the tracker had to count rather than link or keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnCounters {
+    pub turns_opened: u64,
+    pub turns_closed: u64,
+    /// Conversations forgotten early to stay within `max_conversations` / `max_state_bytes`.
+    pub conversations_evicted: u64,
+    /// Requests ending in tool results whose ids match no tool call tokentap saw.
+    pub unknown_tool_results: u64,
+    /// Requests whose message prefix matched several conversations (left unlinked).
+    pub ambiguous_prefixes: u64,
+    pub steps_not_listed: u64,
+    pub tool_calls_not_tracked: u64,
+}
+
+/// Where a step landed, and the turns that closed because of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub turn: TurnRef,
+    pub closed: Vec<TurnRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LinkKey {
+    Call(String),
+    Response(String),
+    Prefix(u64),
+    Trace(String),
+    TurnHeader(String),
+    ConversationHeader(String),
+}
+
+impl LinkKey {
+    fn bytes(&self) -> usize {
+        48 + match self {
+            LinkKey::Call(s)
+            | LinkKey::Response(s)
+            | LinkKey::Trace(s)
+            | LinkKey::TurnHeader(s)
+            | LinkKey::ConversationHeader(s) => s.len(),
+            LinkKey::Prefix(_) => 0,
+        }
+    }
+}
+
+/// Keys remembered per conversation (oldest forgotten first).
+const MAX_KEYS_PER_CONVERSATION: usize = 2048;
+/// Conversations one key may name (a shared first message); more are not indexed.
+const MAX_SLOTS_PER_KEY: usize = 8;
+
+#[derive(Debug)]
+struct OpenTurn {
+    turn_id: String,
+    trace_id: String,
+    parent_span_id: Option<String>,
+    agent_span_id: Option<String>,
+    started_at: String,
+    route: String,
+    t0: u64,
+    steps: Vec<StepSpan>,
+    steps_total: u32,
+    calls: Vec<CallSpan>,
+    last_failed: bool,
+}
+
+#[derive(Debug)]
+struct Conversation {
+    id: String,
+    turns_done: u32,
+    open: Option<OpenTurn>,
+    keys: VecDeque<LinkKey>,
+    last_seen: u64,
+    bytes: usize,
+}
+
+impl Conversation {
+    fn estimate(&self) -> usize {
+        let keys: usize = self.keys.iter().map(LinkKey::bytes).sum();
+        let turn = self.open.as_ref().map_or(0, |t| {
+            256 + t.steps.len() * 320
+                + t.steps
+                    .iter()
+                    .map(|s| s.step.request_id.len() + s.step.model.as_ref().map_or(0, String::len))
+                    .sum::<usize>()
+                + t.calls.len() * 128
+                + t.calls
+                    .iter()
+                    .map(|c| c.call_id.as_ref().map_or(0, String::len) + c.name.as_ref().map_or(0, String::len))
+                    .sum::<usize>()
+        });
+        256 + self.id.len() + keys + turn
+    }
+}
+
+pub struct TurnTracker {
+    config: TurnConfig,
+    next_slot: u64,
+    conversations: HashMap<u64, Conversation>,
+    index: HashMap<LinkKey, Vec<u64>>,
+    by_age: BTreeSet<(u64, u64)>,
+    bytes: usize,
+    counters: TurnCounters,
+}
+
+/// An id from a client header: kept when it is short printable ASCII, else replaced by a hash of
+/// it (records and spans never carry control characters a client chose).
+fn id_from_header(value: &str) -> String {
+    if value.len() <= 128 && value.bytes().all(|b| b.is_ascii_graphic()) {
+        value.to_owned()
+    } else {
+        crate::trace::stable_hex(value.as_bytes(), 16)
+    }
+}
+
+impl TurnTracker {
+    pub fn new(config: TurnConfig) -> Self {
+        Self {
+            config,
+            next_slot: 0,
+            conversations: HashMap::new(),
+            index: HashMap::new(),
+            by_age: BTreeSet::new(),
+            bytes: 0,
+            counters: TurnCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &TurnConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> &TurnCounters {
+        &self.counters
+    }
+
+    /// Open turns now.
+    pub fn open_turns(&self) -> usize {
+        self.conversations.values().filter(|c| c.open.is_some()).count()
+    }
+
+    pub fn conversations(&self) -> usize {
+        self.conversations.len()
+    }
+
+    /// Estimated bytes of tracker state.
+    pub fn state_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn lookup_unique(&self, key: &LinkKey) -> Result<Option<u64>, ()> {
+        match self.index.get(key).map(Vec::as_slice) {
+            None | Some([]) => Ok(None),
+            Some([slot]) => Ok(Some(*slot)),
+            Some(_) => Err(()),
+        }
+    }
+
+    /// The earlier step's conversation, by the strongest rule that finds one.
+    fn find(&mut self, step: &StepInput) -> Option<(u64, TurnLink)> {
+        if step.parent_span_id.is_some() {
+            if let Ok(Some(slot)) = self.lookup_unique(&LinkKey::Trace(step.trace_id.clone())) {
+                return Some((slot, TurnLink::TraceId));
+            }
+        }
+        if let Some(h) = &step.turn_header {
+            if let Ok(Some(slot)) = self.lookup_unique(&LinkKey::TurnHeader(h.clone())) {
+                return Some((slot, TurnLink::Header));
+            }
+        }
+        if let Some(h) = &step.conversation_header {
+            if let Ok(Some(slot)) = self.lookup_unique(&LinkKey::ConversationHeader(h.clone())) {
+                return Some((slot, TurnLink::Header));
+            }
+        }
+        // The newest results are last; history repeats older ones.
+        for id in step.tool_result_ids.iter().rev() {
+            if let Ok(Some(slot)) = self.lookup_unique(&LinkKey::Call(id.clone())) {
+                return Some((slot, TurnLink::ToolResult));
+            }
+        }
+        if let Some(id) = &step.previous_response_id {
+            if let Ok(Some(slot)) = self.lookup_unique(&LinkKey::Response(id.clone())) {
+                return Some((slot, TurnLink::PreviousResponse));
+            }
+        }
+        // Longest prefix first: the most specific earlier request this one extends. The whole
+        // list is not a prefix: an identical request (the same first "hi" from two users) is not
+        // evidence of one conversation.
+        let shorter = step.prefix_hashes.len().saturating_sub(1);
+        for hash in step.prefix_hashes[..shorter].iter().rev() {
+            match self.lookup_unique(&LinkKey::Prefix(*hash)) {
+                Ok(Some(slot)) => return Some((slot, TurnLink::Prefix)),
+                Ok(None) => {}
+                Err(()) => {
+                    self.counters.ambiguous_prefixes += 1;
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Places one step; returns its turn reference and the turns it closed.
+    pub fn observe(&mut self, step: StepInput) -> Placement {
+        let mut closed = Vec::new();
+        let found = self.find(&step);
+        if step.last_input == Some(LastInput::ToolResult)
+            && !step.tool_result_ids.is_empty()
+            && !matches!(found, Some((_, TurnLink::ToolResult)))
+            && !step.tool_result_ids.iter().any(|id| self.index.contains_key(&LinkKey::Call(id.clone())))
+        {
+            self.counters.unknown_tool_results += 1;
+        }
+        let slot = match found {
+            Some((slot, _)) => slot,
+            None => {
+                let slot = self.next_slot;
+                self.next_slot += 1;
+                let id = step.conversation_header.as_deref().map(id_from_header).unwrap_or_else(|| random_hex(16));
+                self.conversations.insert(
+                    slot,
+                    Conversation { id, turns_done: 0, open: None, keys: VecDeque::new(), last_seen: 0, bytes: 0 },
+                );
+                slot
+            }
+        };
+        let link = found.map(|(_, link)| link);
+        if let Some(conv) = self.conversations.get(&slot) {
+            self.by_age.remove(&(conv.last_seen, slot));
+        }
+
+        // Does this step continue the open turn, or start the next one? An app that sends a turn
+        // header decides; otherwise a new user message starts a turn.
+        let turn_header_matched = step.turn_header.as_ref().is_some_and(|h| {
+            self.index.get(&LinkKey::TurnHeader(h.clone())).is_some_and(|slots| slots.contains(&slot))
+        });
+        let Some(conv) = self.conversations.get_mut(&slot) else { unreachable!("slot just found or made") };
+        let continues = conv.open.is_some()
+            && if step.turn_header.is_some() { turn_header_matched } else { step.last_input != Some(LastInput::User) };
+        if !continues {
+            if let Some(turn) = conv.open.take() {
+                let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
+                closed.push(finish(conv, turn, status));
+                self.counters.turns_closed += 1;
+            }
+            let turn_id = step.turn_header.as_deref().map(id_from_header).unwrap_or_else(|| random_hex(16));
+            conv.open = Some(OpenTurn {
+                turn_id,
+                trace_id: step.trace_id.clone(),
+                parent_span_id: step.parent_span_id.clone(),
+                agent_span_id: None,
+                started_at: step.started_at.clone(),
+                route: step.route.clone(),
+                t0: step.t0_unix_ns,
+                steps: Vec::new(),
+                steps_total: 0,
+                calls: Vec::new(),
+                last_failed: false,
+            });
+            self.counters.turns_opened += 1;
+        }
+        let first_of_turn = !continues;
+        let Some(turn) = conv.open.as_mut() else { unreachable!("opened above") };
+        let link = match (first_of_turn, link) {
+            (true, None) => TurnLink::First,
+            (true, Some(_)) => TurnLink::NextTurn,
+            (false, Some(link)) => link,
+            (false, None) => TurnLink::First,
+        };
+        turn.steps_total += 1;
+        let step_no = turn.steps_total;
+
+        // Results this request carries answer the turn's open calls.
+        for call in turn.calls.iter_mut().filter(|c| c.result.is_none()) {
+            if call.call_id.as_ref().is_some_and(|id| step.tool_result_ids.contains(id)) {
+                call.result = Some((step_no, step.t0_unix_ns));
+            }
+        }
+        for name in &step.tool_result_names {
+            if let Some(call) = turn
+                .calls
+                .iter_mut()
+                .find(|c| c.result.is_none() && c.call_id.is_none() && c.name.as_deref() == Some(name.as_str()))
+            {
+                call.result = Some((step_no, step.t0_unix_ns));
+            }
+        }
+        for call in &step.tool_calls {
+            if turn.calls.len() >= self.config.max_tool_calls {
+                self.counters.tool_calls_not_tracked += 1;
+                continue;
+            }
+            turn.calls.push(CallSpan {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                step: step_no,
+                ready_unix_ns: call.ready_unix_ns,
+                result: None,
+            });
+        }
+        if !step.tool_calls.is_empty() && turn.agent_span_id.is_none() {
+            turn.agent_span_id = Some(random_hex(8));
+        }
+        let record_step = TurnStep {
+            step: step_no,
+            request_id: step.request_id.clone(),
+            span_id: step.span_id.clone(),
+            link,
+            start_ms: step.t0_unix_ns.saturating_sub(turn.t0) as f64 / 1e6,
+            end_ms: step.end_unix_ns.saturating_sub(turn.t0) as f64 / 1e6,
+            outcome: step.outcome,
+            model: step.model.clone(),
+            ttft_answer_ms: step.ttft_answer_ms,
+            ttft_tool_ms: step.ttft_tool_ms,
+            tool_calls: step.tool_calls.len() as u32,
+            input_tokens: step.input_tokens,
+            output_tokens: step.output_tokens,
+        };
+        if turn.steps.len() < self.config.max_steps {
+            turn.steps.push(StepSpan {
+                step: record_step,
+                start_unix_ns: step.t0_unix_ns,
+                end_unix_ns: step.end_unix_ns,
+                last_content_unix_ns: step.last_content_unix_ns,
+            });
+        } else {
+            self.counters.steps_not_listed += 1;
+        }
+        turn.last_failed = step.outcome != Outcome::Ok;
+        let turn_ref = TurnRef {
+            turn_id: turn.turn_id.clone(),
+            conversation_id: conv.id.clone(),
+            step: step_no,
+            link,
+            trace_id: turn.trace_id.clone(),
+            agent_span_id: turn.agent_span_id.clone(),
+        };
+        let final_answer = step.outcome == Outcome::Ok && step.tool_calls.is_empty();
+        if final_answer {
+            if let Some(turn) = conv.open.take() {
+                closed.push(finish(conv, turn, TurnStatus::Complete));
+                self.counters.turns_closed += 1;
+            }
+        }
+
+        // Remember how a later request can find this conversation.
+        let mut keys = Vec::new();
+        if let Some(hash) = step.prefix_hashes.last() {
+            keys.push(LinkKey::Prefix(*hash));
+        }
+        if let Some(id) = &step.response_id {
+            keys.push(LinkKey::Response(id.clone()));
+        }
+        keys.extend(step.tool_calls.iter().filter_map(|c| c.id.clone()).map(LinkKey::Call));
+        if step.parent_span_id.is_some() {
+            keys.push(LinkKey::Trace(step.trace_id.clone()));
+        }
+        if let Some(h) = &step.turn_header {
+            keys.push(LinkKey::TurnHeader(h.clone()));
+        }
+        if let Some(h) = &step.conversation_header {
+            keys.push(LinkKey::ConversationHeader(h.clone()));
+        }
+        for key in keys {
+            self.add_key(slot, key);
+        }
+        let Some(conv) = self.conversations.get_mut(&slot) else { unreachable!("still there") };
+        conv.last_seen = conv.last_seen.max(step.end_unix_ns);
+        self.by_age.insert((conv.last_seen, slot));
+        let before = conv.bytes;
+        conv.bytes = conv.estimate();
+        self.bytes = self.bytes - before + conv.bytes;
+        self.enforce_bounds(slot, &mut closed);
+        Placement { turn: turn_ref, closed }
+    }
+
+    fn add_key(&mut self, slot: u64, key: LinkKey) {
+        let slots = self.index.entry(key.clone()).or_default();
+        if slots.contains(&slot) {
+            return;
+        }
+        if slots.len() >= MAX_SLOTS_PER_KEY {
+            return;
+        }
+        slots.push(slot);
+        let Some(conv) = self.conversations.get_mut(&slot) else { return };
+        conv.keys.push_back(key);
+        if conv.keys.len() > MAX_KEYS_PER_CONVERSATION {
+            if let Some(old) = conv.keys.pop_front() {
+                unindex(&mut self.index, &old, slot);
+            }
+        }
+    }
+
+    /// Forgets the least recently active conversations until both bounds hold (never `keep`).
+    fn enforce_bounds(&mut self, keep: u64, closed: &mut Vec<TurnRecord>) {
+        while self.conversations.len() > self.config.max_conversations || self.bytes > self.config.max_state_bytes {
+            let Some(&(seen, slot)) = self.by_age.iter().find(|(_, s)| *s != keep) else { break };
+            self.by_age.remove(&(seen, slot));
+            if let Some(turn) = self.remove(slot) {
+                closed.push(turn);
+            }
+            self.counters.conversations_evicted += 1;
+        }
+    }
+
+    /// Removes a conversation; its open turn, if any, closes as `Evicted`.
+    fn remove(&mut self, slot: u64) -> Option<TurnRecord> {
+        let mut conv = self.conversations.remove(&slot)?;
+        self.bytes -= conv.bytes;
+        for key in &conv.keys {
+            unindex(&mut self.index, key, slot);
+        }
+        let turn = conv.open.take()?;
+        self.counters.turns_closed += 1;
+        Some(finish(&mut conv, turn, TurnStatus::Evicted))
+    }
+
+    /// Closes turns idle longer than `idle_close_ns` and forgets conversations idle longer than
+    /// `conversation_idle_ns`, as of `now_unix_ns`.
+    pub fn tick(&mut self, now_unix_ns: u64) -> Vec<TurnRecord> {
+        let mut closed = Vec::new();
+        let idle_close = now_unix_ns.saturating_sub(self.config.idle_close_ns);
+        let forget = now_unix_ns.saturating_sub(self.config.conversation_idle_ns);
+        let stale: Vec<(u64, u64)> = self.by_age.iter().take_while(|(seen, _)| *seen < idle_close).copied().collect();
+        for (seen, slot) in stale {
+            if seen < forget {
+                self.by_age.remove(&(seen, slot));
+                if let Some(mut conv) = self.conversations.remove(&slot) {
+                    self.bytes -= conv.bytes;
+                    for key in &conv.keys {
+                        unindex(&mut self.index, key, slot);
+                    }
+                    if let Some(turn) = conv.open.take() {
+                        let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
+                        closed.push(finish(&mut conv, turn, status));
+                        self.counters.turns_closed += 1;
+                    }
+                }
+            } else if let Some(conv) = self.conversations.get_mut(&slot) {
+                if let Some(turn) = conv.open.take() {
+                    let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
+                    closed.push(finish(conv, turn, status));
+                    self.counters.turns_closed += 1;
+                    let before = conv.bytes;
+                    conv.bytes = conv.estimate();
+                    self.bytes = self.bytes - before + conv.bytes;
+                }
+            }
+        }
+        closed
+    }
+
+    /// Closes every open turn (`Shutdown`), for a clean stop.
+    pub fn close_all(&mut self) -> Vec<TurnRecord> {
+        let mut closed = Vec::new();
+        for conv in self.conversations.values_mut() {
+            if let Some(turn) = conv.open.take() {
+                closed.push(finish(conv, turn, TurnStatus::Shutdown));
+                self.counters.turns_closed += 1;
+            }
+        }
+        closed
+    }
+}
+
+fn unindex(index: &mut HashMap<LinkKey, Vec<u64>>, key: &LinkKey, slot: u64) {
+    if let Some(slots) = index.get_mut(key) {
+        slots.retain(|s| *s != slot);
+        if slots.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+/// The turn record of a turn that has just closed; the conversation counts it.
+fn finish(conv: &mut Conversation, turn: OpenTurn, status: TurnStatus) -> TurnRecord {
+    let b = breakdown::compute(turn.t0, &turn.steps, &turn.calls, turn.steps_total);
+    let record = TurnRecord {
+        record_version: TURN_RECORD_VERSION,
+        turn_id: turn.turn_id,
+        conversation_id: conv.id.clone(),
+        turn_index: conv.turns_done,
+        trace_id: turn.trace_id,
+        agent_span_id: turn.agent_span_id,
+        parent_span_id: turn.parent_span_id,
+        started_at: turn.started_at,
+        t0_unix_ns: turn.t0,
+        route: turn.route,
+        status,
+        totals: b.totals,
+        steps: b.steps,
+        tool_runs: b.tool_runs,
+        critical_path: b.critical_path,
+        steps_not_listed: (turn.steps_total as usize).saturating_sub(turn.steps.len()) as u32,
+    };
+    conv.turns_done += 1;
+    record
+}
