@@ -1,18 +1,14 @@
-//! The provider-neutral answer to one request: reasoning chunks, answer chunks, an optional tool call,
-//! usage and deterministic ids. Each wire format renders the same `Completion` in its own shape.
+//! The provider-neutral answer to one request: reasoning chunks, answer chunks, tool calls, usage and
+//! ids. Each wire format renders the same `Completion` in its own shape.
 
-use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::agent::{self, AgentMove};
 use crate::config::ReasoningField;
-use crate::request::{DeclaredTool, ProviderRequest};
+use crate::request::ProviderRequest;
 use crate::scenario::ResponsePlan;
+use crate::tool_call::{ArgumentSplit, ToolCall};
 use crate::vocabulary::{self, WordStream};
-
-/// Tool name used when the scenario asks for a tool call but the request declares no tool.
-const FALLBACK_TOOL: &str = "lookup";
-/// Bytes of argument JSON per `arguments` fragment, so arguments always arrive in several pieces.
-const ARGUMENT_FRAGMENT_BYTES: usize = 8;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Completion {
@@ -22,7 +18,10 @@ pub(crate) struct Completion {
     pub(crate) created: u64,
     pub(crate) reasoning_chunks: Vec<String>,
     pub(crate) answer_chunks: Vec<String>,
-    pub(crate) tool_call: Option<ToolCall>,
+    /// Calls in the order they are sent; several means parallel calls in one response.
+    pub(crate) tool_calls: Vec<ToolCall>,
+    /// A step of a client's tool loop (agent mode): every id is unique to this response.
+    pub(crate) agent_step: bool,
     pub(crate) usage: Usage,
     pub(crate) include_usage: bool,
     pub(crate) reasoning_field: ReasoningField,
@@ -30,15 +29,6 @@ pub(crate) struct Completion {
     pub(crate) event_bytes: Option<usize>,
     /// `response_format` of an audio speech request (mp3, wav, ...).
     pub(crate) audio_format: Option<String>,
-}
-
-#[derive(Clone, Debug)]
-pub(crate) struct ToolCall {
-    pub(crate) name: String,
-    pub(crate) arguments: Value,
-    pub(crate) arguments_json: String,
-    /// `arguments_json` cut into pieces, each one content event.
-    pub(crate) fragments: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +45,8 @@ impl Usage {
     }
 }
 
-/// Ids derived from the request hash and seed (never from a counter or clock).
+/// Ids derived from the request hash and seed, so identical requests get identical ids; in agent
+/// mode also from a per-response nonce, so every response's ids are its own.
 #[derive(Clone, Debug)]
 pub(crate) struct ResponseIds {
     digest: [u8; 32],
@@ -66,6 +57,15 @@ impl ResponseIds {
         let mut hasher = Sha256::new();
         hasher.update(body_hash);
         hasher.update(seed.to_le_bytes());
+        ResponseIds { digest: hasher.finalize().into() }
+    }
+
+    /// Ids that no other response gets: `nonce` is distinct per response.
+    pub(crate) fn unique(body_hash: [u8; 32], seed: u64, nonce: u64) -> ResponseIds {
+        let mut hasher = Sha256::new();
+        hasher.update(ResponseIds::new(body_hash, seed).digest);
+        hasher.update(b"agent");
+        hasher.update(nonce.to_le_bytes());
         ResponseIds { digest: hasher.finalize().into() }
     }
 
@@ -95,27 +95,65 @@ impl ResponseIds {
 impl Completion {
     pub(crate) fn build(request: &ProviderRequest, plan: &ResponsePlan) -> Completion {
         let reasoning_tokens = vocabulary::tokens(plan.seed, WordStream::Reasoning, plan.reasoning_tokens);
-        let answer_tokens = vocabulary::tokens(plan.seed, WordStream::Answer, plan.answer_tokens);
-        let tool_call = plan.tool_call.then(|| ToolCall::generate(request.first_tool.as_ref(), plan.seed));
-        let tool_tokens = tool_call.as_ref().map_or(0, |t| t.fragments.len() as u32);
+        let split = ArgumentSplit::from_count(plan.tool_fragments);
+        let (answer_token_count, tool_calls, ids) = match plan.agent {
+            // A step of a tool loop: tool calls without text, or the final answer.
+            Some(agent) => {
+                let ids = ResponseIds::unique(request.body_hash, plan.seed, agent::response_nonce());
+                match agent.next_move(request.tools.len(), &request.conversation) {
+                    AgentMove::CallTools { count } => {
+                        let calls = (0..count as usize)
+                            .map(|i| {
+                                let tool = &request.tools[i % request.tools.len()];
+                                ToolCall::generate(Some(tool), i, plan.seed, split)
+                            })
+                            .collect();
+                        (0, calls, ids)
+                    }
+                    AgentMove::Answer => (plan.answer_tokens, Vec::new(), ids),
+                }
+            }
+            None => {
+                let calls = if plan.tool_call {
+                    vec![ToolCall::generate(request.tools.first(), 0, plan.seed, split)]
+                } else {
+                    Vec::new()
+                };
+                (plan.answer_tokens, calls, ResponseIds::new(request.body_hash, plan.seed))
+            }
+        };
+        let answer_tokens = vocabulary::tokens(plan.seed, WordStream::Answer, answer_token_count);
+        let tool_tokens: u32 = tool_calls.iter().map(|t| t.fragments.len() as u32).sum();
         Completion {
             model: request.model.clone(),
-            ids: ResponseIds::new(request.body_hash, plan.seed),
+            ids,
             created: 1_700_000_000 + plan.seed % 100_000_000,
             reasoning_chunks: vocabulary::chunks(&reasoning_tokens, plan.tokens_per_chunk),
             answer_chunks: vocabulary::chunks(&answer_tokens, plan.tokens_per_chunk),
             usage: Usage {
                 input_tokens: request.input_tokens,
-                output_tokens: plan.reasoning_tokens + plan.answer_tokens + tool_tokens,
+                output_tokens: plan.reasoning_tokens + answer_token_count + tool_tokens,
                 reasoning_tokens: plan.reasoning_tokens,
                 cached_tokens: 0,
             },
-            tool_call,
+            tool_calls,
+            agent_step: plan.agent.is_some(),
             include_usage: request.include_usage,
             reasoning_field: plan.reasoning_field,
             event_bytes: plan.event_bytes,
             audio_format: request.audio_format.clone(),
         }
+    }
+
+    /// The id of `call` with `prefix`: `call_…` (OpenAI chat, Responses `call_id`), `toolu_…`
+    /// (Anthropic); distinct for every call of the response.
+    pub(crate) fn call_id(&self, call: &ToolCall, prefix: &str) -> String {
+        self.ids.id(prefix, &call.tag("tool"))
+    }
+
+    /// The Responses `fc_…` item id of `call`.
+    pub(crate) fn call_item_id(&self, call: &ToolCall) -> String {
+        self.ids.id("fc_", &call.tag("function_call"))
     }
 
     pub(crate) fn answer_text(&self) -> String {
@@ -125,62 +163,6 @@ impl Completion {
     pub(crate) fn reasoning_text(&self) -> String {
         self.reasoning_chunks.concat()
     }
-}
-
-impl ToolCall {
-    /// Arguments that fit the declared schema well enough: strings get two words, numbers 42,
-    /// booleans true, enums their first value; at most three properties.
-    fn generate(tool: Option<&DeclaredTool>, seed: u64) -> ToolCall {
-        let name = tool.map_or(FALLBACK_TOOL, |t| t.name.as_str()).to_owned();
-        let words = vocabulary::tokens(seed, WordStream::ToolArguments, 6);
-        let mut words = words.iter().map(|w| w.trim().to_owned());
-        let mut arguments = Map::new();
-        let properties =
-            tool.and_then(|t| t.parameters.as_ref()).and_then(|p| p.get("properties")).and_then(Value::as_object);
-        if let Some(properties) = properties.filter(|p| !p.is_empty()) {
-            for (key, schema) in properties.iter().take(3) {
-                let value = if let Some(first) = schema.get("enum").and_then(|e| e.as_array()?.first()) {
-                    first.clone()
-                } else {
-                    match schema.get("type").and_then(Value::as_str) {
-                        Some("integer" | "number") => json!(42),
-                        Some("boolean") => json!(true),
-                        Some("array") => json!([]),
-                        Some("object") => json!({}),
-                        _ => {
-                            json!(format!("{} {}", words.next().unwrap_or_default(), words.next().unwrap_or_default()))
-                        }
-                    }
-                };
-                arguments.insert(key.clone(), value);
-            }
-        } else {
-            arguments.insert(
-                "query".to_owned(),
-                json!(format!("{} {}", words.next().unwrap_or_default(), words.next().unwrap_or_default())),
-            );
-        }
-        let arguments = Value::Object(arguments);
-        let arguments_json = arguments.to_string();
-        let fragments = split_fragments(&arguments_json, ARGUMENT_FRAGMENT_BYTES);
-        ToolCall { name, arguments, arguments_json, fragments }
-    }
-}
-
-/// Splits on char boundaries into pieces of at most `max` bytes (at least one char each).
-fn split_fragments(text: &str, max: usize) -> Vec<String> {
-    let mut fragments = Vec::new();
-    let mut current = String::new();
-    for c in text.chars() {
-        if !current.is_empty() && current.len() + c.len_utf8() > max {
-            fragments.push(std::mem::take(&mut current));
-        }
-        current.push(c);
-    }
-    if !current.is_empty() {
-        fragments.push(current);
-    }
-    fragments
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -205,13 +187,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fragments_rejoin() {
-        let f = split_fragments("{\"location\":\"the of\"}", 8);
-        assert!(f.len() > 2);
-        assert_eq!(f.concat(), "{\"location\":\"the of\"}");
-    }
-
-    #[test]
     fn base64_matches_known_values() {
         assert_eq!(base64(b"Man"), "TWFu");
         assert_eq!(base64(b"Ma"), "TWE=");
@@ -224,19 +199,8 @@ mod tests {
         assert_eq!(a.id("msg_", "message"), ResponseIds::new([1; 32], 0).id("msg_", "message"));
         assert_ne!(a.id("msg_", "message"), ResponseIds::new([1; 32], 1).id("msg_", "message"));
         assert_eq!(a.id("call_", "x").len(), "call_".len() + 24);
-    }
-
-    #[test]
-    fn tool_arguments_follow_schema() {
-        let tool = DeclaredTool {
-            name: "get_weather".into(),
-            parameters: Some(json!({"type":"object","properties":{
-                "city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]},"days":{"type":"integer"}}})),
-        };
-        let call = ToolCall::generate(Some(&tool), 0);
-        assert_eq!(call.arguments["unit"], "celsius");
-        assert_eq!(call.arguments["days"], 42);
-        assert!(call.arguments["city"].is_string());
-        assert_eq!(call.fragments.concat(), call.arguments_json);
+        let unique = ResponseIds::unique([1; 32], 0, 7);
+        assert_ne!(unique.id("call_", "x"), a.id("call_", "x"));
+        assert_ne!(unique.id("call_", "x"), ResponseIds::unique([1; 32], 0, 8).id("call_", "x"));
     }
 }

@@ -54,6 +54,19 @@ pub struct MockConfig {
     /// Pad each content event to about this many bytes.
     #[arg(long)]
     pub event_bytes: Option<usize>,
+    /// Agent mode: answer a request that offers tools with tool calls until the turn has done its
+    /// rounds, then with the final answer.
+    #[arg(long)]
+    pub agent: bool,
+    /// Agent mode: tool rounds per turn before the final answer.
+    #[arg(long, default_value_t = 1)]
+    pub agent_steps: u32,
+    /// Agent mode: tool calls per round, sent in parallel in one response.
+    #[arg(long, default_value_t = 1)]
+    pub agent_parallel: u32,
+    /// Fragments each tool call's argument JSON streams in (default: pieces of at most 8 bytes).
+    #[arg(long)]
+    pub tool_fragments: Option<u32>,
     /// PEM certificate chain: serve HTTPS (ALPN h2 + http/1.1) instead of HTTP/1.1 + h2c.
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -81,6 +94,10 @@ impl Default for MockConfig {
             error_at: None,
             reset_at: None,
             event_bytes: None,
+            agent: false,
+            agent_steps: 1,
+            agent_parallel: 1,
+            tool_fragments: None,
             tls_cert: None,
             tls_key: None,
         }
@@ -120,8 +137,8 @@ PROVIDER ENDPOINTS (streaming when the JSON body has \"stream\": true):
   POST /v1/audio/speech                          binary audio (audio/mpeg, or audio/wav for response_format wav)
 
 PER-REQUEST HEADERS (override the flags for one request):
-  x-mock-scenario: NAME         text | reasoning | tool_call | reasoning_tool | stall | stall_heartbeat |
-                                error_midstream | reset | slow_headers | huge_event
+  x-mock-scenario: NAME         text | reasoning | tool_call | reasoning_tool | agent | reasoning_agent |
+                                stall | stall_heartbeat | error_midstream | reset | slow_headers | huge_event
   x-mock-ttft-ms: MS            time to first content event, counted after the headers
   x-mock-itl-ms: MS             gap between content events (absolute schedule, never drifts)
   x-mock-jitter-ms: MS          seeded random extra delay per event (0..=MS, not cumulative)
@@ -139,7 +156,17 @@ PER-REQUEST HEADERS (override the flags for one request):
   x-mock-status: CODE           answer with this HTTP status and a provider-shaped error body
                                 (429 adds retry-after: 1)
   x-mock-seed: N                seed for jitter, words and ids
-  x-mock-tool-call: 1           same as the tool_call part of the scenarios: call the request's first tool
+  x-mock-tool-call: 1           same as the tool_call part of the scenarios: answer text, then a call of
+                                the request's first tool (one call, one round, ids from the body hash)
+  x-mock-agent: 1|0             agent mode on/off: a request offering tools whose conversation ends with
+                                a user message gets tool calls (no text); one ending with tool results
+                                gets another round while fewer than x-mock-agent-steps rounds were done
+                                since the last user message, else the final answer; no tools: an answer.
+                                Ids are unique per response, even for identical requests
+  x-mock-agent-steps: K         tool rounds per agent turn before the final answer (default 1)
+  x-mock-agent-parallel: N      parallel tool calls per round (default 1), the offered tools in order,
+                                cycling when N exceeds them
+  x-mock-tool-fragments: M      argument JSON of each call in M streamed fragments (default: 8-byte pieces)
   x-mock-response-header: N: V  add response header N with value V (repeatable), e.g.
                                 \"x-mock-response-header: X-Accel-Buffering: no\"
 
@@ -167,6 +194,12 @@ pub enum Scenario {
     /// Reasoning, answer text and a tool call.
     #[value(name = "reasoning_tool")]
     ReasoningTool,
+    /// Agent mode: tool calls until the turn has done its rounds, then the answer.
+    #[value(name = "agent")]
+    Agent,
+    /// Agent mode with a reasoning phase before every step.
+    #[value(name = "reasoning_agent")]
+    ReasoningAgent,
     /// A 1500 ms stall before the middle content event.
     #[value(name = "stall")]
     Stall,
@@ -191,5 +224,18 @@ impl Scenario {
     /// Parses the scenario name used in `x-mock-scenario`.
     pub fn from_name(name: &str) -> Option<Scenario> {
         <Scenario as clap::ValueEnum>::from_str(name.trim(), true).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readme_mirrors_the_help_text() {
+        assert!(include_str!("../README.md").contains(REQUEST_HEADERS_HELP), "README.md's help block is stale");
+        for header in ["x-mock-agent:", "x-mock-agent-steps:", "x-mock-agent-parallel:", "x-mock-tool-fragments:"] {
+            assert!(REQUEST_HEADERS_HELP.contains(header), "{header}");
+        }
     }
 }

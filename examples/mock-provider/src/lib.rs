@@ -4,18 +4,23 @@
 //!
 //! It is the only simulated part of tokentap's tests: the official SDKs must parse what it sends.
 //!
-//! Code map: [`config`] (flags) → `scenario` (per-request plan) → `completion` (provider-neutral
-//! answer) → `formats/*` (wire shapes) → `timeline` + [`schedule`] (when each event goes out) →
-//! `body` (one hyper frame per event) → `server` / `control` / `stats` / `tls` (HTTP side).
+//! Code map: [`config`] (flags) → `scenario` (per-request plan) → `request` + `conversation` (what
+//! the body asks for, tool rounds so far) → `agent` (tool calls or the final answer) → `completion` +
+//! `tool_call` (provider-neutral answer) → `formats/*` (wire shapes) → `timeline` + [`schedule`]
+//! (when each event goes out) → `body` (one hyper frame per event) → `server` / `control` / `stats` /
+//! `tls` (HTTP side).
 //!
 //! **Architecture invariant:** every send time is `arrival + offset`, with offsets computed up front
 //! by pure functions; nothing is timed relative to the previous send, and nothing reads the clock to
-//! decide *what* to send, so identical requests give identical bytes.
+//! decide *what* to send, so identical requests give identical bytes. The one exception is agent mode,
+//! whose ids are unique per response (a process-wide counter), as a tool loop needs.
 
+mod agent;
 mod body;
 mod completion;
 pub mod config;
 mod control;
+mod conversation;
 mod formats;
 mod random;
 mod request;
@@ -26,6 +31,7 @@ mod shared;
 pub mod stats;
 mod timeline;
 mod tls;
+mod tool_call;
 pub mod vocabulary;
 mod wire;
 

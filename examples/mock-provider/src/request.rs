@@ -1,10 +1,12 @@
 //! What the mock reads from a provider request: which endpoint, model, streaming, tools, and the
-//! request's own wishes (e.g. Anthropic `thinking`). Also the body hash that makes ids deterministic.
+//! request's own wishes (e.g. Anthropic `thinking`), the conversation's tool rounds. Also the body
+//! hash that makes ids deterministic.
 
 use http::Method;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::conversation::Conversation;
 use crate::scenario::RequestWishes;
 
 /// The provider endpoints the mock serves.
@@ -42,7 +44,7 @@ impl Endpoint {
     }
 }
 
-/// The first tool a request declares, in any provider's shape.
+/// A function tool the request offers, in any provider's shape.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct DeclaredTool {
     pub(crate) name: String,
@@ -56,7 +58,9 @@ pub(crate) struct ProviderRequest {
     pub(crate) model: String,
     pub(crate) stream: bool,
     pub(crate) include_usage: bool,
-    pub(crate) first_tool: Option<DeclaredTool>,
+    /// The function tools offered, in order (Gemini: every `functionDeclarations` entry).
+    pub(crate) tools: Vec<DeclaredTool>,
+    pub(crate) conversation: Conversation,
     /// `response_format` of an audio speech request.
     pub(crate) audio_format: Option<String>,
     pub(crate) wishes: RequestWishes,
@@ -98,7 +102,8 @@ impl ProviderRequest {
         hasher.update([0]);
         hasher.update(body);
         Ok(ProviderRequest {
-            first_tool: first_tool(&json),
+            tools: offered_tools(endpoint, &json),
+            conversation: Conversation::parse(endpoint, &json),
             audio_format: json.get("response_format").and_then(Value::as_str).map(str::to_owned),
             model,
             stream,
@@ -110,24 +115,36 @@ impl ProviderRequest {
     }
 }
 
-/// Finds the first tool in OpenAI chat (`function.name`), Responses / Anthropic (`name`) or Gemini
-/// (`functionDeclarations[0].name`) form.
-fn first_tool(json: &Value) -> Option<DeclaredTool> {
-    let tool = json.get("tools")?.as_array()?.first()?;
-    let (holder, schema_keys): (&Value, &[&str]) = if let Some(function) = tool.get("function") {
-        (function, &["parameters"])
-    } else if let Some(decl) = tool
-        .get("functionDeclarations")
-        .or_else(|| tool.get("function_declarations"))
-        .and_then(|d| d.as_array()?.first())
-    {
-        (decl, &["parameters", "parametersJsonSchema"])
-    } else {
-        (tool, &["parameters", "input_schema"])
+/// The function tools in OpenAI chat / Ollama (`function.name`), Responses (`type: function` with
+/// `name`), Anthropic (`name` + `input_schema`) or Gemini (`functionDeclarations[].name`) form.
+/// Tools without a name (built-in tools such as Responses `web_search`) are not offered functions.
+fn offered_tools(endpoint: &Endpoint, json: &Value) -> Vec<DeclaredTool> {
+    let Some(tools) = json.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
     };
-    let name = holder.get("name")?.as_str()?.to_owned();
-    let parameters = schema_keys.iter().find_map(|k| holder.get(*k)).cloned();
-    Some(DeclaredTool { name, parameters })
+    let declared = |holder: &Value, schema_keys: &[&str]| {
+        let name = holder.get("name")?.as_str()?.to_owned();
+        let parameters = schema_keys.iter().find_map(|k| holder.get(*k)).cloned();
+        Some(DeclaredTool { name, parameters })
+    };
+    match endpoint {
+        Endpoint::OpenAiChat | Endpoint::OllamaChat => {
+            tools.iter().filter_map(|t| declared(t.get("function")?, &["parameters"])).collect()
+        }
+        Endpoint::OpenAiResponses => tools
+            .iter()
+            .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
+            .filter_map(|t| declared(t, &["parameters"]))
+            .collect(),
+        Endpoint::AnthropicMessages => tools.iter().filter_map(|t| declared(t, &["input_schema"])).collect(),
+        Endpoint::Gemini { .. } => tools
+            .iter()
+            .filter_map(|t| t.get("functionDeclarations").or_else(|| t.get("function_declarations"))?.as_array())
+            .flatten()
+            .filter_map(|d| declared(d, &["parameters", "parametersJsonSchema"]))
+            .collect(),
+        Endpoint::AudioSpeech => Vec::new(),
+    }
 }
 
 #[cfg(test)]
@@ -147,13 +164,33 @@ mod tests {
     }
 
     #[test]
-    fn finds_first_tool_in_every_shape() {
-        let openai = json!({"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}}]});
-        let anthropic = json!({"tools":[{"name":"b","input_schema":{"type":"object"}}]});
-        let gemini = json!({"tools":[{"functionDeclarations":[{"name":"c"}]}]});
-        assert_eq!(first_tool(&openai).unwrap().name, "a");
-        assert!(first_tool(&openai).unwrap().parameters.is_some());
-        assert_eq!(first_tool(&anthropic).unwrap().name, "b");
-        assert_eq!(first_tool(&gemini).unwrap().name, "c");
+    fn finds_offered_tools_in_every_shape() {
+        let gemini = Endpoint::Gemini { model: "g".into(), streaming: true };
+        let cases = [
+            (
+                Endpoint::OpenAiChat,
+                json!({"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}},
+                    {"type":"function","function":{"name":"a2"}}]}),
+                vec!["a", "a2"],
+            ),
+            (
+                Endpoint::OpenAiResponses,
+                json!({"tools":[{"type":"web_search"},{"type":"function","name":"r","parameters":{}}]}),
+                vec!["r"],
+            ),
+            (Endpoint::AnthropicMessages, json!({"tools":[{"name":"b","input_schema":{"type":"object"}}]}), vec!["b"]),
+            (
+                gemini,
+                json!({"tools":[{"functionDeclarations":[{"name":"c"},{"name":"d"}]},{"googleSearch":{}}]}),
+                vec!["c", "d"],
+            ),
+            (Endpoint::OpenAiChat, json!({"messages": []}), vec![]),
+        ];
+        for (endpoint, body, names) in cases {
+            let tools = offered_tools(&endpoint, &body);
+            assert_eq!(tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), names, "{endpoint:?}");
+        }
+        let chat = json!({"tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}}]});
+        assert!(offered_tools(&Endpoint::OpenAiChat, &chat)[0].parameters.is_some());
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
+use crate::agent::AgentPlan;
 use crate::config::{MockConfig, ReasoningField, Scenario};
 use crate::schedule::{Stall, Timing};
 
@@ -28,7 +29,12 @@ pub(crate) struct ResponsePlan {
     pub(crate) tokens_per_chunk: u32,
     pub(crate) reasoning_tokens: u32,
     pub(crate) reasoning_field: ReasoningField,
+    /// One call of the first tool after the answer text (`x-mock-tool-call`, tool scenarios).
     pub(crate) tool_call: bool,
+    /// Agent mode: how the tool loop goes; takes precedence over `tool_call`.
+    pub(crate) agent: Option<AgentPlan>,
+    /// Argument fragments per tool call; `None` for 8-byte pieces.
+    pub(crate) tool_fragments: Option<u32>,
     pub(crate) early_end: Option<EarlyEnd>,
     pub(crate) event_bytes: Option<usize>,
     pub(crate) status: Option<u16>,
@@ -79,16 +85,23 @@ impl ResponsePlan {
         let mut reset_at = config.reset_at;
         let mut event_bytes = config.event_bytes;
         let mut tool_call = false;
+        let mut agent = config.agent;
+        let mut agent_steps = config.agent_steps;
+        let mut agent_parallel = config.agent_parallel;
+        let mut tool_fragments = config.tool_fragments;
 
         // The preset: only fills in what it is about, so flags keep shaping the rest.
         let middle = (config.tokens / config.tokens_per_chunk.max(1)) / 2;
-        let wants_reasoning = matches!(scenario, Scenario::Reasoning | Scenario::ReasoningTool) || wishes.reasoning;
+        let wants_reasoning =
+            matches!(scenario, Scenario::Reasoning | Scenario::ReasoningTool | Scenario::ReasoningAgent)
+                || wishes.reasoning;
         if wants_reasoning && reasoning_tokens == 0 {
             reasoning_tokens = DEFAULT_REASONING_TOKENS;
         }
         match scenario {
             Scenario::Text | Scenario::Reasoning => {}
             Scenario::ToolCall | Scenario::ReasoningTool => tool_call = true,
+            Scenario::Agent | Scenario::ReasoningAgent => agent = true,
             Scenario::Stall | Scenario::StallHeartbeat => {
                 stall_at = stall_at.or(Some(middle));
                 stall_ms = stall_ms.or(Some(1500));
@@ -130,6 +143,16 @@ impl ResponsePlan {
         if let Some(value) = header_str(headers, "x-mock-tool-call") {
             tool_call = matches!(value.trim(), "1" | "true" | "yes");
         }
+        if let Some(value) = header_str(headers, "x-mock-agent") {
+            agent = match value.trim() {
+                "1" | "true" | "yes" | "on" => true,
+                "0" | "false" | "no" | "off" => false,
+                _ => return Err(InvalidMockHeader { name: "x-mock-agent", value: value.to_owned() }),
+            };
+        }
+        override_num(headers, "x-mock-agent-steps", &mut agent_steps)?;
+        override_num(headers, "x-mock-agent-parallel", &mut agent_parallel)?;
+        override_opt(headers, "x-mock-tool-fragments", &mut tool_fragments)?;
         let mut response_headers = Vec::new();
         for value in headers.get_all("x-mock-response-header") {
             let invalid = || InvalidMockHeader {
@@ -176,6 +199,8 @@ impl ResponsePlan {
             reasoning_tokens,
             reasoning_field,
             tool_call,
+            agent: agent.then_some(AgentPlan { steps: agent_steps, parallel: agent_parallel.max(1) }),
+            tool_fragments: tool_fragments.map(|n| n.max(1)),
             early_end,
             event_bytes: event_bytes.filter(|n| *n > 0),
             status: status.filter(|s| *s >= 400),
@@ -259,6 +284,35 @@ mod tests {
         assert_eq!(plan(&[("x-mock-scenario", "huge_event")]).event_bytes, Some(65536));
         assert_eq!(plan(&[("x-mock-scenario", "slow_headers")]).timing.headers_delay, Duration::from_secs(1));
         assert!(plan(&[("x-mock-scenario", "stall_heartbeat")]).timing.stall.unwrap().heartbeat.is_some());
+        assert_eq!(plan(&[("x-mock-scenario", "agent")]).agent, Some(AgentPlan { steps: 1, parallel: 1 }));
+        let reasoning_agent = plan(&[("x-mock-scenario", "reasoning_agent")]);
+        assert!(reasoning_agent.agent.is_some());
+        assert_eq!(reasoning_agent.reasoning_tokens, DEFAULT_REASONING_TOKENS);
+    }
+
+    #[test]
+    fn agent_headers() {
+        assert_eq!(plan(&[]).agent, None);
+        let p = plan(&[
+            ("x-mock-agent", "1"),
+            ("x-mock-agent-steps", "3"),
+            ("x-mock-agent-parallel", "0"),
+            ("x-mock-tool-fragments", "5"),
+        ]);
+        assert_eq!(p.agent, Some(AgentPlan { steps: 3, parallel: 1 }));
+        assert_eq!(p.tool_fragments, Some(5));
+        assert_eq!(plan(&[("x-mock-scenario", "agent"), ("x-mock-agent", "off")]).agent, None);
+        let config = MockConfig { agent: true, agent_parallel: 2, ..MockConfig::default() };
+        let from_flags = ResponsePlan::resolve(&config, &HeaderMap::new(), RequestWishes::default()).unwrap();
+        assert_eq!(from_flags.agent, Some(AgentPlan { steps: 1, parallel: 2 }));
+        for (name, value) in [("x-mock-agent", "maybe"), ("x-mock-agent-steps", "x"), ("x-mock-tool-fragments", "-1")] {
+            let mut headers = HeaderMap::new();
+            headers.insert(name, value.parse().unwrap());
+            assert!(
+                ResponsePlan::resolve(&MockConfig::default(), &headers, RequestWishes::default()).is_err(),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Anthropic Messages: `event: X` + `data: {"type":"X",...}`. `message_start` and a `ping` right
 //! after the headers, then content blocks (thinking with `thinking_delta` + `signature_delta`, text
-//! with `text_delta`, tool_use with `input_json_delta` fragments), `message_delta` with the stop
+//! with `text_delta`, one tool_use per call with `input_json_delta` fragments), `message_delta` with the stop
 //! reason and cumulative `usage.output_tokens`, and `message_stop`.
 
 use bytes::Bytes;
@@ -25,7 +25,7 @@ impl Anthropic {
     }
 
     fn stop_reason(c: &Completion) -> &'static str {
-        if c.tool_call.is_some() {
+        if !c.tool_calls.is_empty() {
             "tool_use"
         } else {
             "end_turn"
@@ -99,12 +99,12 @@ impl WireFormat for Anthropic {
             ));
             index += 1;
         }
-        if let Some(tool) = &c.tool_call {
+        for tool in &c.tool_calls {
             events.push(Self::event(
                 EventKind::Control,
                 "content_block_start",
                 json!({"type": "content_block_start", "index": index, "content_block": {
-                    "type": "tool_use", "id": c.ids.id("toolu_", "tool"), "name": tool.name, "input": {}}}),
+                    "type": "tool_use", "id": c.call_id(tool, "toolu_"), "name": tool.name, "input": {}}}),
             ));
             for fragment in &tool.fragments {
                 events.push(Self::delta(c, index, json!({"type": "input_json_delta", "partial_json": fragment})));
@@ -114,6 +114,7 @@ impl WireFormat for Anthropic {
                 "content_block_stop",
                 json!({"type": "content_block_stop", "index": index}),
             ));
+            index += 1;
         }
         events.push(Self::event(
             EventKind::Control,
@@ -144,9 +145,9 @@ impl WireFormat for Anthropic {
         if !c.answer_chunks.is_empty() {
             content.push(json!({"type": "text", "text": c.answer_text()}));
         }
-        if let Some(tool) = &c.tool_call {
+        for tool in &c.tool_calls {
             content.push(
-                json!({"type": "tool_use", "id": c.ids.id("toolu_", "tool"), "name": tool.name, "input": tool.arguments}),
+                json!({"type": "tool_use", "id": c.call_id(tool, "toolu_"), "name": tool.name, "input": tool.arguments}),
             );
         }
         let mut usage = Self::start_usage(c);
@@ -179,14 +180,14 @@ impl WireFormat for Anthropic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::testing::{completion as test_completion, concat, json, parse_sse};
+    use crate::formats::testing::{agent_completion, completion as test_completion, concat, json, parse_sse};
 
     #[test]
     fn event_order_and_text() {
         let c = test_completion(2, 3, true);
         let parsed = parse_sse(&concat(&Anthropic.stream_events(&c)));
         let names: Vec<&str> = parsed.iter().map(|(n, _)| n.as_str()).collect();
-        let fragments = c.tool_call.as_ref().unwrap().fragments.len();
+        let fragments = c.tool_calls[0].fragments.len();
         let mut expected = vec!["message_start", "ping", "content_block_start"];
         expected.extend(std::iter::repeat_n("content_block_delta", 2 + 1));
         expected.extend(["content_block_stop", "content_block_start"]);
@@ -203,9 +204,31 @@ mod tests {
         assert_eq!(text, c.answer_text());
         let partial: String =
             parsed.iter().filter_map(|(_, d)| json(d)["delta"]["partial_json"].as_str().map(str::to_owned)).collect();
-        assert_eq!(serde_json::from_str::<Value>(&partial).unwrap(), c.tool_call.as_ref().unwrap().arguments);
+        assert_eq!(serde_json::from_str::<Value>(&partial).unwrap(), c.tool_calls[0].arguments);
         let message_delta = json(&parsed[parsed.len() - 2].1);
         assert_eq!(message_delta["delta"]["stop_reason"], "tool_use");
         assert_eq!(message_delta["usage"]["output_tokens"], c.usage.output_tokens);
+    }
+
+    #[test]
+    fn parallel_tool_use_blocks() {
+        let c = agent_completion(1, 2);
+        let parsed: Vec<Value> =
+            parse_sse(&concat(&Anthropic.stream_events(&c))).iter().map(|(_, d)| json(d)).collect();
+        let starts: Vec<&Value> = parsed.iter().filter(|v| v["type"] == "content_block_start").collect();
+        let kinds: Vec<&str> = starts.iter().map(|v| v["content_block"]["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["thinking", "tool_use", "tool_use"]);
+        for (start, tool) in starts[1..].iter().zip(&c.tool_calls) {
+            assert_eq!(start["content_block"]["input"], json!({}));
+            assert!(start["content_block"]["id"].as_str().unwrap().starts_with("toolu_"));
+            let partial: String = parsed
+                .iter()
+                .filter(|v| v["index"] == start["index"])
+                .filter_map(|v| v["delta"]["partial_json"].as_str().map(str::to_owned))
+                .collect();
+            assert_eq!(partial, tool.arguments_json);
+        }
+        assert_ne!(starts[1]["content_block"]["id"], starts[2]["content_block"]["id"]);
+        assert_eq!(Anthropic.full_body(&c)["stop_reason"], "tool_use");
     }
 }

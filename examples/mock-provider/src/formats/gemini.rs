@@ -1,6 +1,6 @@
 //! Google Gemini `streamGenerateContent?alt=sse`: every `data:` is a whole GenerateContentResponse
-//! (CRLF-delimited, as Google sends it), reasoning parts carry `thought: true`, a `functionCall`
-//! arrives whole, `usageMetadata` repeats on every chunk, the last chunk has `finishReason`, and
+//! (CRLF-delimited, as Google sends it), reasoning parts carry `thought: true`, each `functionCall`
+//! arrives whole in its own chunk (with an `id` in agent mode), `usageMetadata` repeats on every chunk, the last chunk has `finishReason`, and
 //! there is no `[DONE]`.
 
 use bytes::Bytes;
@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::WireFormat;
 use crate::completion::Completion;
+use crate::tool_call::ToolCall;
 use crate::wire::{pad_to, EventKind, WireEvent};
 
 pub(crate) struct Gemini;
@@ -54,8 +55,12 @@ fn response(c: &Completion, parts: Value, finish: bool, counts: Counts) -> Value
     })
 }
 
-fn function_call_part(c: &Completion) -> Option<Value> {
-    c.tool_call.as_ref().map(|tool| json!({"functionCall": {"name": tool.name, "args": tool.arguments}}))
+fn function_call_part(c: &Completion, tool: &ToolCall) -> Value {
+    let mut call = json!({"name": tool.name, "args": tool.arguments});
+    if c.agent_step {
+        call["id"] = json!(c.call_id(tool, "call_"));
+    }
+    json!({"functionCall": call})
 }
 
 impl WireFormat for Gemini {
@@ -79,9 +84,9 @@ impl WireFormat for Gemini {
             counts.candidates += word_count(text);
             events.push(content(json!([{"text": text}]), counts));
         }
-        if let Some(part) = function_call_part(c) {
-            counts.candidates += c.tool_call.as_ref().map_or(0, |t| t.fragments.len() as u32);
-            events.push(content(json!([part]), counts));
+        for tool in &c.tool_calls {
+            counts.candidates += tool.fragments.len() as u32;
+            events.push(content(json!([function_call_part(c, tool)]), counts));
         }
         events.push(WireEvent::new(EventKind::Control, sse_crlf(&response(c, json!([{"text": ""}]), true, counts))));
         events
@@ -103,7 +108,7 @@ impl WireFormat for Gemini {
         if !c.answer_chunks.is_empty() {
             parts.push(json!({"text": c.answer_text()}));
         }
-        parts.extend(function_call_part(c));
+        parts.extend(c.tool_calls.iter().map(|tool| function_call_part(c, tool)));
         let counts =
             Counts { thoughts: c.usage.reasoning_tokens, candidates: c.usage.output_tokens - c.usage.reasoning_tokens };
         response(c, Value::Array(parts), true, counts)
@@ -127,7 +132,7 @@ impl WireFormat for Gemini {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::testing::{completion as test_completion, concat, json, parse_sse};
+    use crate::formats::testing::{agent_completion, completion as test_completion, concat, json, parse_sse};
 
     #[test]
     fn every_chunk_is_a_whole_response_with_usage() {
@@ -144,5 +149,22 @@ mod tests {
         assert_eq!(chunks[5]["candidates"][0]["content"]["parts"][0]["functionCall"]["name"], "get_weather");
         assert_eq!(chunks.last().unwrap()["candidates"][0]["finishReason"], "STOP");
         assert!(!std::str::from_utf8(&bytes).unwrap().contains("[DONE]"));
+    }
+
+    #[test]
+    fn parallel_function_calls_with_ids_in_agent_mode() {
+        let c = agent_completion(0, 3);
+        let chunks: Vec<Value> = parse_sse(&concat(&Gemini.stream_events(&c))).iter().map(|(_, d)| json(d)).collect();
+        let calls: Vec<&Value> =
+            chunks.iter().filter_map(|c| c["candidates"][0]["content"]["parts"][0].get("functionCall")).collect();
+        let names: Vec<&str> = calls.iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["get_weather", "get_time", "get_weather"]);
+        assert!(calls.iter().all(|call| call["id"].is_string() && call["args"].is_object()));
+        assert_ne!(calls[0]["id"], calls[2]["id"]);
+        let body = Gemini.full_body(&c);
+        assert_eq!(body["candidates"][0]["content"]["parts"].as_array().unwrap().len(), 3);
+        assert_eq!(body["candidates"][0]["finishReason"], "STOP");
+        let legacy = test_completion(0, 1, true);
+        assert!(Gemini.full_body(&legacy)["candidates"][0]["content"]["parts"][1]["functionCall"].get("id").is_none());
     }
 }

@@ -119,4 +119,23 @@ pub(crate) mod testing {
         plan.tool_call = tool;
         Completion::build(&request, &plan)
     }
+
+    /// An agent-mode tool round: `parallel` calls cycling over two offered tools.
+    pub(crate) fn agent_completion(reasoning_tokens: u32, parallel: u32) -> crate::completion::Completion {
+        use crate::agent::AgentPlan;
+        use crate::completion::Completion;
+        use crate::config::MockConfig;
+        use crate::request::{Endpoint, ProviderRequest};
+        use crate::scenario::{RequestWishes, ResponsePlan};
+
+        let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"tools":[
+            {"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},
+            {"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{"zone":{"type":"string"}}}}}]}"#;
+        let request = ProviderRequest::parse(&Endpoint::OpenAiChat, "/v1/chat/completions", body).unwrap();
+        let mut plan =
+            ResponsePlan::resolve(&MockConfig::default(), &http::HeaderMap::new(), RequestWishes::default()).unwrap();
+        plan.reasoning_tokens = reasoning_tokens;
+        plan.agent = Some(AgentPlan { steps: 1, parallel });
+        Completion::build(&request, &plan)
+    }
 }

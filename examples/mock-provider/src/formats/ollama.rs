@@ -20,7 +20,9 @@ fn line(c: &Completion, message: Value) -> Value {
 }
 
 fn tool_calls(c: &Completion) -> Option<Value> {
-    c.tool_call.as_ref().map(|tool| json!([{"function": {"name": tool.name, "arguments": tool.arguments}}]))
+    let calls: Vec<Value> =
+        c.tool_calls.iter().map(|tool| json!({"function": {"name": tool.name, "arguments": tool.arguments}})).collect();
+    (!calls.is_empty()).then_some(Value::Array(calls))
 }
 
 fn finish(c: &Completion, message: Value) -> Value {

@@ -1,5 +1,6 @@
 //! OpenAI Chat Completions: `data: {chat.completion.chunk}` lines, a role-only first chunk, content /
-//! reasoning / tool-call deltas, a finish chunk, a usage chunk (`choices: []`) only when
+//! reasoning / tool-call deltas (per call an opening delta with `index`, `id`, `type` and the name,
+//! then `index` + argument fragments; parallel calls take indexes 0..N-1), a finish chunk, a usage chunk (`choices: []`) only when
 //! `stream_options.include_usage`, then `data: [DONE]`.
 
 use bytes::Bytes;
@@ -54,7 +55,7 @@ impl OpenAiChat {
     }
 
     fn finish_reason(c: &Completion) -> &'static str {
-        if c.tool_call.is_some() {
+        if !c.tool_calls.is_empty() {
             "tool_calls"
         } else {
             "stop"
@@ -79,16 +80,15 @@ impl WireFormat for OpenAiChat {
         for text in &c.answer_chunks {
             events.push(Self::content(c, json!({"content": text})));
         }
-        if let Some(tool) = &c.tool_call {
-            let call_id = c.ids.id("call_", "tool");
+        for tool in &c.tool_calls {
             events.push(Self::content(
                 c,
-                json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                json!({"tool_calls": [{"index": tool.index, "id": c.call_id(tool, "call_"), "type": "function",
                     "function": {"name": tool.name, "arguments": ""}}]}),
             ));
             for fragment in &tool.fragments {
-                events
-                    .push(Self::content(c, json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]})));
+                let delta = json!({"tool_calls": [{"index": tool.index, "function": {"arguments": fragment}}]});
+                events.push(Self::content(c, delta));
             }
         }
         let finish = Self::chunk(c, json!({}), Some(Self::finish_reason(c)));
@@ -116,13 +116,23 @@ impl WireFormat for OpenAiChat {
     }
 
     fn full_body(&self, c: &Completion) -> Value {
-        let mut message = json!({"role": "assistant", "content": c.answer_text(), "refusal": null, "annotations": []});
+        // A message with only tool calls has `content: null`, as OpenAI sends it.
+        let content =
+            if c.answer_chunks.is_empty() && !c.tool_calls.is_empty() { Value::Null } else { json!(c.answer_text()) };
+        let mut message = json!({"role": "assistant", "content": content, "refusal": null, "annotations": []});
         if !c.reasoning_chunks.is_empty() {
             message[c.reasoning_field.key()] = json!(c.reasoning_text());
         }
-        if let Some(tool) = &c.tool_call {
-            message["tool_calls"] = json!([{"id": c.ids.id("call_", "tool"), "type": "function",
-                "function": {"name": tool.name, "arguments": tool.arguments_json}}]);
+        if !c.tool_calls.is_empty() {
+            let calls: Vec<Value> = c
+                .tool_calls
+                .iter()
+                .map(|tool| {
+                    json!({"id": c.call_id(tool, "call_"), "type": "function",
+                        "function": {"name": tool.name, "arguments": tool.arguments_json}})
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
         }
         json!({
             "id": c.ids.id("chatcmpl-", "chat"),
@@ -144,7 +154,7 @@ impl WireFormat for OpenAiChat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::testing::{completion as test_completion, concat, json, parse_sse};
+    use crate::formats::testing::{agent_completion, completion as test_completion, concat, json, parse_sse};
 
     #[test]
     fn stream_has_role_chunk_deltas_tool_call_usage_and_done() {
@@ -162,7 +172,7 @@ mod tests {
             .iter()
             .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
             .collect();
-        assert_eq!(args, c.tool_call.as_ref().unwrap().arguments_json);
+        assert_eq!(args, c.tool_calls[0].arguments_json);
         let finish = &chunks[chunks.len() - 2];
         assert_eq!(finish["choices"][0]["finish_reason"], "tool_calls");
         let usage = chunks.last().unwrap();
@@ -170,7 +180,31 @@ mod tests {
         assert_eq!(usage["usage"]["completion_tokens_details"]["reasoning_tokens"], 3);
         assert!(chunks.iter().all(|c| c["id"] == chunks[0]["id"]));
         let content_events = events.iter().filter(|e| e.kind == EventKind::Content).count();
-        assert_eq!(content_events, 3 + 5 + 1 + c.tool_call.as_ref().unwrap().fragments.len());
+        assert_eq!(content_events, 3 + 5 + 1 + c.tool_calls[0].fragments.len());
+    }
+
+    #[test]
+    fn parallel_calls_have_their_own_index_id_and_fragments() {
+        let c = agent_completion(0, 3);
+        let parsed = parse_sse(&concat(&OpenAiChat.stream_events(&c)));
+        let deltas: Vec<Value> = parsed
+            .iter()
+            .filter(|(_, d)| d != "[DONE]")
+            .filter_map(|(_, d)| json(d)["choices"][0]["delta"]["tool_calls"].get(0).cloned())
+            .collect();
+        for tool in &c.tool_calls {
+            let own: Vec<&Value> = deltas.iter().filter(|d| d["index"] == tool.index).collect();
+            assert_eq!(own[0]["id"], c.call_id(tool, "call_"));
+            assert_eq!((&own[0]["type"], &own[0]["function"]["name"]), (&json!("function"), &json!(tool.name)));
+            assert!(own[1..].iter().all(|d| d.as_object().unwrap().len() == 2 && d.get("id").is_none()));
+            let args: String = own.iter().map(|d| d["function"]["arguments"].as_str().unwrap()).collect();
+            assert_eq!(args, tool.arguments_json);
+        }
+        let body = OpenAiChat.full_body(&c);
+        let message = &body["choices"][0]["message"];
+        assert_eq!(message["content"], Value::Null);
+        assert_eq!(message["tool_calls"].as_array().unwrap().len(), 3);
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! OpenAI Responses: `event: TYPE` + `data: {"type":TYPE,"sequence_number":N,...}`.
 //! `response.created` and `response.in_progress` right after the headers, then output items
-//! (reasoning with summary text deltas, a message with output_text deltas, a function_call with
-//! argument deltas), each opened and closed with their added/done events, then `response.completed`
+//! (reasoning with summary text deltas, a message with output_text deltas, one function_call item
+//! per tool call with argument deltas), each opened and closed with their added/done events, then `response.completed`
 //! carrying the full response and its usage.
 
 use bytes::Bytes;
@@ -86,9 +86,9 @@ fn output_items(c: &Completion) -> Vec<Value> {
         items.push(json!({"id": c.ids.id("msg_", "message"), "type": "message", "status": "completed",
             "role": "assistant", "content": [output_text(&c.answer_text())]}));
     }
-    if let Some(tool) = &c.tool_call {
-        items.push(json!({"id": c.ids.id("fc_", "function_call"), "type": "function_call", "status": "completed",
-            "arguments": tool.arguments_json, "call_id": c.ids.id("call_", "tool"), "name": tool.name}));
+    for tool in &c.tool_calls {
+        items.push(json!({"id": c.call_item_id(tool), "type": "function_call", "status": "completed",
+            "arguments": tool.arguments_json, "call_id": c.call_id(tool, "call_"), "name": tool.name}));
     }
     items
 }
@@ -178,13 +178,13 @@ impl WireFormat for OpenAiResponses {
             );
             output_index += 1;
         }
-        if let Some(tool) = &c.tool_call {
-            let item_id = c.ids.id("fc_", "function_call");
+        for tool in &c.tool_calls {
+            let item_id = c.call_item_id(tool);
             w.push(
                 Control,
                 json!({"type": "response.output_item.added", "output_index": output_index,
                 "item": {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
-                    "call_id": c.ids.id("call_", "tool"), "name": tool.name}}),
+                    "call_id": c.call_id(tool, "call_"), "name": tool.name}}),
             );
             for delta in &tool.fragments {
                 w.push(
@@ -203,6 +203,7 @@ impl WireFormat for OpenAiResponses {
                 json!({"type": "response.output_item.done", "output_index": output_index,
                 "item": finished[output_index]}),
             );
+            output_index += 1;
         }
         w.push(
             Control,
@@ -236,7 +237,7 @@ impl WireFormat for OpenAiResponses {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::testing::{completion as test_completion, concat, json, parse_sse};
+    use crate::formats::testing::{agent_completion, completion as test_completion, concat, json, parse_sse};
 
     #[test]
     fn sequence_numbers_increase_and_names_match() {
@@ -261,5 +262,35 @@ mod tests {
         assert_eq!(completed["response"]["output"].as_array().unwrap().len(), 3);
         assert!(names.contains(&"response.reasoning_summary_text.delta"));
         assert!(names.contains(&"response.function_call_arguments.done"));
+    }
+
+    #[test]
+    fn parallel_calls_are_separate_items() {
+        let c = agent_completion(2, 2);
+        let parsed = parse_sse(&concat(&OpenAiResponses.stream_events(&c)));
+        let added: Vec<Value> = parsed
+            .iter()
+            .filter(|(n, _)| n == "response.output_item.added")
+            .map(|(_, d)| json(d))
+            .filter(|v| v["item"]["type"] == "function_call")
+            .collect();
+        assert_eq!(added.len(), 2);
+        for (event, tool) in added.iter().zip(&c.tool_calls) {
+            let item_id = event["item"]["id"].as_str().unwrap();
+            assert!(item_id.starts_with("fc_") && event["item"]["call_id"].as_str().unwrap().starts_with("call_"));
+            assert_eq!(event["item"]["arguments"], "");
+            let args: String = parsed
+                .iter()
+                .map(|(_, d)| json(d))
+                .filter(|v| v["type"] == "response.function_call_arguments.delta" && v["item_id"] == item_id)
+                .map(|v| v["delta"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(args, tool.arguments_json);
+        }
+        assert_ne!(added[0]["item"]["call_id"], added[1]["item"]["call_id"]);
+        assert_eq!((added[0]["output_index"].as_u64(), added[1]["output_index"].as_u64()), (Some(1), Some(2)));
+        let completed = json(&parsed.last().unwrap().1);
+        assert_eq!(completed["response"]["status"], "completed");
+        assert_eq!(completed["response"]["output"].as_array().unwrap().len(), 3);
     }
 }
