@@ -75,6 +75,9 @@ pub struct FileConfig {
     pub privacy: PrivacyConfig,
     #[serde(default)]
     pub probe: ProbeConfig,
+    /// Agent turns rebuilt from the wire.
+    #[serde(default)]
+    pub turns: TurnsConfig,
     /// OpenTelemetry export over OTLP (off unless an endpoint is configured).
     #[serde(default)]
     pub otel: OtelConfig,
@@ -142,6 +145,65 @@ impl Default for ShutdownConfig {
     fn default() -> Self {
         // Long enough for typical chat streams and most reasoning answers.
         Self { grace_period_s: 120 }
+    }
+}
+
+/// `[turns]`: linking the model calls of one user turn (docs/metrics.md, "Turns").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TurnsConfig {
+    pub enabled: bool,
+    /// An open turn (its last response asked for tools) with no next step for this long closes as
+    /// incomplete.
+    pub idle_close_s: u64,
+    /// A conversation with no new request for this long is forgotten.
+    pub conversation_idle_s: u64,
+    pub max_conversations: usize,
+    /// Bytes of linking state (ids and hashes) kept at most; the least recently active
+    /// conversations go first, counted.
+    pub max_state_bytes: usize,
+    /// Steps listed per turn; later ones are counted in the totals only.
+    pub max_steps: usize,
+    /// Request header an app may send to name the turn (same value = same turn, also across
+    /// tokentap instances: the trace id is derived from it).
+    pub turn_header: String,
+    /// Request header an app may send to name the conversation.
+    pub conversation_header: String,
+    /// Remove those two headers before forwarding (default: forward them unchanged).
+    pub strip_headers: bool,
+}
+
+impl Default for TurnsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_close_s: 120,
+            conversation_idle_s: 1800,
+            max_conversations: 10_000,
+            max_state_bytes: 32 << 20,
+            max_steps: 256,
+            turn_header: "x-tokentap-turn".into(),
+            conversation_header: "x-tokentap-conversation".into(),
+            strip_headers: false,
+        }
+    }
+}
+
+impl TurnsConfig {
+    /// The tracker's settings.
+    pub fn tracker_config(&self) -> tokentap_record::turn::TurnConfig {
+        tokentap_record::turn::TurnConfig {
+            idle_close_ns: self.idle_close_s.saturating_mul(1_000_000_000),
+            conversation_idle_ns: self.conversation_idle_s.saturating_mul(1_000_000_000),
+            max_conversations: self.max_conversations,
+            max_state_bytes: self.max_state_bytes,
+            max_steps: self.max_steps,
+            max_tool_calls: 1024,
+            headers: tokentap_record::turn::TurnHeaders {
+                turn: self.turn_header.clone(),
+                conversation: self.conversation_header.clone(),
+            },
+        }
     }
 }
 
@@ -359,6 +421,7 @@ pub struct ValidConfig {
     pub store: StoreConfig,
     pub privacy: PrivacyConfig,
     pub probe: ProbeConfig,
+    pub turns: TurnsConfig,
     /// `None` when OpenTelemetry export is off.
     pub otel: Option<OtlpSettings>,
     pub metrics: MetricsConfig,
@@ -452,6 +515,18 @@ pub fn validate_with_env(
             "shutdown.grace_period_s",
             format!("{} is outside 0..=3600", file.shutdown.grace_period_s),
         ));
+    }
+    for (key, name) in [
+        ("turns.turn_header", &mut file.turns.turn_header),
+        ("turns.conversation_header", &mut file.turns.conversation_header),
+    ] {
+        *name = name.trim().to_ascii_lowercase();
+        if name.is_empty() || http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(invalid(key, format!("{name:?} is not a header name")));
+        }
+    }
+    if file.turns.turn_header == file.turns.conversation_header {
+        return Err(invalid("turns.conversation_header", "must differ from turns.turn_header"));
     }
 
     let mut route_configs = file.routes;
@@ -561,6 +636,7 @@ pub fn validate_with_env(
         store: file.store,
         privacy: file.privacy,
         probe: file.probe,
+        turns: file.turns,
         otel,
         metrics: file.metrics,
         slo: file.slo,
@@ -595,7 +671,8 @@ const GIB: u64 = 1 << 30;
 fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
     let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
     let to = &file.timeouts;
-    let bounds: [(&str, u64, u64); 34] = [
+    let tu = &file.turns;
+    let bounds: [(&str, u64, u64); 39] = [
         ("timeouts.connect_ms", to.connect_ms, 600_000),
         ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
         ("timeouts.read_s", to.read_s, 86_400),
@@ -628,6 +705,11 @@ fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
         ("otel.retry_initial_ms", o.retry_initial_ms, 3_600_000),
         ("otel.retry_max_ms", o.retry_max_ms, 3_600_000),
         ("metrics.max_series_per_metric", file.metrics.max_series_per_metric as u64, 100_000),
+        ("turns.idle_close_s", tu.idle_close_s, 86_400),
+        ("turns.conversation_idle_s", tu.conversation_idle_s, 7 * 86_400),
+        ("turns.max_conversations", tu.max_conversations as u64, 10_000_000),
+        ("turns.max_state_bytes", tu.max_state_bytes as u64, 16 * GIB),
+        ("turns.max_steps", tu.max_steps as u64, 100_000),
         ("route", file.routes.len() as u64, 1000),
         ("admin_allowed_hosts", file.admin_allowed_hosts.len() as u64, 1000),
     ];

@@ -129,12 +129,13 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     let mut server = Server::new_with_opt_and_conf(None, server_conf);
     server.bootstrap();
     let conf = server.configuration.clone();
+    let finalize = queue.clone();
     let mut service = http_proxy_service(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages)));
     let mut socket_options = TcpSocketOptions::default();
     socket_options.so_reuseport = Some(true);
     service.add_tcp_with_settings(&listen.to_string(), socket_options);
     server.add_service(service);
-    Ok(Prepared { server, bound: BoundAddrs { listen, admin: admin_addr }, reservation, stats, telemetry })
+    Ok(Prepared { server, bound: BoundAddrs { listen, admin: admin_addr }, reservation, stats, telemetry, finalize })
 }
 
 /// A server ready to run, with its addresses.
@@ -145,6 +146,7 @@ pub struct Prepared {
     reservation: Socket,
     stats: Arc<PipelineStats>,
     telemetry: Arc<Telemetry>,
+    finalize: pipeline::FinalizeQueue,
 }
 
 /// Binds `addr` with SO_REUSEPORT without listening.
@@ -159,11 +161,11 @@ fn reserve(addr: SocketAddr) -> Result<Socket, ServeError> {
 /// Runs until SIGINT/SIGTERM. `on_listening` is called once pingora accepts connections on the
 /// proxy address (that is when the address may be announced).
 pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 'static) {
-    let Prepared { server, bound, reservation, stats, telemetry } = prepared;
+    let Prepared { server, bound, reservation, stats, telemetry, finalize } = prepared;
     let phases = server.watch_execution_phase();
     let drain = std::thread::Builder::new()
         .name("tokentap-drain".into())
-        .spawn(move || drain_on_terminate(phases, stats, telemetry));
+        .spawn(move || drain_on_terminate(phases, stats, telemetry, finalize));
     if let Err(e) = drain {
         tracing::error!(error = %e, "cannot start the drain thread; SIGTERM waits the whole grace period");
     }
@@ -197,6 +199,7 @@ fn drain_on_terminate(
     mut phases: tokio::sync::broadcast::Receiver<ExecutionPhase>,
     stats: Arc<PipelineStats>,
     telemetry: Arc<Telemetry>,
+    finalize: pipeline::FinalizeQueue,
 ) {
     loop {
         match phases.blocking_recv() {
@@ -230,6 +233,9 @@ fn drain_on_terminate(
             }
         }
     });
+    // Turns still open (waiting for tool results) are written as `shutdown`, before the flush
+    // exports their spans.
+    finalize.close_turns(Duration::from_secs(2));
     telemetry.flush(Duration::from_secs(5));
     tracing::info!("drained: every request is recorded; exiting");
     std::process::exit(0);

@@ -22,6 +22,21 @@ impl TraceContext {
         Self { trace_id: random_hex(16), span_id: random_hex(8), parent_span_id: None, sampled: true }
     }
 
+    /// Continues `traceparent` when it is valid; otherwise, when the request names its turn
+    /// explicitly (`[turns] turn_header`), joins the trace derived from that name, so that every
+    /// step of the turn, on any tokentap instance, is in one trace; otherwise starts a new trace.
+    pub fn from_incoming_or_turn(traceparent: Option<&[u8]>, turn: Option<&[u8]>) -> Self {
+        let context = Self::from_incoming(traceparent);
+        if context.parent_span_id.is_some() {
+            return context;
+        }
+        match turn.and_then(|t| std::str::from_utf8(t).ok()).map(str::trim).filter(|t| !t.is_empty() && t.len() <= 256)
+        {
+            Some(turn) => Self { trace_id: turn_trace_id(turn), ..context },
+            None => context,
+        }
+    }
+
     /// The `traceparent` header naming this request's span as the parent of the upstream call.
     pub fn traceparent(&self) -> String {
         format!("00-{}-{}-{}", self.trace_id, self.span_id, if self.sampled { "01" } else { "00" })

@@ -14,6 +14,9 @@ pub(super) enum AdminError {
     /// No record with this id in memory (404).
     #[error("no recent record with this request id")]
     NoRecord,
+    /// No turn with that id in memory (404).
+    #[error("no turn with that id in memory")]
+    NoTurn,
     /// A path the API does not have (404).
     #[error("unknown admin route; see /_tokentap/api/health")]
     UnknownRoute,
@@ -42,7 +45,9 @@ impl AdminError {
     pub(super) fn status(&self) -> StatusCode {
         match self {
             AdminError::BadParameter { .. } => StatusCode::BAD_REQUEST,
-            AdminError::NoRecord | AdminError::UnknownRoute | AdminError::PrometheusOff => StatusCode::NOT_FOUND,
+            AdminError::NoRecord | AdminError::NoTurn | AdminError::UnknownRoute | AdminError::PrometheusOff => {
+                StatusCode::NOT_FOUND
+            }
             AdminError::ReadOnly => StatusCode::METHOD_NOT_ALLOWED,
             AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
             AdminError::HostNotAllowed => StatusCode::FORBIDDEN,

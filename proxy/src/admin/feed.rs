@@ -2,7 +2,7 @@
 //!
 //! The feed opens with the comment `: tokentap live feed`, sent once subscribed: a client that
 //! has read it can miss no later record. Then one `record` event per stored record, its data the
-//! stored JSON line; `lagged` with `{"missed":n}` when this client fell behind the broadcast by
+//! stored JSON line; one `turn` event per closed turn (its `turns.jsonl` line); `lagged` with `{"missed":n}` when this client fell behind the broadcast by
 //! `n` records. Idle feeds get a keep-alive comment now and then. The feed ends when the store
 //! does.
 //!
@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::error::AdminError;
 use super::AdminState;
-use crate::store::StoredRecord;
+use crate::store::{FeedItem, StoredRecord};
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -110,7 +110,9 @@ pub(super) async fn live(State(state): State<Arc<AdminState>>) -> Result<Respons
         }
         let bytes = tokio::select! {
             received = records.recv() => match received {
-                Ok(stored) => state.feed_events.event(&stored),
+                Ok(FeedItem::Record(stored)) => state.feed_events.event(&stored),
+                // Turns are rare next to records: formatted per subscriber.
+                Ok(FeedItem::Turn(stored)) => format_event("turn", &stored.json),
                 Err(RecvError::Lagged(missed)) => format_event("lagged", &format!("{{\"missed\":{missed}}}")),
                 Err(RecvError::Closed) => return None,
             },

@@ -40,6 +40,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "refused_trace_full": s.browser_trace_full.load(Ordering::Relaxed),
             "refused_over_budget": s.browser_over_budget.load(Ordering::Relaxed),
         },
+        "turns": s.turns.json(),
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),
     });

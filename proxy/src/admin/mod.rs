@@ -75,6 +75,8 @@ fn router(state: Arc<AdminState>) -> Router {
         .route("/_tokentap/api/requests", get(records::list))
         .route("/_tokentap/api/requests/{request_id}", get(records::one))
         .route("/_tokentap/api/verdict/{request_id}", get(records::verdict))
+        .route("/_tokentap/api/turns", get(records::turns))
+        .route("/_tokentap/api/turns/{turn_id}", get(records::turn))
         .route("/_tokentap/api/list", get(list::rows))
         .route("/_tokentap/api/summary", get(summary::report))
         .route("/_tokentap/api/stream", get(feed::live))

@@ -114,6 +114,22 @@ impl RequestsQuery {
     }
 }
 
+/// `GET /_tokentap/api/turns`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TurnsQuery {
+    #[serde(default, deserialize_with = "limit")]
+    limit: Option<usize>,
+    #[serde(default, deserialize_with = "non_empty")]
+    pub(super) conversation_id: Option<String>,
+}
+
+impl TurnsQuery {
+    pub(super) fn limit(&self) -> usize {
+        self.limit.unwrap_or(DEFAULT_LIMIT)
+    }
+}
+
 /// `GET /_tokentap/api/list`: the dashboard's page of rows.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,4 +1,5 @@
-//! Records: the recent ones (filtered), one by request id, and one's goodput verdict.
+//! Records: the recent ones (filtered), one by request id, and one's goodput verdict; turns: the
+//! recent ones and one by turn id.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::error::AdminError;
-use super::query::{Params, RequestsQuery};
+use super::query::{Params, RequestsQuery, TurnsQuery};
 use super::{json, AdminState};
 use crate::store::StoredRecord;
 
@@ -50,4 +51,28 @@ pub(super) async fn verdict(
 fn find(state: &AdminState, id: Result<Path<String>, PathRejection>) -> Result<Arc<StoredRecord>, AdminError> {
     let Ok(Path(id)) = id else { return Err(AdminError::NoRecord) };
     state.store.get(&id).ok_or(AdminError::NoRecord)
+}
+
+/// `GET /_tokentap/api/turns`: `{"turns":[…]}`, newest first, each as stored in `turns.jsonl`.
+pub(super) async fn turns(State(state): State<Arc<AdminState>>, Params(query): Params<TurnsQuery>) -> Response {
+    let turns = state.store.recent_turns(query.conversation_id.as_deref(), query.limit());
+    let mut body = String::from("{\"turns\":[");
+    for (i, stored) in turns.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(&stored.json);
+    }
+    body.push_str("]}");
+    json(StatusCode::OK, body)
+}
+
+/// `GET /_tokentap/api/turns/{turn_id}`: the turn as stored.
+pub(super) async fn turn(
+    State(state): State<Arc<AdminState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, AdminError> {
+    let Ok(Path(id)) = id else { return Err(AdminError::NoTurn) };
+    let stored = state.store.get_turn(&id).ok_or(AdminError::NoTurn)?;
+    Ok(json(StatusCode::OK, stored.json.clone()))
 }

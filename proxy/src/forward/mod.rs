@@ -236,7 +236,12 @@ impl ProxyHttp for TapProxy {
             ctx.data.path = redact_path(&path_and_query);
             ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
             ctx.data.request_content_type = header_str(req.headers.get("content-type"));
-            let trace = TraceContext::from_incoming(req.headers.get("traceparent").map(|v| v.as_bytes()));
+            let turns = &self.config.turns;
+            let turn_header = turns.enabled.then(|| req.headers.get(turns.turn_header.as_str())).flatten();
+            let trace = TraceContext::from_incoming_or_turn(
+                req.headers.get("traceparent").map(|v| v.as_bytes()),
+                turn_header.map(|v| v.as_bytes()),
+            );
             if self.ingest.config.enabled {
                 self.ingest.recent.note(&trace.trace_id);
             }
@@ -355,6 +360,10 @@ impl ProxyHttp for TapProxy {
                 continue;
             }
             upstream_request.remove_header(*name);
+        }
+        if self.config.turns.strip_headers {
+            upstream_request.remove_header(self.config.turns.turn_header.as_str());
+            upstream_request.remove_header(self.config.turns.conversation_header.as_str());
         }
         if self.config.inject_traceparent {
             if let Some(trace) = &ctx.data.trace {

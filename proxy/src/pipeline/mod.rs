@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ use crate::route::RouteRole;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
 use tokentap_record::trace::TraceContext;
+use tokentap_record::turn::{StepInput, TurnRecord, TurnTracker};
 use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
 use tokentap_telemetry::Telemetry;
 
@@ -56,6 +57,56 @@ pub struct PipelineStats {
     pub worker_panics: AtomicU64,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
     pub open_requests: Arc<AtomicU64>,
+    pub turns: TurnStats,
+}
+
+/// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →
+/// `turns`).
+#[derive(Debug, Default)]
+pub struct TurnStats {
+    pub open: AtomicU64,
+    pub conversations: AtomicU64,
+    pub state_bytes: AtomicU64,
+    pub opened: AtomicU64,
+    pub closed: AtomicU64,
+    pub conversations_evicted: AtomicU64,
+    pub unknown_tool_results: AtomicU64,
+    pub ambiguous_prefixes: AtomicU64,
+    pub steps_not_listed: AtomicU64,
+    pub tool_calls_not_tracked: AtomicU64,
+}
+
+impl TurnStats {
+    fn publish(&self, tracker: &TurnTracker) {
+        let c = tracker.counters();
+        let set = |slot: &AtomicU64, v: u64| slot.store(v, Ordering::Relaxed);
+        set(&self.open, tracker.open_turns() as u64);
+        set(&self.conversations, tracker.conversations() as u64);
+        set(&self.state_bytes, tracker.state_bytes() as u64);
+        set(&self.opened, c.turns_opened);
+        set(&self.closed, c.turns_closed);
+        set(&self.conversations_evicted, c.conversations_evicted);
+        set(&self.unknown_tool_results, c.unknown_tool_results);
+        set(&self.ambiguous_prefixes, c.ambiguous_prefixes);
+        set(&self.steps_not_listed, c.steps_not_listed);
+        set(&self.tool_calls_not_tracked, c.tool_calls_not_tracked);
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let get = |slot: &AtomicU64| slot.load(Ordering::Relaxed);
+        serde_json::json!({
+            "open": get(&self.open),
+            "conversations": get(&self.conversations),
+            "state_bytes": get(&self.state_bytes),
+            "opened": get(&self.opened),
+            "closed": get(&self.closed),
+            "conversations_evicted": get(&self.conversations_evicted),
+            "unknown_tool_results": get(&self.unknown_tool_results),
+            "ambiguous_prefixes": get(&self.ambiguous_prefixes),
+            "steps_not_listed": get(&self.steps_not_listed),
+            "tool_calls_not_tracked": get(&self.tool_calls_not_tracked),
+        })
+    }
 }
 
 impl tokentap_telemetry::PipelineCounters for PipelineStats {
@@ -76,6 +127,8 @@ pub enum WorkItem {
     Request(Box<CompletedRequest>),
     /// A browser probe report to join to its request's record.
     BrowserReport(Box<ProbeReport>),
+    /// Close every open turn (shutdown) and say when done.
+    CloseTurns(SyncSender<()>),
 }
 
 /// Why a probe report was refused at ingest (counted in the pipeline's stats).
@@ -129,6 +182,17 @@ impl FinalizeQueue {
         .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Asks the worker to close every open turn and waits for it, at most `timeout` (shutdown).
+    pub fn close_turns(&self, timeout: Duration) {
+        let (done_tx, done_rx) = sync_channel(1);
+        if self.tx.try_send(WorkItem::CloseTurns(done_tx)).is_ok() {
+            self.stats.queued.fetch_add(1, Ordering::Relaxed);
+            if done_rx.recv_timeout(timeout).is_err() {
+                tracing::warn!(?timeout, "open turns not closed in time");
+            }
+        }
+    }
+
     /// Hands a validated probe report to the worker without waiting; false when the queue is full.
     pub fn submit_report(&self, report: ProbeReport) -> bool {
         match self.tx.try_send(WorkItem::BrowserReport(Box::new(report))) {
@@ -178,7 +242,18 @@ fn run_worker(
     set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
-    while let Ok(mut item) = rx.recv() {
+    let mut turns = config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config()));
+    let mut ticked = Instant::now();
+    loop {
+        let mut item = match rx.recv_timeout(TURN_TICK) {
+            Ok(item) => item,
+            Err(RecvTimeoutError::Timeout) => {
+                tick_turns(turns.as_mut(), store, stats, telemetry);
+                ticked = Instant::now();
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         let backlog = stats.queued.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
         if let WorkItem::Request(completed) = &mut item {
             // The worker is the bottleneck: skip the analysis of what it is behind on.
@@ -194,6 +269,7 @@ fn run_worker(
         let what = match &item {
             WorkItem::Request(completed) => format!("request {}", completed.data.request_id),
             WorkItem::BrowserReport(report) => format!("browser report for trace {}", report.trace_id),
+            WorkItem::CloseTurns(_) => "closing the open turns".to_owned(),
         };
         let handled = std::panic::catch_unwind(AssertUnwindSafe(|| {
             if let (WorkItem::Request(completed), Some(path)) = (&item, &panic_path) {
@@ -201,7 +277,7 @@ fn run_worker(
                     panic!("{TEST_PANIC_PATH_VAR}: injected panic");
                 }
             }
-            handle_item(item, config, store, stats, observer.as_ref(), telemetry, &mut pending)
+            handle_item(item, config, store, stats, observer.as_ref(), telemetry, &mut pending, turns.as_mut())
         }));
         if let Err(payload) = handled {
             stats.worker_panics.fetch_add(1, Ordering::Relaxed);
@@ -216,6 +292,35 @@ fn run_worker(
             pending.pop_front();
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
+        if ticked.elapsed() >= TURN_TICK {
+            tick_turns(turns.as_mut(), store, stats, telemetry);
+            ticked = Instant::now();
+        }
+    }
+}
+
+/// How often idle turns are looked for.
+const TURN_TICK: Duration = Duration::from_secs(1);
+
+fn tick_turns(turns: Option<&mut TurnTracker>, store: &RecordStore, stats: &PipelineStats, telemetry: &Telemetry) {
+    let Some(tracker) = turns else { return };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let closed = std::panic::catch_unwind(AssertUnwindSafe(|| tracker.tick(now))).unwrap_or_else(|_| {
+        stats.worker_panics.fetch_add(1, Ordering::Relaxed);
+        tracing::error!("the turn tracker panicked while closing idle turns");
+        Vec::new()
+    });
+    for turn in closed {
+        emit_turn(turn, store, telemetry);
+    }
+    stats.turns.publish(tracker);
+}
+
+/// A closed turn: its metrics and spans, then `turns.jsonl`, the turn ring and the live feed.
+fn emit_turn(turn: TurnRecord, store: &RecordStore, telemetry: &Telemetry) {
+    telemetry.observe_turn(&turn);
+    if let Err(e) = store.append_turn(turn) {
+        tracing::warn!(error = %e, "could not write a turn");
     }
 }
 
@@ -259,15 +364,35 @@ fn handle_item(
     observer: Option<&RecordObserver>,
     telemetry: &Telemetry,
     pending: &mut VecDeque<(Instant, ProbeReport)>,
+    turns: Option<&mut TurnTracker>,
 ) {
     match item {
+        WorkItem::CloseTurns(done) => {
+            if let Some(tracker) = turns {
+                for turn in tracker.close_all() {
+                    emit_turn(turn, store, telemetry);
+                }
+                stats.turns.publish(tracker);
+            }
+            let _ = done.try_send(());
+        }
         WorkItem::Request(mut completed) => {
             // Counted as open until stored: the graceful drain waits for this.
             let _open = completed.data.open.take();
             if completed.shed {
                 stats.shed.fetch_add(1, Ordering::Relaxed);
             }
-            let record = build_record(*completed, config);
+            let mut record = build_record(*completed, config);
+            // Which turn this model call is a step of; the turns it closed go out after it.
+            let mut closed_turns = Vec::new();
+            if let Some(tracker) = turns {
+                if let Some(step) = StepInput::from_record(&record, &tracker.config().headers) {
+                    let placement = tracker.observe(step);
+                    record.turn = Some(placement.turn);
+                    closed_turns = placement.closed;
+                }
+                stats.turns.publish(tracker);
+            }
             if let Some(observe) = observer {
                 observe(&record);
             }
@@ -283,6 +408,9 @@ fn handle_item(
             // they end (the ingress request usually ends last).
             if let Some(record) = chain_peer {
                 join_chain(&record, store);
+            }
+            for turn in closed_turns {
+                emit_turn(turn, store, telemetry);
             }
             // A report that came before its record can be joined now.
             if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
@@ -474,6 +602,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         browser: None,
         diagnosis: None,
         chain: None,
+        turn: None,
     };
     record.diagnosis = tokentap_record::diagnosis::diagnose(&record);
     record

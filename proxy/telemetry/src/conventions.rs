@@ -39,6 +39,12 @@ pub enum MetricId {
     TelemetrySpooled,
     TelemetryDropped,
     RebufferVerdicts,
+    InvokeAgentDuration,
+    ExecuteToolDuration,
+    TurnModelTime,
+    TurnToolTime,
+    TurnClientTime,
+    TurnSteps,
 }
 
 /// What kind of instrument a metric is.
@@ -243,7 +249,58 @@ pub const METRICS: &[MetricDef] = &[
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_rebuffer_verdicts_total",
     },
+    MetricDef {
+        id: MetricId::InvokeAgentDuration,
+        name: "gen_ai.invoke_agent.duration",
+        unit: "s",
+        description: "Agent turn end to end: its first request's head received to the final answer's last content.",
+        instrument: Instrument::Histogram(DURATION_BUCKETS),
+        prometheus_name: "gen_ai_invoke_agent_duration_seconds",
+    },
+    MetricDef {
+        id: MetricId::ExecuteToolDuration,
+        name: "gen_ai.execute_tool.duration",
+        unit: "s",
+        description: "Tool call ready (last argument fragment handed to the client) to the arrival of the request carrying its result; includes the client's own work and network.",
+        instrument: Instrument::Histogram(DURATION_BUCKETS),
+        prometheus_name: "gen_ai_execute_tool_duration_seconds",
+    },
+    MetricDef {
+        id: MetricId::TurnModelTime,
+        name: "tokentap.turn.model_time",
+        unit: "s",
+        description: "Time of a turn inside model calls (the union of its steps).",
+        instrument: Instrument::Histogram(DURATION_BUCKETS),
+        prometheus_name: "tokentap_turn_model_time_seconds",
+    },
+    MetricDef {
+        id: MetricId::TurnToolTime,
+        name: "tokentap.turn.tool_time",
+        unit: "s",
+        description: "Time of a turn with tool calls out and no model call running.",
+        instrument: Instrument::Histogram(DURATION_BUCKETS),
+        prometheus_name: "tokentap_turn_tool_time_seconds",
+    },
+    MetricDef {
+        id: MetricId::TurnClientTime,
+        name: "tokentap.turn.client_time",
+        unit: "s",
+        description: "Time of a turn neither in a model call nor with a tool call out.",
+        instrument: Instrument::Histogram(DURATION_BUCKETS),
+        prometheus_name: "tokentap_turn_client_time_seconds",
+    },
+    MetricDef {
+        id: MetricId::TurnSteps,
+        name: "tokentap.turn.steps",
+        unit: "{step}",
+        description: "Model calls per turn.",
+        instrument: Instrument::Histogram(STEP_BUCKETS),
+        prometheus_name: "tokentap_turn_steps",
+    },
 ];
+
+/// Steps per turn.
+pub const STEP_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0];
 
 impl MetricId {
     pub fn def(self) -> &'static MetricDef {
@@ -330,6 +387,21 @@ pub mod attr {
     pub const BROWSER_LONG_FRAMES: &str = "tokentap.browser.long_frames";
     pub const BROWSER_BYTES_MATCH: &str = "tokentap.browser.bytes_match";
     pub const MARK_NAME: &str = "tokentap.mark.name";
+
+    pub const CONVERSATION_ID: &str = "gen_ai.conversation.id";
+    pub const TOOL_TYPE: &str = "gen_ai.tool.type";
+    pub const TURN_ID: &str = "tokentap.turn.id";
+    pub const TURN_STEP: &str = "tokentap.turn.step";
+    pub const TURN_LINK: &str = "tokentap.turn.link";
+    pub const TURN_STATUS: &str = "tokentap.turn.status";
+    pub const TURN_STEPS: &str = "tokentap.turn.steps";
+    pub const TURN_TOOL_CALLS: &str = "tokentap.turn.tool_calls";
+    pub const TURN_UNANSWERED_TOOL_CALLS: &str = "tokentap.turn.unanswered_tool_calls";
+    pub const TURN_E2E_MS: &str = "tokentap.turn.e2e_ms";
+    pub const TURN_MODEL_MS: &str = "tokentap.turn.model_ms";
+    pub const TURN_TOOL_MS: &str = "tokentap.turn.tool_ms";
+    pub const TURN_CLIENT_MS: &str = "tokentap.turn.client_ms";
+    pub const TOOL_RESULT_STEP: &str = "tokentap.tool.result_step";
 
     /// Label of the telemetry counters: `traces` or `metrics`.
     pub const SIGNAL: &str = "tokentap.signal";
@@ -644,6 +716,12 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
         attrs.push((attr::SERVER_PORT, AttrValue::Int(i64::from(port))));
     }
     push_opt_u64(&mut attrs, attr::HTTP_STATUS_CODE, record.status.map(u64::from));
+    if let Some(turn) = &record.turn {
+        attrs.push((attr::CONVERSATION_ID, AttrValue::Str(turn.conversation_id.clone())));
+        attrs.push((attr::TURN_ID, AttrValue::Str(turn.turn_id.clone())));
+        attrs.push((attr::TURN_STEP, AttrValue::Int(i64::from(turn.step))));
+        attrs.push((attr::TURN_LINK, AttrValue::Str(turn.link.as_str().to_owned())));
+    }
     if let Some(error) = error_type(record) {
         attrs.push((attr::ERROR_TYPE, AttrValue::Str(error)));
     }
@@ -823,10 +901,16 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
 }
 
 pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
-    let (Some(trace_id), Some(span_id)) = (hex_bytes::<16>(&record.trace_id), hex_bytes::<8>(&record.span_id)) else {
+    // A step of a turn goes in the turn's trace, under its agent span once it has one.
+    let trace_hex = record.turn.as_ref().map_or(&record.trace_id, |t| &t.trace_id);
+    let (Some(trace_id), Some(span_id)) = (hex_bytes::<16>(trace_hex), hex_bytes::<8>(&record.span_id)) else {
         return Vec::new();
     };
-    let parent_span_id = record.parent_span_id.as_deref().and_then(hex_bytes::<8>);
+    let parent_span_id = match record.turn.as_ref().and_then(|t| t.agent_span_id.as_deref()) {
+        Some(agent) => hex_bytes::<8>(agent),
+        None if trace_hex == &record.trace_id => record.parent_span_id.as_deref().and_then(hex_bytes::<8>),
+        None => None,
+    };
     let t0 = record.timeline.t0_unix_ns;
     let end_rel = request_end_ns(record);
     let at = |rel_ns: u64| t0.saturating_add(rel_ns.min(end_rel));
@@ -1146,6 +1230,9 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     out.extend(rebuffer_observation(record, "proxy"));
     out
 }
+
+mod turn;
+pub use turn::{turn_observations, turn_spans};
 
 #[cfg(test)]
 mod tests;

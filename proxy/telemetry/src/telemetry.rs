@@ -146,6 +146,18 @@ impl Telemetry {
         }
     }
 
+    /// Takes a closed turn: its metrics, and its agent and tool spans queued for export.
+    pub fn observe_turn(&self, turn: &tokentap_record::turn::TurnRecord) {
+        self.metrics.registry.record(&conventions::turn_observations(turn));
+        if let Some(tx) = self.spans_tx() {
+            let spans = conventions::turn_spans(turn);
+            let n = spans.len() as u64;
+            if n > 0 && tx.try_send(ExportItem::Spans(spans)).is_err() {
+                self.metrics.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
+            }
+        }
+    }
+
     /// Takes a record that a browser report has just joined: queues the browser's spans (the
     /// request's own spans and metrics went out when the record was first built).
     pub fn observe_browser(&self, record: &Record) {

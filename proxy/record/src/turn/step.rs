@@ -64,7 +64,9 @@ impl StepInput {
     /// The step a record describes, or `None` for requests that are not model calls of a
     /// conversation (embeddings, unknown paths, bodies that could not be read, no route).
     pub fn from_record(record: &Record, headers: &TurnHeaders) -> Option<StepInput> {
-        if matches!(record.outcome, Outcome::NoRoute) {
+        // A record written without its analysis (overload) does not say whether the model asked
+        // for tools; placing it would close its turn wrongly.
+        if matches!(record.outcome, Outcome::NoRoute) || record.analysis_shed {
             return None;
         }
         let request = &record.request;

@@ -1,18 +1,23 @@
-//! The local record store: `DATA_DIR/records.jsonl` (append-only, rotated by size), an in-memory
-//! ring of recent records for the admin API, and a live feed of new ones.
+//! The local record store: `DATA_DIR/records.jsonl` and `DATA_DIR/turns.jsonl` (append-only,
+//! rotated by size), in-memory rings of recent records and turns for the admin API, and a live
+//! feed of new ones.
+
+mod journal;
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use tokio::sync::broadcast;
 
 use crate::config::StoreConfig;
+use tokentap_record::turn::{TurnRecord, TURNS_FILE};
 use tokentap_record::Record;
+
+use journal::Journal;
+
+const RECORDS_STEM: &str = "records";
+const TURNS_STEM: &str = "turns";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -77,36 +82,51 @@ impl Ring {
     }
 }
 
-struct Journal {
-    file: File,
-    size: u64,
-    /// (device, inode) of the open file, to notice when the path no longer names it.
-    identity: (u64, u64),
-    checked_at: std::time::Instant,
-    /// Lines written since the path was last seen to name this file.
-    lines_since_check: u64,
-}
-
-/// How often a write checks that `records.jsonl` is still the file tokentap has open (one `stat`
-/// on the worker thread, never on the forwarding path). Records written to a removed file between
-/// two checks are counted in `journal_gap`.
-const JOURNAL_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
-
 pub struct RecordStore {
     dir: PathBuf,
     config: StoreConfig,
-    journal: Mutex<Journal>,
+    /// `records.jsonl`. Its counters are updated before the live feed hears of a record, so a
+    /// feed subscriber always sees counters that include it.
+    pub(crate) records: Journal,
+    /// `turns.jsonl`.
+    pub(crate) turns: Journal,
     ring: RwLock<Ring>,
-    feed: broadcast::Sender<Arc<StoredRecord>>,
-    /// Records appended to the journal, and failed journal writes. Counted before the live feed
-    /// hears of the record, so a feed subscriber always sees counters that include it.
-    written: AtomicU64,
-    write_errors: AtomicU64,
-    journal_recreated: AtomicU64,
-    journal_gap: AtomicU64,
-    journal_check: std::time::Duration,
-    /// Why the last journal write failed, while it is the last one (disk full, read-only…).
-    write_failing: Mutex<Option<String>>,
+    turn_ring: RwLock<TurnRing>,
+    feed: broadcast::Sender<FeedItem>,
+}
+
+/// What the live feed carries: a stored (or updated) request record, or a closed turn.
+#[derive(Debug, Clone)]
+pub enum FeedItem {
+    Record(Arc<StoredRecord>),
+    Turn(Arc<StoredTurn>),
+}
+
+/// A turn record with its JSON line, serialized once.
+#[derive(Debug)]
+pub struct StoredTurn {
+    pub turn: TurnRecord,
+    pub json: String,
+}
+
+/// The recent turns, newest last, bounded by count (the ring's) and by bytes (an eighth of the
+/// ring's).
+#[derive(Default)]
+struct TurnRing {
+    turns: VecDeque<Arc<StoredTurn>>,
+    bytes: usize,
+}
+
+impl TurnRing {
+    fn push(&mut self, stored: Arc<StoredTurn>, config: &StoreConfig) {
+        self.bytes += 2 * stored.json.len();
+        self.turns.push_back(stored);
+        while self.turns.len() > 1 && (self.turns.len() > config.ring_size || self.bytes > config.ring_max_bytes / 8) {
+            if let Some(old) = self.turns.pop_front() {
+                self.bytes -= 2 * old.json.len();
+            }
+        }
+    }
 }
 
 /// The `ring_size` records written last to the journal (the last version of each), as the ring
@@ -172,13 +192,8 @@ pub use tokentap_record::RECORDS_FILE;
 impl RecordStore {
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
-        // A device or a pipe in the journal's place would be read without end at start.
-        let path = dir.join(RECORDS_FILE);
-        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
-            return Err(StoreError::Open { path, source });
-        }
-        let journal = open_journal(&dir.join(RECORDS_FILE))?;
+        let records = Journal::open(dir, RECORDS_STEM, config.max_file_bytes, config.max_files)?;
+        let turns = Journal::open(dir, TURNS_STEM, config.max_file_bytes, config.max_files)?;
         let (feed, _) = broadcast::channel(256);
         let ring = rebuild_ring(dir, &config);
         if !ring.records.is_empty() {
@@ -188,18 +203,15 @@ impl RecordStore {
                 "recent records restored from the journal"
             );
         }
+        let turn_ring = rebuild_turn_ring(dir, &config);
         Ok(Self {
             dir: dir.to_path_buf(),
             ring: RwLock::new(ring),
+            turn_ring: RwLock::new(turn_ring),
             config,
-            journal: Mutex::new(journal),
+            records,
+            turns,
             feed,
-            written: AtomicU64::new(0),
-            write_errors: AtomicU64::new(0),
-            journal_recreated: AtomicU64::new(0),
-            journal_gap: AtomicU64::new(0),
-            journal_check: JOURNAL_CHECK,
-            write_failing: Mutex::new(None),
         })
     }
 
@@ -211,96 +223,63 @@ impl RecordStore {
     pub fn append(&self, record: Record) -> Result<(), StoreError> {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
-        let write_result = self.write_line(&stored.json);
+        let write_result = self.records.append(&stored.json);
         self.ring.write().unwrap_or_else(|e| e.into_inner()).push(stored.clone(), &self.config);
-        match &write_result {
-            Ok(()) => self.written.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.write_errors.fetch_add(1, Ordering::Relaxed),
-        };
-        let _ = self.feed.send(stored);
+        let _ = self.feed.send(FeedItem::Record(stored));
         write_result
+    }
+
+    /// Writes one closed turn to `turns.jsonl`, adds it to the turn ring and the live feed.
+    pub fn append_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
+        let json = serde_json::to_string(&turn)?;
+        let stored = Arc::new(StoredTurn { turn, json });
+        let write_result = self.turns.append(&stored.json);
+        self.turn_ring.write().unwrap_or_else(|e| e.into_inner()).push(stored.clone(), &self.config);
+        let _ = self.feed.send(FeedItem::Turn(stored));
+        write_result
+    }
+
+    /// Recent turns, newest first; `conversation` keeps those of one conversation.
+    pub fn recent_turns(&self, conversation: Option<&str>, limit: usize) -> Vec<Arc<StoredTurn>> {
+        let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
+        ring.turns
+            .iter()
+            .rev()
+            .filter(|t| conversation.is_none_or(|c| t.turn.conversation_id == c))
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    pub fn get_turn(&self, turn_id: &str) -> Option<Arc<StoredTurn>> {
+        let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
+        ring.turns.iter().rev().find(|t| t.turn.turn_id == turn_id).cloned()
     }
 
     /// Records appended to the journal since start.
     pub fn written(&self) -> u64 {
-        self.written.load(Ordering::Relaxed)
+        self.records.written()
     }
 
-    /// Times `records.jsonl` was found removed or replaced and was recreated.
+    /// Times `records.jsonl` (or `turns.jsonl`) was found removed or replaced and was recreated.
     pub fn journal_recreated(&self) -> u64 {
-        self.journal_recreated.load(Ordering::Relaxed)
+        self.records.recreated() + self.turns.recreated()
     }
 
-    /// Records that went to a removed or replaced journal before tokentap noticed (at most one
+    /// Lines that went to a removed or replaced journal before tokentap noticed (at most one
     /// check interval's worth each time); they are in the ring and the feed, not on disk.
     pub fn journal_gap(&self) -> u64 {
-        self.journal_gap.load(Ordering::Relaxed)
+        self.records.gap() + self.turns.gap()
     }
 
     /// Why journal writes are failing now (`None` once one succeeds again).
     pub fn write_failing(&self) -> Option<String> {
-        self.write_failing.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.records.failing().or_else(|| self.turns.failing())
     }
 
     /// Journal writes that failed (the record stays in the ring and the feed).
     pub fn write_errors(&self) -> u64 {
-        self.write_errors.load(Ordering::Relaxed)
-    }
-
-    fn write_line(&self, json: &str) -> Result<(), StoreError> {
-        let result = self.try_write_line(json);
-        *self.write_failing.lock().unwrap_or_else(|e| e.into_inner()) = result.as_ref().err().map(|e| e.to_string());
-        result
-    }
-
-    fn try_write_line(&self, json: &str) -> Result<(), StoreError> {
-        let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
-        // A journal removed or replaced under tokentap (the data dir deleted, a log tool moving
-        // the file) would swallow every later record: notice it, recreate it, count it.
-        if journal.checked_at.elapsed() >= self.journal_check {
-            journal.checked_at = std::time::Instant::now();
-            if still_the_journal(&self.records_path(), &journal) {
-                journal.lines_since_check = 0;
-            } else {
-                self.journal_gap.fetch_add(journal.lines_since_check, Ordering::Relaxed);
-                std::fs::create_dir_all(&self.dir)
-                    .map_err(|source| StoreError::Open { path: self.dir.clone(), source })?;
-                *journal = open_journal(&self.records_path())?;
-                self.journal_recreated.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(path = %self.records_path().display(), "records.jsonl vanished or was replaced; recreated it");
-            }
-        }
-        let line_len = json.len() as u64 + 1;
-        if journal.size > 0 && journal.size + line_len > self.config.max_file_bytes {
-            self.rotate()?;
-            *journal = open_journal(&self.records_path())?;
-        }
-        let mut line = Vec::with_capacity(json.len() + 1);
-        line.extend_from_slice(json.as_bytes());
-        line.push(b'\n');
-        if let Err(source) = journal.file.write_all(&line) {
-            // A disk that filled up mid-line leaves half a line, which would corrupt the next
-            // record written once space frees: cut the file back to its last whole line.
-            let _ = journal.file.set_len(journal.size);
-            return Err(StoreError::Write { path: self.records_path(), source });
-        }
-        journal.size += line_len;
-        journal.lines_since_check += 1;
-        Ok(())
-    }
-
-    /// records.jsonl → records.1.jsonl → … → records.N.jsonl (the oldest is deleted).
-    fn rotate(&self) -> Result<(), StoreError> {
-        let name = |i: u32| self.dir.join(format!("records.{i}.jsonl"));
-        let _ = std::fs::remove_file(name(self.config.max_files));
-        for i in (1..self.config.max_files).rev() {
-            let _ = std::fs::rename(name(i), name(i + 1));
-        }
-        if self.config.max_files == 0 {
-            return std::fs::remove_file(self.records_path())
-                .map_err(|source| StoreError::Write { path: self.records_path(), source });
-        }
-        std::fs::rename(self.records_path(), name(1)).map_err(|source| StoreError::Write { path: name(1), source })
+        self.records.write_errors() + self.turns.write_errors()
     }
 
     /// Recent records matching `filter`, newest first.
@@ -354,39 +333,31 @@ impl RecordStore {
     pub fn update(&self, record: Record) -> Result<(), StoreError> {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
-        let write_result = self.write_line(&stored.json);
+        let write_result = self.records.rewrite(&stored.json);
         self.ring.write().unwrap_or_else(|e| e.into_inner()).replace(stored.clone(), &self.config);
-        if write_result.is_err() {
-            self.write_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        let _ = self.feed.send(stored);
+        let _ = self.feed.send(FeedItem::Record(stored));
         write_result
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredRecord>> {
+    pub fn subscribe(&self) -> broadcast::Receiver<FeedItem> {
         self.feed.subscribe()
     }
 }
 
-fn open_journal(path: &Path) -> Result<Journal, StoreError> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
-    let meta = file.metadata().map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
-    Ok(Journal {
-        file,
-        size: meta.len(),
-        identity: (meta.dev(), meta.ino()),
-        checked_at: std::time::Instant::now(),
-        lines_since_check: 0,
-    })
-}
-
-/// Whether `path` still names the open journal file (false when it was removed or replaced).
-fn still_the_journal(path: &Path, journal: &Journal) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == journal.identity)
+/// The turns written last to `turns.jsonl` (current file, then the newest rotated one), as many
+/// as the turn ring holds. Unreadable lines are skipped.
+fn rebuild_turn_ring(dir: &Path, config: &StoreConfig) -> TurnRing {
+    let mut ring = TurnRing::default();
+    for name in [format!("{TURNS_STEM}.1.jsonl"), TURNS_FILE.to_owned()] {
+        let Ok(file) = std::fs::File::open(dir.join(&name)) else { continue };
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
+            if let Ok(turn) = serde_json::from_str::<TurnRecord>(&line) {
+                ring.push(Arc::new(StoredTurn { turn, json: line }), config);
+            }
+        }
+    }
+    ring
 }
 
 #[cfg(test)]
@@ -417,7 +388,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(RECORDS_FILE);
         let mut store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
-        store.journal_check = std::time::Duration::ZERO;
+        store.records.check_every = std::time::Duration::ZERO;
         // /dev/full fails every write with ENOSPC, like a full disk.
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/dev/full", &path).unwrap();
@@ -475,7 +446,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let mut store = RecordStore::open(&data, config(1 << 20, 10)).unwrap();
-        store.journal_check = std::time::Duration::ZERO;
+        store.records.check_every = std::time::Duration::ZERO;
         store.append(record("a", "/", "ok", 1)).unwrap();
         std::fs::remove_dir_all(&data).unwrap();
         store.append(record("b", "/", "ok", 2)).unwrap();
@@ -497,12 +468,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let mut store = RecordStore::open(&data, config(1 << 20, 10)).unwrap();
-        store.journal_check = std::time::Duration::from_secs(3600);
+        store.records.check_every = std::time::Duration::from_secs(3600);
         store.append(record("a", "/", "ok", 1)).unwrap();
         std::fs::remove_dir_all(&data).unwrap();
         store.append(record("b", "/", "ok", 2)).unwrap();
         store.append(record("c", "/", "ok", 3)).unwrap();
-        store.journal_check = std::time::Duration::ZERO;
+        store.records.check_every = std::time::Duration::ZERO;
         store.append(record("d", "/", "ok", 4)).unwrap();
         assert_eq!(store.journal_recreated(), 1);
         // a (before the removal: removed with the file, as the operator asked), b and c.

@@ -1,0 +1,196 @@
+//! One append-only JSON-lines journal in the data directory (`records.jsonl`, `turns.jsonl`),
+//! rotated by size, recreated when it vanishes, with its write counters.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::StoreError;
+
+struct OpenFile {
+    file: File,
+    size: u64,
+    /// (device, inode) of the open file, to notice when the path no longer names it.
+    identity: (u64, u64),
+    checked_at: std::time::Instant,
+    /// Lines written since the path was last seen to name this file.
+    lines_since_check: u64,
+}
+
+/// How often a write checks that the journal's path still names the file tokentap has open (one
+/// `stat` on the worker thread, never on the forwarding path). Lines written to a removed file
+/// between two checks are counted in `gap`.
+const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+pub(crate) struct Journal {
+    dir: PathBuf,
+    /// `records` for `records.jsonl`; rotated files are `records.1.jsonl` … `records.N.jsonl`.
+    stem: &'static str,
+    max_file_bytes: u64,
+    max_files: u32,
+    open: Mutex<OpenFile>,
+    pub(super) written: AtomicU64,
+    pub(super) write_errors: AtomicU64,
+    recreated: AtomicU64,
+    gap: AtomicU64,
+    pub(super) check_every: std::time::Duration,
+    /// Why the last write failed, while it is the last one (disk full, read-only…).
+    failing: Mutex<Option<String>>,
+}
+
+impl Journal {
+    pub(crate) fn open(
+        dir: &Path,
+        stem: &'static str,
+        max_file_bytes: u64,
+        max_files: u32,
+    ) -> Result<Journal, StoreError> {
+        let path = dir.join(format!("{stem}.jsonl"));
+        // A device or a pipe in the journal's place would be read without end at start.
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+            let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+            return Err(StoreError::Open { path, source });
+        }
+        Ok(Journal {
+            open: Mutex::new(open_file(&path)?),
+            dir: dir.to_path_buf(),
+            stem,
+            max_file_bytes,
+            max_files,
+            written: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+            recreated: AtomicU64::new(0),
+            gap: AtomicU64::new(0),
+            check_every: CHECK_EVERY,
+            failing: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        self.dir.join(format!("{}.jsonl", self.stem))
+    }
+
+    /// Lines appended since start.
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    /// Writes that failed.
+    pub(crate) fn write_errors(&self) -> u64 {
+        self.write_errors.load(Ordering::Relaxed)
+    }
+
+    /// Times the file was found removed or replaced and was recreated.
+    pub(crate) fn recreated(&self) -> u64 {
+        self.recreated.load(Ordering::Relaxed)
+    }
+
+    /// Lines that went to a removed or replaced file before tokentap noticed.
+    pub(crate) fn gap(&self) -> u64 {
+        self.gap.load(Ordering::Relaxed)
+    }
+
+    /// Why writes are failing now (`None` once one succeeds again).
+    pub(crate) fn failing(&self) -> Option<String> {
+        self.failing.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Appends one line and counts it (written or failed).
+    pub(crate) fn append(&self, json: &str) -> Result<(), StoreError> {
+        let result = self.write_line(json);
+        match &result {
+            Ok(()) => self.written.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.write_errors.fetch_add(1, Ordering::Relaxed),
+        };
+        result
+    }
+
+    /// Appends one line without counting it as a new entry (a newer version of one); failures
+    /// are counted.
+    pub(crate) fn rewrite(&self, json: &str) -> Result<(), StoreError> {
+        let result = self.write_line(json);
+        if result.is_err() {
+            self.write_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn write_line(&self, json: &str) -> Result<(), StoreError> {
+        let result = self.try_write_line(json);
+        *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = result.as_ref().err().map(|e| e.to_string());
+        result
+    }
+
+    fn try_write_line(&self, json: &str) -> Result<(), StoreError> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        // A journal removed or replaced under tokentap (the data dir deleted, a log tool moving
+        // the file) would swallow every later line: notice it, recreate it, count it.
+        if open.checked_at.elapsed() >= self.check_every {
+            open.checked_at = std::time::Instant::now();
+            if still_the_file(&self.path(), &open) {
+                open.lines_since_check = 0;
+            } else {
+                self.gap.fetch_add(open.lines_since_check, Ordering::Relaxed);
+                std::fs::create_dir_all(&self.dir)
+                    .map_err(|source| StoreError::Open { path: self.dir.clone(), source })?;
+                *open = open_file(&self.path())?;
+                self.recreated.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = %self.path().display(), "journal vanished or was replaced; recreated it");
+            }
+        }
+        let line_len = json.len() as u64 + 1;
+        if open.size > 0 && open.size + line_len > self.max_file_bytes {
+            self.rotate()?;
+            *open = open_file(&self.path())?;
+        }
+        let mut line = Vec::with_capacity(json.len() + 1);
+        line.extend_from_slice(json.as_bytes());
+        line.push(b'\n');
+        if let Err(source) = open.file.write_all(&line) {
+            // A disk that filled up mid-line leaves half a line, which would corrupt the next
+            // line written once space frees: cut the file back to its last whole line.
+            let _ = open.file.set_len(open.size);
+            return Err(StoreError::Write { path: self.path(), source });
+        }
+        open.size += line_len;
+        open.lines_since_check += 1;
+        Ok(())
+    }
+
+    /// stem.jsonl → stem.1.jsonl → … → stem.N.jsonl (the oldest is deleted).
+    fn rotate(&self) -> Result<(), StoreError> {
+        let name = |i: u32| self.dir.join(format!("{}.{i}.jsonl", self.stem));
+        let _ = std::fs::remove_file(name(self.max_files));
+        for i in (1..self.max_files).rev() {
+            let _ = std::fs::rename(name(i), name(i + 1));
+        }
+        if self.max_files == 0 {
+            return std::fs::remove_file(self.path()).map_err(|source| StoreError::Write { path: self.path(), source });
+        }
+        std::fs::rename(self.path(), name(1)).map_err(|source| StoreError::Write { path: name(1), source })
+    }
+}
+
+fn open_file(path: &Path) -> Result<OpenFile, StoreError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+    let meta = file.metadata().map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+    Ok(OpenFile {
+        file,
+        size: meta.len(),
+        identity: (meta.dev(), meta.ino()),
+        checked_at: std::time::Instant::now(),
+        lines_since_check: 0,
+    })
+}
+
+/// Whether `path` still names the open file (false when it was removed or replaced).
+fn still_the_file(path: &Path, open: &OpenFile) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == open.identity)
+}
