@@ -55,6 +55,32 @@ impl RecordFeed {
             }
         }
     }
+
+    /// The next closed agent turn on the feed (`event: turn`, a turn record); records and other
+    /// events are skipped (panics after 60 s of silence).
+    pub fn next_turn(&mut self) -> serde_json::Value {
+        loop {
+            let body = &self.stream.response.body[self.consumed..];
+            if let Some(end) = body.windows(2).position(|w| w == b"\n\n") {
+                let block = String::from_utf8_lossy(&body[..end]).into_owned();
+                self.consumed += end + 2;
+                let mut is_turn = false;
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        is_turn = v == "turn";
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                if is_turn {
+                    return serde_json::from_str(&data).expect("turn JSON");
+                }
+                continue;
+            }
+            assert!(self.stream.read_some(), "live feed ended");
+        }
+    }
 }
 
 /// Default time budget for a whole scenario.

@@ -362,6 +362,8 @@ fn rebuild_turn_ring(dir: &Path, config: &StoreConfig) -> TurnRing {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     fn record(id: &str, route: &str, outcome: &str, t0: u64) -> Record {
@@ -581,6 +583,39 @@ mod tests {
         let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
         let mut feed = store.subscribe();
         store.append(record("a", "/", "ok", 1)).unwrap();
-        assert_eq!(feed.try_recv().unwrap().record.request_id, "a");
+        let FeedItem::Record(stored) = feed.try_recv().unwrap() else { panic!("a record event") };
+        assert_eq!(stored.record.request_id, "a");
+    }
+
+    fn turn(id: &str, conversation: &str) -> TurnRecord {
+        serde_json::from_value(serde_json::json!({
+            "record_version": 1, "turn_id": id, "conversation_id": conversation, "turn_index": 0,
+            "trace_id": "0af7651916cd43dd8448eb211c80319c", "started_at": "2027-01-15T08:00:00Z",
+            "t0_unix_ns": 1, "route": "/", "status": "complete", "totals": {"e2e_ms": 1.0, "model_ms": 1.0,
+            "tool_ms": 0.0, "client_ms": 0.0, "steps": 1, "tool_calls": 0, "unanswered_tool_calls": 0},
+            "steps": [], "tool_runs": [], "critical_path": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn turns_are_journaled_served_and_restored_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        let mut feed = store.subscribe();
+        for (id, conversation) in [("t1", "c1"), ("t2", "c2"), ("t3", "c1")] {
+            store.append_turn(turn(id, conversation)).unwrap();
+        }
+        assert!(matches!(feed.try_recv().unwrap(), FeedItem::Turn(t) if t.turn.turn_id == "t1"));
+        let lines = std::fs::read_to_string(dir.path().join(TURNS_FILE)).unwrap();
+        assert_eq!(lines.lines().count(), 3);
+        let ids = |turns: Vec<Arc<StoredTurn>>| turns.iter().map(|t| t.turn.turn_id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(store.recent_turns(None, 10)), ["t3", "t2", "t1"]);
+        assert_eq!(ids(store.recent_turns(Some("c1"), 10)), ["t3", "t1"]);
+        drop(store);
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        assert_eq!(ids(store.recent_turns(None, 2)), ["t3", "t2"]);
+        assert!(store.get_turn("t1").is_some());
+        assert_eq!(store.written(), 0, "turns are not counted as records");
     }
 }

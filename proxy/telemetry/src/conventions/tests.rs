@@ -432,3 +432,81 @@ fn the_rebuffering_verdict_is_a_span_attribute_and_a_metric() {
     assert!(verdicts[0].labels.iter().any(|(k, v)| *k == attr::REBUFFER_SCOPE && v == "proxy"));
     assert_eq!(rebuffer_observation(&r, "browser").unwrap().labels.last().unwrap().1, "browser");
 }
+
+const TURN_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const AGENT: &str = "a3ce929d0e0e4736";
+
+fn agent_turn() -> tokentap_record::turn::TurnRecord {
+    serde_json::from_value(serde_json::json!({
+        "record_version": 1, "turn_id": "turn-1", "conversation_id": "conv-1", "turn_index": 0,
+        "trace_id": TURN_TRACE, "agent_span_id": AGENT, "parent_span_id": PARENT,
+        "started_at": "2023-11-14T22:13:20Z", "t0_unix_ns": T0, "route": "/", "status": "complete",
+        "totals": {"e2e_ms": 2500.0, "model_ms": 1900.0, "tool_ms": 600.0, "client_ms": 0.0, "steps": 2,
+                   "tool_calls": 2, "unanswered_tool_calls": 0, "input_tokens": 30, "output_tokens": 20},
+        "steps": [
+            {"step": 1, "request_id": "r1", "span_id": SPAN, "link": "first", "start_ms": 0.0, "end_ms": 1000.0, "outcome": "ok", "tool_calls": 2},
+            {"step": 2, "request_id": "r2", "span_id": "b7ad6b7169203332", "link": "tool_result", "start_ms": 1600.0, "end_ms": 2500.0, "outcome": "ok", "tool_calls": 0}
+        ],
+        "tool_runs": [
+            {"call_id": "call_a", "name": "get_weather", "step": 1, "ready_ms": 800.0, "result_step": 2, "result_ms": 1600.0, "duration_ms": 800.0},
+            {"call_id": "call_b", "name": "get_time", "step": 1, "ready_ms": 900.0, "result_step": 2, "result_ms": 1600.0, "duration_ms": 700.0},
+            {"call_id": "call_c", "name": "never", "step": 2, "ready_ms": 2400.0}
+        ],
+        "critical_path": []
+    }))
+    .unwrap()
+}
+
+#[test]
+fn an_agent_turn_is_an_invoke_agent_span_with_a_tool_span_per_answered_call() {
+    let turn = agent_turn();
+    let spans = turn_spans(&turn);
+    assert_eq!(spans.len(), 3, "the unanswered call gets no span");
+    let agent = &spans[0];
+    assert_eq!((agent.name.as_str(), agent.kind), ("invoke_agent", SpanKind::Internal));
+    assert_eq!(agent.trace_id, hex_bytes::<16>(TURN_TRACE).unwrap());
+    assert_eq!(agent.span_id, hex_bytes::<8>(AGENT).unwrap());
+    assert_eq!(agent.parent_span_id, hex_bytes::<8>(PARENT));
+    assert_eq!(agent.end_unix_ns - agent.start_unix_ns, 2_500_000_000);
+    assert_eq!(agent.attribute(attr::CONVERSATION_ID).and_then(AttrValue::as_str), Some("conv-1"));
+    assert_eq!(agent.attribute(attr::OPERATION_NAME).and_then(AttrValue::as_str), Some("invoke_agent"));
+    let tool = &spans[1];
+    assert_eq!(tool.name, "execute_tool get_weather");
+    assert_eq!(tool.parent_span_id, Some(agent.span_id));
+    assert_eq!(tool.trace_id, agent.trace_id);
+    assert_eq!(tool.attribute(attr::TOOL_CALL_ID).and_then(AttrValue::as_str), Some("call_a"));
+    assert_eq!(tool.attribute(attr::TOOL_TYPE).and_then(AttrValue::as_str), Some("function"));
+    assert_eq!((tool.start_unix_ns - T0, tool.end_unix_ns - T0), (800_000_000, 1_600_000_000));
+    assert_ne!(spans[1].span_id, spans[2].span_id);
+
+    let observations = turn_observations(&turn);
+    let of = |id: MetricId| observations.iter().filter(|o| o.metric == id).map(|o| o.value).collect::<Vec<_>>();
+    assert_eq!(of(MetricId::InvokeAgentDuration), [2.5]);
+    assert_eq!(of(MetricId::ExecuteToolDuration), [0.8, 0.7]);
+    assert_eq!(of(MetricId::TurnSteps), [2.0]);
+
+    let mut plain = agent_turn();
+    plain.agent_span_id = None;
+    assert!(turn_spans(&plain).is_empty(), "a turn without tool calls exports no agent span");
+    assert!(turn_observations(&plain).iter().all(|o| o.metric != MetricId::InvokeAgentDuration));
+}
+
+#[test]
+fn a_step_is_exported_in_its_turns_trace_under_the_agent_span() {
+    let mut record: Record = serde_json::from_value(record_json()).unwrap();
+    record.turn = Some(tokentap_record::turn::TurnRef {
+        turn_id: "turn-1".into(),
+        conversation_id: "conv-1".into(),
+        step: 2,
+        link: tokentap_record::turn::TurnLink::ToolResult,
+        trace_id: TURN_TRACE.into(),
+        agent_span_id: Some(AGENT.into()),
+    });
+    let spans = request_spans(&record, &SpanOptions::default());
+    assert!(spans.iter().all(|s| s.trace_id == hex_bytes::<16>(TURN_TRACE).unwrap()));
+    assert_eq!(spans[0].parent_span_id, hex_bytes::<8>(AGENT));
+    assert_eq!(spans[0].attribute(attr::TURN_STEP), Some(&AttrValue::Int(2)));
+    // Without an agent span, in another trace: the client's parent does not belong there.
+    record.turn.as_mut().unwrap().agent_span_id = None;
+    assert_eq!(request_spans(&record, &SpanOptions::default())[0].parent_span_id, None);
+}
