@@ -17,15 +17,7 @@ use crate::store::StoredRecord;
 pub(super) async fn list(State(state): State<Arc<AdminState>>, Params(query): Params<RequestsQuery>) -> Response {
     let limit = query.limit();
     let records = state.store.recent(&query.filter(), limit);
-    let mut body = String::from("{\"records\":[");
-    for (i, stored) in records.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push_str(&stored.json);
-    }
-    body.push_str("]}");
-    json(StatusCode::OK, body)
+    json(StatusCode::OK, json_list("records", records.iter().map(|s| s.json.as_str())))
 }
 
 /// `GET /_tokentap/api/requests/{request_id}`: the record as stored.
@@ -56,15 +48,7 @@ fn find(state: &AdminState, id: Result<Path<String>, PathRejection>) -> Result<A
 /// `GET /_tokentap/api/turns`: `{"turns":[…]}`, newest first, each as stored in `turns.jsonl`.
 pub(super) async fn turns(State(state): State<Arc<AdminState>>, Params(query): Params<TurnsQuery>) -> Response {
     let turns = state.store.recent_turns(query.conversation_id.as_deref(), query.limit());
-    let mut body = String::from("{\"turns\":[");
-    for (i, stored) in turns.iter().enumerate() {
-        if i > 0 {
-            body.push(',');
-        }
-        body.push_str(&stored.json);
-    }
-    body.push_str("]}");
-    json(StatusCode::OK, body)
+    json(StatusCode::OK, json_list("turns", turns.iter().map(|t| t.json.as_str())))
 }
 
 /// `GET /_tokentap/api/turns/{turn_id}`: the turn as stored.
@@ -75,4 +59,17 @@ pub(super) async fn turn(
     let Ok(Path(id)) = id else { return Err(AdminError::NoTurn) };
     let stored = state.store.get_turn(&id).ok_or(AdminError::NoTurn)?;
     Ok(json(StatusCode::OK, stored.json.clone()))
+}
+
+/// `{"<key>":[…]}` from JSON lines stored as they are.
+fn json_list<'a>(key: &str, lines: impl Iterator<Item = &'a str>) -> String {
+    let mut body = format!("{{\"{key}\":[");
+    for (i, line) in lines.enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(line);
+    }
+    body.push_str("]}");
+    body
 }
