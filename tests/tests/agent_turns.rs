@@ -156,8 +156,8 @@ fn check_tool_runs(turn: &Value, calls: &[Value]) {
         let maker = &steps[call["step"].as_u64().unwrap() as usize - 1];
         let carrier = &steps[result_step as usize - 1];
         assert!(
-            ready >= f64_of(&maker["start_ms"], "start_ms")
-                && ready <= f64_of(&maker["end_ms"], "end_ms") + ROUNDING_MS,
+            (f64_of(&maker["start_ms"], "start_ms")..=f64_of(&maker["end_ms"], "end_ms") + ROUNDING_MS)
+                .contains(&ready),
             "{id} ready outside the step that made it: {run} {maker}"
         );
         assert!(
@@ -275,7 +275,7 @@ fn openai_sdk_tool_loop_is_one_turn_with_measured_tool_runs_and_one_trace() {
     let journal = std::fs::read_to_string(tokentap.data_dir.path().join("turns.jsonl")).expect("turns.jsonl");
     let lines: Vec<Value> =
         journal.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines, [turn.clone()], "turns.jsonl holds the turn once");
+    assert_eq!(lines, std::slice::from_ref(&turn), "turns.jsonl holds the turn once");
 
     // OTLP: one trace for the whole turn, although the client sent no traceparent.
     let trace = str_of(&turn["trace_id"], "trace_id").to_string();
@@ -449,7 +449,7 @@ fn an_explicit_turn_header_joins_steps_on_two_instances_into_one_trace() {
     );
     let request_ids = strings(out["clients"][0]["turns"][0]["request_ids"].as_array().unwrap());
     assert_eq!(request_ids.len(), 4, "{out}");
-    let served_by = |i: usize| if i % 2 == 0 { &a } else { &b };
+    let served_by = |i: usize| if i.is_multiple_of(2) { &a } else { &b };
 
     // Each instance records its steps under the header's turn, in one trace.
     let mut traces = BTreeSet::new();
@@ -509,10 +509,13 @@ fn concurrent_tool_loops_are_separate_turns() {
         let script_turn = &client["turns"][0];
         let ids = strings(script_turn["request_ids"].as_array().unwrap());
         assert_eq!(ids.len(), 2, "client {i}: {script_turn}");
-        let turn = turns
-            .iter()
-            .find(|t| step_request_ids(t) == ids)
-            .unwrap_or_else(|| panic!("no turn has exactly client {i}'s steps {ids:?}: {turns:?}"));
+        let turn = turns.iter().find(|t| step_request_ids(t) == ids).unwrap_or_else(|| {
+            panic!(
+                "no turn has exactly client {i}'s steps {ids:?}.\nTheir records: {}\nThe turns: {}",
+                step_records_summary(&tokentap, &ids),
+                turns_summary(&turns)
+            )
+        });
         check_turn_shape(turn);
         assert_eq!(turn["status"], "complete", "{turn}");
         assert_eq!(turn["steps"][1]["link"], "tool_result", "{turn}");
@@ -521,4 +524,48 @@ fn concurrent_tool_loops_are_separate_turns() {
         assert_eq!(tool_runs(turn).keys().cloned().collect::<BTreeSet<_>>(), expected, "client {i}'s calls: {turn}");
         check_request_records(&tokentap, turn);
     }
+}
+
+/// What a failure needs to see of some requests' records: outcome, whether the analysis was shed,
+/// the tool calls the analysis found, and the record's turn reference.
+fn step_records_summary(tokentap: &Tokentap, ids: &[String]) -> String {
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let (status, r) = tokentap.admin_get(&format!("/_tokentap/api/requests/{id}"));
+            let calls: Vec<&Value> = r["analysis"]["tool_calls"]
+                .as_array()
+                .map(|c| c.iter().map(|c| &c["id"]).collect())
+                .unwrap_or_default();
+            format!(
+                "{id}: HTTP {status}, outcome {}, analysis_shed {}, last_input {}, tool calls {calls:?}, turn {}",
+                r["outcome"], r["analysis_shed"], r["request"]["last_input"], r["turn"]
+            )
+        })
+        .collect();
+    lines.join("\n")
+}
+
+/// One line per turn: id, conversation, steps (request id and link) and tool-run call ids.
+fn turns_summary(turns: &[Value]) -> String {
+    let lines: Vec<String> = turns
+        .iter()
+        .map(|t| {
+            let steps: Vec<String> = t["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| format!("{}({})", s["request_id"].as_str().unwrap_or("?"), s["link"].as_str().unwrap_or("?")))
+                .collect();
+            format!(
+                "turn {} conversation {} status {} steps [{}] calls {:?}",
+                t["turn_id"],
+                t["conversation_id"],
+                t["status"],
+                steps.join(", "),
+                tool_runs(t).keys().collect::<Vec<_>>()
+            )
+        })
+        .collect();
+    lines.join("\n")
 }

@@ -162,9 +162,11 @@ impl FinalizeQueue {
             completed.data.chunks.body.shed();
             completed.data.request_body.shed();
         }
-        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_ok() {
-            self.stats.queued.fetch_add(1, Ordering::Relaxed);
-        } else {
+        // Counted as queued before it is sent: the worker counts it out as soon as it receives
+        // it, and must never see the count below zero (it would read as a huge backlog and shed).
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -185,23 +187,29 @@ impl FinalizeQueue {
     /// Asks the worker to close every open turn and waits for it, at most `timeout` (shutdown).
     pub fn close_turns(&self, timeout: Duration) {
         let (done_tx, done_rx) = sync_channel(1);
-        if self.tx.try_send(WorkItem::CloseTurns(done_tx)).is_ok() {
-            self.stats.queued.fetch_add(1, Ordering::Relaxed);
-            if done_rx.recv_timeout(timeout).is_err() {
-                tracing::warn!(?timeout, "open turns not closed in time");
-            }
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.try_send(WorkItem::CloseTurns(done_tx)).is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+            tracing::warn!("record queue full at shutdown: open turns are not written");
+            return;
+        }
+        if done_rx.recv_timeout(timeout).is_err() {
+            tracing::warn!(?timeout, "open turns not closed in time");
         }
     }
 
     /// Hands a validated probe report to the worker without waiting; false when the queue is full.
     pub fn submit_report(&self, report: ProbeReport) -> bool {
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
         match self.tx.try_send(WorkItem::BrowserReport(Box::new(report))) {
             Ok(()) => {
-                self.stats.queued.fetch_add(1, Ordering::Relaxed);
                 self.stats.browser_reports.fetch_add(1, Ordering::Relaxed);
                 true
             }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+                false
+            }
         }
     }
 }
@@ -236,19 +244,21 @@ fn run_worker(
     observer: Option<RecordObserver>,
     telemetry: &Telemetry,
 ) {
-    let mut pending: VecDeque<(Instant, ProbeReport)> = VecDeque::new();
     let panic_path = std::env::var(TEST_PANIC_PATH_VAR).ok();
     let delay = std::env::var(TEST_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
     set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
-    let mut turns = config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config()));
+    let mut state = WorkerState {
+        pending: VecDeque::new(),
+        turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
+    };
     let mut ticked = Instant::now();
     loop {
         let mut item = match rx.recv_timeout(TURN_TICK) {
             Ok(item) => item,
             Err(RecvTimeoutError::Timeout) => {
-                tick_turns(turns.as_mut(), store, stats, telemetry);
+                tick_turns(state.turns.as_mut(), store, stats, telemetry);
                 ticked = Instant::now();
                 continue;
             }
@@ -277,7 +287,7 @@ fn run_worker(
                     panic!("{TEST_PANIC_PATH_VAR}: injected panic");
                 }
             }
-            handle_item(item, config, store, stats, observer.as_ref(), telemetry, &mut pending, turns.as_mut())
+            handle_item(item, config, store, stats, observer.as_ref(), telemetry, &mut state)
         }));
         if let Err(payload) = handled {
             stats.worker_panics.fetch_add(1, Ordering::Relaxed);
@@ -288,15 +298,23 @@ fn run_worker(
                 .unwrap_or_default();
             tracing::error!(item = %what, panic = %message, "the record pipeline panicked; the item is dropped");
         }
+        let pending = &mut state.pending;
         while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
             pending.pop_front();
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
         if ticked.elapsed() >= TURN_TICK {
-            tick_turns(turns.as_mut(), store, stats, telemetry);
+            tick_turns(state.turns.as_mut(), store, stats, telemetry);
             ticked = Instant::now();
         }
     }
+}
+
+/// What the worker keeps between items.
+struct WorkerState {
+    /// Reports whose record is not (yet) in the store.
+    pending: VecDeque<(Instant, ProbeReport)>,
+    turns: Option<TurnTracker>,
 }
 
 /// How often idle turns are looked for.
@@ -363,9 +381,10 @@ fn handle_item(
     stats: &PipelineStats,
     observer: Option<&RecordObserver>,
     telemetry: &Telemetry,
-    pending: &mut VecDeque<(Instant, ProbeReport)>,
-    turns: Option<&mut TurnTracker>,
+    state: &mut WorkerState,
 ) {
+    let WorkerState { pending, turns } = state;
+    let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
             if let Some(tracker) = turns {
