@@ -28,13 +28,14 @@ enum Command {
     CheckConfig(ServeArgs),
     /// Percentile tables, stall rate and goodput over recorded requests (markdown, JSON or HTML).
     Report(ReportArgs),
-    /// Where one request's answer text waited: the re-buffering verdict and a timeline per hop.
+    /// Where one request's answer text waited (the re-buffering verdict and a timeline per hop), or
+    /// where one turn's time went (its steps, tool runs and critical path).
     Explain(ExplainArgs),
 }
 
 #[derive(Args, Debug, Clone)]
 struct ExplainArgs {
-    /// The request id (the `x-tokentap-request-id` response header).
+    /// The request id (the `x-tokentap-request-id` response header), or a turn id.
     request_id: String,
     /// Ask a running tokentap's admin API, e.g. http://127.0.0.1:8788.
     #[arg(long, conflicts_with = "data_dir")]
@@ -225,7 +226,15 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         keep_samples: args.html.is_some(),
         source,
     };
-    let built = report::build_report(&loaded.records, &options);
+    let mut built = report::build_report(&loaded.records, &options);
+    if args.records.is_empty() {
+        let dir = args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| PathBuf::from("tokentap-data"));
+        let turns = report::turns::load_turns(&dir)?;
+        if !turns.turns.is_empty() {
+            built.turns =
+                Some(report::turns::summarize_turns(&turns.turns, options.since_unix_ns, options.until_unix_ns));
+        }
+    }
     if let Some(path) = &args.html {
         std::fs::write(path, report::html::render(&built))
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -239,6 +248,14 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
 }
 
 fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    if let Some(turn) = find_turn(args)? {
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&turn)?);
+        } else {
+            print!("{}", tokentap_report::turns::explain_turn(&turn));
+        }
+        return Ok(());
+    }
     let record = match &args.admin {
         Some(admin) => admin_record(admin, &args.request_id)?,
         None => {
@@ -263,28 +280,53 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The turn `explain` was given, when its id names a turn rather than a request (turn ids are
+/// 32 hex digits or an app's `x-tokentap-turn` value; request ids are 24 hex digits).
+fn find_turn(args: &ExplainArgs) -> anyhow::Result<Option<tokentap_record::turn::TurnRecord>> {
+    let id = &args.request_id;
+    if id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    match &args.admin {
+        Some(admin) => match admin_get(admin, &format!("/_tokentap/api/turns/{id}")) {
+            Ok(body) => {
+                Ok(Some(serde_json::from_slice(&body).context("the admin API's turn is not a turn of this version")?))
+            }
+            Err(_) => Ok(None),
+        },
+        None => {
+            let dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from("tokentap-data"));
+            Ok(tokentap_report::turns::load_turns(&dir)?.turns.into_iter().rev().find(|t| t.turn_id == *id))
+        }
+    }
+}
+
 /// GET `/_tokentap/api/requests/{id}` from a plain-HTTP admin API (no client library needed).
 fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap_record::Record> {
+    anyhow::ensure!(
+        request_id.bytes().all(|b| b.is_ascii_alphanumeric()),
+        "a request id is hex digits, got {request_id:?}"
+    );
+    let body = admin_get(admin, &format!("/_tokentap/api/requests/{request_id}"))?;
+    serde_json::from_slice(&body).context("the admin API's record is not a record of this version")
+}
+
+/// GET `path` from a plain-HTTP admin API; the body of a 200 answer.
+fn admin_get(admin: &str, path: &str) -> anyhow::Result<Vec<u8>> {
     use std::io::{Read, Write};
     let authority = admin.trim_start_matches("http://").trim_end_matches('/');
     anyhow::ensure!(
         !authority.contains('/') && !admin.starts_with("https://"),
         "--admin takes http://HOST:PORT, got {admin}"
     );
-    anyhow::ensure!(
-        request_id.bytes().all(|b| b.is_ascii_alphanumeric()),
-        "a request id is hex digits, got {request_id:?}"
-    );
+    anyhow::ensure!(path.bytes().all(|b| b.is_ascii_graphic()), "an id is printable ASCII, got {path:?}");
     let mut stream =
         std::net::TcpStream::connect(authority).with_context(|| format!("cannot connect to {authority}"))?;
     stream.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
     // The admin token, when the admin API requires one.
     let auth =
         std::env::var("TOKENTAP_ADMIN_TOKEN").map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(
-        stream,
-        "GET /_tokentap/api/requests/{request_id} HTTP/1.1\r\nHost: {authority}\r\n{auth}Connection: close\r\n\r\n"
-    )?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {authority}\r\n{auth}Connection: close\r\n\r\n")?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response)?;
     let split = response.windows(4).position(|w| w == b"\r\n\r\n").context("malformed answer from the admin API")?;
@@ -296,7 +338,7 @@ fn admin_record(admin: &str, request_id: &str) -> anyhow::Result<tokentap_record
         !head.to_ascii_lowercase().contains("transfer-encoding: chunked"),
         "unexpected chunked answer from the admin API"
     );
-    serde_json::from_slice(body).context("the admin API's record is not a record of this version")
+    Ok(body.to_vec())
 }
 
 fn main() -> anyhow::Result<()> {

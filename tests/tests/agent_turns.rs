@@ -419,6 +419,26 @@ fn two_user_messages_are_two_turns_of_one_conversation() {
     assert_eq!(status, 200);
     assert_eq!(list["turns"].as_array().map(Vec::len), Some(1), "limit is honoured: {list}");
     assert_eq!(list["turns"][0]["turn_id"], second["turn_id"], "newest first: {list}");
+
+    // `tokentap report` has turn percentiles, `tokentap explain` takes a turn id.
+    let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
+    let (status, report, err) = tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir, "--json"]);
+    assert!(status.success(), "{err}");
+    let report: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["turns"]["turns"], 2, "{}", report["turns"]);
+    assert_eq!(report["turns"]["agent_turns"], 2);
+    assert_eq!(report["turns"]["steps"]["p50"], 2.0, "{}", report["turns"]);
+    let (status, markdown, err) = tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir]);
+    assert!(status.success() && markdown.contains("## Turns") && markdown.contains("| tool share |"), "{err}{markdown}");
+    let turn_id = second["turn_id"].as_str().unwrap();
+    let (status, text, err) = tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--data-dir", &data_dir]);
+    assert!(status.success(), "{err}");
+    assert!(text.starts_with(&format!("turn {turn_id} (complete)")), "{text}");
+    assert!(text.contains("critical path:") && text.contains("get_weather"), "{text}");
+    let (status, via_admin, err) =
+        tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--admin", &format!("http://{}", tokentap.admin)]);
+    assert!(status.success(), "{err}");
+    assert_eq!(via_admin, text, "the admin API and the store explain the same turn");
 }
 
 #[test]

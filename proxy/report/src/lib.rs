@@ -11,6 +11,7 @@
 //! - [`row`]: the compact list row the dashboard shows per request.
 //! - [`explain`]: the text `tokentap explain` prints for one record.
 //! - [`one_line`]: the one-line summary `tokentap demo` prints per record.
+//! - [`turns`]: turn percentiles over `turns.jsonl` and the text `tokentap explain` prints for a turn.
 
 pub mod explain;
 pub mod html;
@@ -19,9 +20,10 @@ pub mod markdown;
 pub mod one_line;
 pub mod row;
 pub mod summary;
+pub mod turns;
 
 pub use explain::explain;
-pub use load::{load_data_dir, load_files, records_files, LoadedRecords};
+pub use load::{journal_files, load_data_dir, load_files, records_files, LoadedRecords};
 pub use row::ListRow;
 pub use summary::{build_report, GroupKey, GroupSummary, Report, ReportOptions, REPORT_METRICS};
 pub use tokentap_record::goodput::{verdict, Verdict};

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use tokentap_record::{Record, RECORDS_FILE};
+use tokentap_record::Record;
 
 /// Records read from files: the last version of each request, oldest first by t0.
 #[derive(Debug, Default)]
@@ -19,19 +19,25 @@ pub struct LoadedRecords {
 
 /// The store's files in `data_dir`, oldest first: `records.N.jsonl` … `records.1.jsonl`, `records.jsonl`.
 pub fn records_files(data_dir: &Path) -> Vec<PathBuf> {
+    journal_files(data_dir, "records")
+}
+
+/// A journal's files in `data_dir`, oldest first: `{stem}.N.jsonl` … `{stem}.1.jsonl`, `{stem}.jsonl`.
+pub fn journal_files(data_dir: &Path, stem: &str) -> Vec<PathBuf> {
+    let prefix = format!("{stem}.");
     let mut rotated: Vec<(u32, PathBuf)> = std::fs::read_dir(data_dir)
         .into_iter()
         .flatten()
         .filter_map(Result::ok)
         .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let n = name.strip_prefix("records.")?.strip_suffix(".jsonl")?.parse::<u32>().ok()?;
+            let n = name.strip_prefix(prefix.as_str())?.strip_suffix(".jsonl")?.parse::<u32>().ok()?;
             Some((n, entry.path()))
         })
         .collect();
     rotated.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut files: Vec<PathBuf> = rotated.into_iter().map(|(_, p)| p).collect();
-    let current = data_dir.join(RECORDS_FILE);
+    let current = data_dir.join(format!("{stem}.jsonl"));
     if current.exists() {
         files.push(current);
     }

@@ -59,7 +59,7 @@ pub fn slo_text(slo: &SloConfig) -> String {
     }
 }
 
-fn distribution_cells(d: Option<&Distribution>) -> String {
+pub(crate) fn distribution_cells(d: Option<&Distribution>) -> String {
     match d {
         Some(d) => format!(
             "{} | {} | {} | {} | {} | {}",
@@ -188,6 +188,9 @@ pub fn render(report: &Report) -> String {
         ("concurrency at t0", &c.concurrency_at_t0),
     ] {
         let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
+    }
+    if let Some(turns) = &report.turns {
+        out.push_str(&crate::turns::render_markdown(turns));
     }
     out
 }

@@ -215,6 +215,9 @@ pub struct Report {
     pub overall: GroupSummary,
     pub groups: Vec<GroupSummary>,
     pub conditions: ConditionsSummary,
+    /// Turn percentiles, when the store has turns (`turns.jsonl`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<crate::turns::TurnSummary>,
 }
 
 fn rfc3339(unix_ns: u64) -> String {
@@ -274,6 +277,7 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         overall: summarize(Vec::new(), &used, options),
         groups,
         conditions: conditions_summary(&used),
+        turns: None,
     }
 }
 

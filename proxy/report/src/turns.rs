@@ -1,0 +1,280 @@
+//! Turn-level aggregates over `turns.jsonl`: how long users waited per turn and where that time
+//! went (model, tools, the client), steps and tool calls per turn; and the text `tokentap explain`
+//! prints for one turn.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tokentap_analysis::Distribution;
+use tokentap_record::turn::{SegmentKind, TurnRecord};
+
+use crate::markdown::number;
+
+/// Turns read from files given oldest first; for a turn id seen twice the last line wins.
+#[derive(Debug, Default)]
+pub struct LoadedTurns {
+    pub turns: Vec<TurnRecord>,
+    pub skipped_lines: u64,
+    pub files: Vec<PathBuf>,
+}
+
+/// Reads `turns.jsonl` and its rotated files in `data_dir` (none: no turns).
+pub fn load_turns(data_dir: &Path) -> std::io::Result<LoadedTurns> {
+    let files = crate::load::journal_files(data_dir, "turns");
+    let mut out = LoadedTurns { files: files.clone(), ..LoadedTurns::default() };
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for path in &files {
+        let file = std::fs::File::open(path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
+        for line in std::io::BufReader::new(file).lines() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<TurnRecord>(&line) {
+                Ok(turn) => match index.get(&turn.turn_id) {
+                    Some(&i) => out.turns[i] = turn,
+                    None => {
+                        index.insert(turn.turn_id.clone(), out.turns.len());
+                        out.turns.push(turn);
+                    }
+                },
+                Err(_) => out.skipped_lines += 1,
+            }
+        }
+    }
+    out.turns.sort_by(|a, b| a.t0_unix_ns.cmp(&b.t0_unix_ns).then_with(|| a.turn_id.cmp(&b.turn_id)));
+    Ok(out)
+}
+
+/// Turn percentiles (docs/metrics.md, "Turns").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TurnSummary {
+    /// Turns in the window.
+    pub turns: u64,
+    /// … of which made tool calls (agent turns).
+    pub agent_turns: u64,
+    /// Turns by how they ended.
+    pub by_status: BTreeMap<String, u64>,
+    /// Over complete turns: end to end, ms.
+    pub e2e_ms: Option<Distribution>,
+    /// Over complete agent turns: the share of e2e spent in model calls, tool runs and the client
+    /// (0–1, each turn's own share).
+    pub model_share: Option<Distribution>,
+    pub tool_share: Option<Distribution>,
+    pub client_share: Option<Distribution>,
+    /// Over complete turns.
+    pub steps: Option<Distribution>,
+    pub tool_calls: Option<Distribution>,
+    /// Over answered tool calls of every turn: ready → the request with the result, ms.
+    pub tool_run_ms: Option<Distribution>,
+}
+
+/// Aggregates the turns that started in `[since, until)`.
+pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_unix_ns: Option<u64>) -> TurnSummary {
+    let in_window: Vec<&TurnRecord> = turns
+        .iter()
+        .filter(|t| since_unix_ns.is_none_or(|s| t.t0_unix_ns >= s) && until_unix_ns.is_none_or(|u| t.t0_unix_ns < u))
+        .collect();
+    let mut by_status = BTreeMap::new();
+    for t in &in_window {
+        *by_status.entry(t.status.as_str().to_owned()).or_insert(0) += 1;
+    }
+    let complete: Vec<&TurnRecord> =
+        in_window.iter().copied().filter(|t| t.status == tokentap_record::turn::TurnStatus::Complete).collect();
+    let agent: Vec<&TurnRecord> =
+        complete.iter().copied().filter(|t| t.totals.tool_calls > 0 && t.totals.e2e_ms > 0.0).collect();
+    let collect = |turns: &[&TurnRecord], f: &dyn Fn(&TurnRecord) -> f64| -> Option<Distribution> {
+        Distribution::from_samples(&turns.iter().map(|t| f(t)).collect::<Vec<_>>())
+    };
+    let runs: Vec<f64> =
+        in_window.iter().flat_map(|t| t.tool_runs.iter().filter_map(|r| r.duration_ms)).collect::<Vec<_>>();
+    TurnSummary {
+        turns: in_window.len() as u64,
+        agent_turns: in_window.iter().filter(|t| t.totals.tool_calls > 0).count() as u64,
+        by_status,
+        e2e_ms: collect(&complete, &|t| t.totals.e2e_ms),
+        model_share: collect(&agent, &|t| t.totals.model_ms / t.totals.e2e_ms),
+        tool_share: collect(&agent, &|t| t.totals.tool_ms / t.totals.e2e_ms),
+        client_share: collect(&agent, &|t| t.totals.client_ms / t.totals.e2e_ms),
+        steps: collect(&complete, &|t| f64::from(t.totals.steps)),
+        tool_calls: collect(&complete, &|t| f64::from(t.totals.tool_calls)),
+        tool_run_ms: Distribution::from_samples(&runs),
+    }
+}
+
+/// The report's "Turns" section (markdown).
+pub fn render_markdown(summary: &TurnSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let statuses: Vec<String> = summary.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let _ = writeln!(w, "\n## Turns\n");
+    let _ = writeln!(
+        w,
+        "- turns: {} ({} with tool calls): {}",
+        summary.turns,
+        summary.agent_turns,
+        if statuses.is_empty() { "none".to_owned() } else { statuses.join(", ") }
+    );
+    let _ = writeln!(
+        w,
+        "- e2e, steps and tool calls over complete turns; shares over complete turns with tool calls; tool runs include the client's own work and network\n"
+    );
+    let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    let rows: [(&str, &Option<Distribution>); 7] = [
+        ("turn e2e (ms)", &summary.e2e_ms),
+        ("model share", &summary.model_share),
+        ("tool share", &summary.tool_share),
+        ("client share", &summary.client_share),
+        ("steps per turn", &summary.steps),
+        ("tool calls per turn", &summary.tool_calls),
+        ("tool run (ms)", &summary.tool_run_ms),
+    ];
+    for (name, d) in rows {
+        let cells = crate::markdown::distribution_cells(d.as_ref());
+        let _ = writeln!(w, "| {name} | {cells} |");
+    }
+    out
+}
+
+/// A value for the terminal: control characters (an app's header value could hold some) shown as
+/// `?`.
+fn plain(value: &str) -> String {
+    value.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// What `tokentap explain <turn id>` prints: the totals, the steps and tool runs in time order, and
+/// the critical path.
+pub fn explain_turn(turn: &TurnRecord) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let t = &turn.totals;
+    let _ = writeln!(
+        w,
+        "turn {} ({}), conversation {}",
+        plain(&turn.turn_id),
+        turn.status.as_str(),
+        plain(&turn.conversation_id)
+    );
+    let _ = writeln!(w, "started {} on route {}; trace {}", turn.started_at, plain(&turn.route), turn.trace_id);
+    let share = |ms: f64| if t.e2e_ms > 0.0 { format!(" ({:.0}%)", 100.0 * ms / t.e2e_ms) } else { String::new() };
+    let _ = writeln!(
+        w,
+        "\nend to end {} ms: model {} ms{}, tools {} ms{}, client {} ms{}",
+        number(t.e2e_ms),
+        number(t.model_ms),
+        share(t.model_ms),
+        number(t.tool_ms),
+        share(t.tool_ms),
+        number(t.client_ms),
+        share(t.client_ms)
+    );
+    let _ = writeln!(w, "{} steps, {} tool calls ({} unanswered)", t.steps, t.tool_calls, t.unanswered_tool_calls);
+    let _ = writeln!(w, "\nsteps (ms since the turn started):");
+    for s in &turn.steps {
+        let first = match (s.ttft_answer_ms, s.ttft_tool_ms) {
+            (Some(a), _) => format!("first answer +{} ms", number(a)),
+            (None, Some(tool)) => format!("first tool call +{} ms", number(tool)),
+            _ => "no output".to_owned(),
+        };
+        let _ = writeln!(
+            w,
+            "  {:>2}. {:>9} → {:>9}  {}  {}, {} tool calls, linked by {}, request {}",
+            s.step,
+            number(s.start_ms),
+            number(s.end_ms),
+            s.outcome.as_str(),
+            first,
+            s.tool_calls,
+            s.link.as_str(),
+            s.request_id
+        );
+    }
+    if !turn.tool_runs.is_empty() {
+        let _ = writeln!(w, "\ntool runs (ready = the call complete at the client; result = the request carrying it):");
+        for r in &turn.tool_runs {
+            let name = plain(r.name.as_deref().unwrap_or("?"));
+            let id = plain(r.call_id.as_deref().unwrap_or("no id"));
+            match (r.result_ms, r.duration_ms, r.result_step) {
+                (Some(result), Some(d), Some(step)) => {
+                    let _ = writeln!(
+                        w,
+                        "  {name} [{id}] from step {}: ready {} → result {} (step {step}) = {} ms",
+                        r.step,
+                        number(r.ready_ms),
+                        number(result),
+                        number(d)
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        w,
+                        "  {name} [{id}] from step {}: ready {}, never answered",
+                        r.step,
+                        number(r.ready_ms)
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(w, "\ncritical path:");
+    for seg in &turn.critical_path {
+        let what = match seg.kind {
+            SegmentKind::Model => format!("model (step {})", seg.step.unwrap_or(0)),
+            SegmentKind::Tool => format!("tools {}", seg.call_ids.join(", ")),
+            SegmentKind::Client => "client".to_owned(),
+        };
+        let _ = writeln!(w, "  {:>9} → {:>9}  {what}", number(seg.start_ms), number(seg.end_ms));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(id: &str, t0: u64, status: &str, e2e: f64, model: f64, tool: f64, tool_calls: u32) -> TurnRecord {
+        serde_json::from_value(serde_json::json!({
+            "record_version": 1, "turn_id": id, "conversation_id": "c", "turn_index": 0,
+            "trace_id": "0af7651916cd43dd8448eb211c80319c", "started_at": "2027-01-15T08:00:00Z",
+            "t0_unix_ns": t0, "route": "/", "status": status,
+            "totals": {"e2e_ms": e2e, "model_ms": model, "tool_ms": tool, "client_ms": e2e - model - tool,
+                       "steps": 1 + tool_calls.min(1), "tool_calls": tool_calls, "unanswered_tool_calls": 0},
+            "steps": [{"step": 1, "request_id": "r", "span_id": "b7ad6b7169203331", "link": "first", "start_ms": 0.0,
+                       "end_ms": model, "outcome": "ok", "tool_calls": tool_calls, "ttft_tool_ms": 5.0}],
+            "tool_runs": (0..tool_calls).map(|i| serde_json::json!({"call_id": format!("call_{i}"), "name": "f", "step": 1,
+                       "ready_ms": 10.0, "result_step": 2, "result_ms": 10.0 + tool, "duration_ms": tool})).collect::<Vec<_>>(),
+            "critical_path": [{"kind": "model", "start_ms": 0.0, "end_ms": model, "step": 1},
+                              {"kind": "tool", "start_ms": model, "end_ms": model + tool, "step": 2, "call_ids": ["call_0"]}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn turn_percentiles_cover_complete_turns_and_shares_cover_agent_turns() {
+        let turns = vec![
+            turn("a", 10, "complete", 1000.0, 500.0, 500.0, 2),
+            turn("b", 20, "complete", 2000.0, 1500.0, 500.0, 1),
+            turn("c", 30, "complete", 300.0, 300.0, 0.0, 0),
+            turn("d", 40, "incomplete", 9000.0, 100.0, 0.0, 1),
+            turn("e", 50, "complete", 100.0, 100.0, 0.0, 0),
+        ];
+        let s = summarize_turns(&turns, None, Some(50));
+        assert_eq!((s.turns, s.agent_turns), (4, 3));
+        assert_eq!(s.by_status.get("incomplete"), Some(&1));
+        let e2e = s.e2e_ms.as_ref().unwrap();
+        assert_eq!((e2e.count, e2e.max), (3, 2000.0));
+        let model = s.model_share.as_ref().unwrap();
+        assert_eq!((model.count, model.p50), (2, 0.625));
+        assert_eq!(s.tool_run_ms.as_ref().unwrap().count, 4, "every answered call of every turn");
+        let md = render_markdown(&s);
+        assert!(md.contains("| turn e2e (ms) | 3 |"), "{md}");
+        let text = explain_turn(&turns[0]);
+        assert!(text.contains("model 500 ms (50%), tools 500 ms (50%)"), "{text}");
+        assert!(text.contains("f [call_1] from step 1: ready 10 → result 510 (step 2) = 500 ms"), "{text}");
+    }
+}
