@@ -6,6 +6,7 @@
 // Options (JSON, first argument):
 //   admin         the admin listener's origin
 //   request_ids   request pages to open
+//   turn_ids      turn pages to open (and the turns list, when given)
 //   summary_hash  the summary's hash route, e.g. "#/summary?window=all&group_by=route" (default "#/summary")
 //   artifacts     folder for screenshots (list.png, request-<id>.png, summary.png)
 //   timeout_ms    overall deadline (default 60000)
@@ -21,7 +22,7 @@ import { chromium } from "playwright-core";
 const options = JSON.parse(process.argv[2] ?? "{}");
 const timeoutMs = options.timeout_ms ?? 60000;
 const executablePath = options.chromium ?? process.env.TOKENTAP_CHROMIUM ?? "/usr/bin/chromium";
-const out = { list: null, requests: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
+const out = { list: null, requests: {}, turns: null, turn_pages: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
 const userDataDir = mkdtempSync(join(tmpdir(), "tokentap-dashboard-"));
 let context;
 const deadline = setTimeout(() => finish(`timed out after ${timeoutMs} ms`), timeoutMs);
@@ -84,6 +85,27 @@ try {
       verdict: document.getElementById("verdict")?.textContent,
     }));
     await shot(page, `dashboard-request-${id}.png`);
+  }
+
+  if (options.turn_ids?.length) {
+    await show(page, "#/turns");
+    out.turns = await page.evaluate(() => ({
+      ids: [...document.querySelectorAll("#turn-rows tr[data-id]")].map((tr) => tr.dataset.id),
+      bars: [...document.querySelectorAll("#turn-rows svg.breakdown rect")].map((r) => r.dataset.lane),
+    }));
+    await shot(page, "dashboard-turns.png");
+    for (const id of options.turn_ids) {
+      await show(page, `#/t/${encodeURIComponent(id)}`);
+      out.turn_pages[id] = await page.evaluate(() => ({
+        model_bars: [...document.querySelectorAll("#turn-gantt rect.gantt.model")].map((r) => Number(r.dataset.step)),
+        tool_bars: [...document.querySelectorAll("#turn-gantt rect.gantt.tool")].map((r) => r.dataset.callId),
+        critical: document.querySelectorAll("#turn-gantt rect.gantt.critical").length,
+        steps: document.querySelectorAll("#turn-steps tbody tr").length,
+        tool_rows: document.querySelectorAll("#turn-tools tbody tr").length,
+        breakdown: [...document.querySelectorAll("#turn-breakdown rect")].map((r) => r.dataset.lane),
+      }));
+      await shot(page, `dashboard-turn-${id}.png`);
+    }
   }
 
   await show(page, options.summary_hash ?? "#/summary");

@@ -429,7 +429,10 @@ fn two_user_messages_are_two_turns_of_one_conversation() {
     assert_eq!(report["turns"]["agent_turns"], 2);
     assert_eq!(report["turns"]["steps"]["p50"], 2.0, "{}", report["turns"]);
     let (status, markdown, err) = tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir]);
-    assert!(status.success() && markdown.contains("## Turns") && markdown.contains("| tool share |"), "{err}{markdown}");
+    assert!(
+        status.success() && markdown.contains("## Turns") && markdown.contains("| tool share |"),
+        "{err}{markdown}"
+    );
     let turn_id = second["turn_id"].as_str().unwrap();
     let (status, text, err) = tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--data-dir", &data_dir]);
     assert!(status.success(), "{err}");

@@ -214,3 +214,63 @@ fn dashboard_shows_the_records_the_hops_and_the_summary() {
     }
     assert!(artifacts.join("dashboard-summary.png").exists());
 }
+
+/// A two-step tool turn, sent as an app would (no SDK, no instrumentation): the turns list shows
+/// it with its breakdown, and its page draws a model bar per step, a tool bar per call with its id,
+/// the critical path outlined, and the steps and tool runs tables.
+#[test]
+fn dashboard_shows_a_turn_with_its_gantt() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let tools = json!([
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+    ]);
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-agent", "1"),
+        ("x-mock-agent-parallel", "2"),
+        ("x-mock-tokens", "5"),
+    ];
+    let user = json!({"role": "user", "content": "Weather and time?"});
+    let first = http1::post(
+        tokentap.addr,
+        CHAT,
+        &headers,
+        &serde_json::to_vec(&json!({"model": "mock-gpt", "messages": [user], "tools": tools})).unwrap(),
+    );
+    let reply: Value = serde_json::from_slice(&first.body).unwrap();
+    let message = reply["choices"][0]["message"].clone();
+    let calls = message["tool_calls"].as_array().expect("the mock answers with tool calls").clone();
+    assert_eq!(calls.len(), 2, "{reply}");
+    let mut messages = vec![user, message];
+    for call in &calls {
+        messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
+    }
+    http1::post(
+        tokentap.addr,
+        CHAT,
+        &headers,
+        &serde_json::to_vec(&json!({"model": "mock-gpt", "messages": messages, "tools": tools})).unwrap(),
+    );
+    let turn = feed.next_turn();
+    let turn_id = turn["turn_id"].as_str().unwrap().to_string();
+    assert_eq!(turn["totals"]["steps"], 2, "{turn}");
+
+    let out = drive_dashboard(&json!({
+        "admin": format!("http://{}", tokentap.admin),
+        "turn_ids": [turn_id],
+        "artifacts": repo_root().join("tests/artifacts/dashboard").display().to_string(),
+    }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], json!([]), "{out:#}");
+    assert_eq!(out["turns"]["ids"], json!([turn_id]), "{:#}", out["turns"]);
+    assert!(out["turns"]["bars"].as_array().unwrap().contains(&json!("model")), "{:#}", out["turns"]);
+    let page = &out["turn_pages"][turn_id.as_str()];
+    assert_eq!(page["model_bars"], json!([1, 2]), "{page}");
+    let ids: Vec<Value> = calls.iter().map(|c| c["id"].clone()).collect();
+    assert_eq!(page["tool_bars"], json!(ids), "{page}");
+    assert!(page["critical"].as_u64().unwrap() >= 3, "model, tool, model on the critical path: {page}");
+    assert_eq!((page["steps"].as_u64(), page["tool_rows"].as_u64()), (Some(2), Some(2)), "{page}");
+}

@@ -7,6 +7,9 @@
 //                       ITL histogram, verdict, conditions
 //   #/summary           percentiles, stall rate and goodput per group over a time window
 //                       (#/summary?window=15m&group_by=route,model&include_warmup=true)
+//   #/turns             user turns (agent tool loops): status, steps, tool calls, where the time went
+//   #/t/<turn_id>       one turn: breakdown bar, Gantt of model / tool / client lanes with the
+//                       critical path outlined, the steps and tool runs
 "use strict";
 
 const API = "/_tokentap/api";
@@ -14,6 +17,7 @@ const PAGE_SIZE = 100;
 const SVG_NS = "http://www.w3.org/2000/svg";
 const HOP_COLORS = { upstream: "#2563eb", handoff: "#16a34a", ack: "#0891b2", browser: "#ea580c", paint: "#9333ea" };
 const HOP_LABELS = { upstream: "upstream arrival", handoff: "proxy handoff", ack: "client TCP ACK", browser: "browser arrival", paint: "paint" };
+const LANE_COLORS = { model: "#2563eb", tool: "#ca8a04", client: "#9ca3af" };
 const CLASS_COLORS = { reasoning: "#a855f7", answer: "#2563eb", tool_call: "#ca8a04", error: "#dc2626", stall: "#f87171" };
 
 const view = document.getElementById("view");
@@ -98,6 +102,11 @@ function startFeed() {
   const source = new EventSource(`${API}/stream`);
   source.onopen = () => { live.textContent = "● live"; live.classList.add("on"); };
   source.onerror = () => { live.textContent = "○ reconnecting"; live.classList.remove("on"); };
+  source.addEventListener("turn", () => {
+    if (window.__dashboard.view === "turns" && !turnRefresh) {
+      turnRefresh = setTimeout(() => { turnRefresh = null; if (window.__dashboard.view === "turns") loadTurns(); }, 250);
+    }
+  });
   source.addEventListener("record", () => {
     // The list re-asks the server for its page; several records in a burst cost one request.
     if (window.__dashboard.view !== "list" || state.list.offset !== 0 || feedRefresh) return;
@@ -426,6 +435,124 @@ async function loadSummary() {
   window.__dashboard.ready = location.hash || "#/";
 }
 
+// ---------- turns ----------
+
+let turnRefresh = null;
+
+/// The model / tool / client split of one turn as a stacked bar (shares of e2e).
+function breakdownBar(t, width = 220) {
+  const e2e = t.totals.e2e_ms || 1;
+  const root = svg("svg", { width, height: 14, class: "breakdown" });
+  let x = 0;
+  for (const lane of ["model", "tool", "client"]) {
+    const w = (t.totals[`${lane}_ms`] / e2e) * width;
+    if (w > 0) root.append(svg("rect", { x, y: 1, width: w, height: 12, fill: LANE_COLORS[lane], "data-lane": lane },
+      svg("title", {}, `${lane}: ${fmt(t.totals[`${lane}_ms`])} ms (${pct(t.totals[`${lane}_ms`] / e2e)})`)));
+    x += w;
+  }
+  return root;
+}
+
+async function loadTurns() {
+  let data;
+  try { data = await getJson(`${API}/turns?limit=200`); } catch (e) {
+    view.replaceChildren(el("p", { class: "error" }, `cannot load turns: ${e.message}`));
+    return;
+  }
+  if (window.__dashboard.view !== "turns") return;
+  const rows = data.turns.map((t) => el("tr", { class: "row turn", "data-id": t.turn_id, onclick: () => { location.hash = `#/t/${encodeURIComponent(t.turn_id)}`; } },
+    el("td", { title: t.started_at }, new Date(t.t0_unix_ns / 1e6).toLocaleTimeString()),
+    el("td", {}, t.route),
+    el("td", { class: t.status === "complete" ? "" : "bad" }, t.status),
+    el("td", { class: "n" }, t.totals.steps),
+    el("td", { class: "n" }, t.totals.tool_calls),
+    el("td", { class: "n" }, fmt(t.totals.e2e_ms)),
+    el("td", { class: "n" }, fmt(t.totals.model_ms)),
+    el("td", { class: "n" }, fmt(t.totals.tool_ms)),
+    el("td", { class: "n" }, fmt(t.totals.client_ms)),
+    el("td", {}, breakdownBar(t)),
+    el("td", { class: "muted" }, t.conversation_id.slice(0, 12)),
+  ));
+  view.replaceChildren(
+    el("h2", {}, "Turns"),
+    el("p", { class: "muted" }, "A turn is one user message and the model calls and tool runs it took to answer, rebuilt from the traffic. Tool time runs from the moment a call was complete at the client to the request that carried its result, so it includes the client's own work and network."),
+    el("div", { class: "legend" }, ["model", "tool", "client"].map((l) => el("span", { style: `--c:${LANE_COLORS[l]}` }, l))),
+    el("table", { id: "turns" },
+      el("thead", {}, el("tr", {}, ["started", "route", "status"].map((h) => el("th", {}, h)), ["steps", "tool calls", "e2e ms", "model ms", "tool ms", "client ms"].map((h) => el("th", { class: "n" }, h)), el("th", {}, "where the time went"), el("th", {}, "conversation"))),
+      el("tbody", { id: "turn-rows" }, rows)),
+    ...(data.turns.length ? [] : [el("p", { class: "muted" }, "No turns yet: they appear when a model call of a conversation ends with a final answer.")]),
+  );
+  window.__dashboard.ready = location.hash;
+}
+
+/// Gantt of one turn: a model lane (one bar per step), one row per tool run, a client lane; the
+/// segments of the critical path are outlined.
+function turnGantt(t) {
+  const runs = t.tool_runs;
+  const rows = [["model", null], ...runs.map((r, i) => [`tool ${r.name ?? "?"}`, i]), ["client", null]];
+  const xMax = Math.max(t.totals.e2e_ms, ...t.steps.map((s) => s.end_ms)) * 1.02 || 1;
+  const f = frame({ xMin: 0, xMax, yMax: rows.length, height: 28 + rows.length * 24 + 30, left: 130, yTicks: false, xLabel: "ms since the turn started" });
+  f.root.id = "turn-gantt";
+  const rowY = (i) => f.inner.top + 6 + i * 24;
+  rows.forEach(([name], i) => f.root.append(svg("text", { x: 124, y: rowY(i) + 13, "text-anchor": "end" }, name)));
+  const onPath = (kind, s, e) => t.critical_path.some((c) => c.kind === kind && c.start_ms < e - 1e-9 && c.end_ms > s + 1e-9);
+  const bar = (lane, i, s, e, label, attrs = {}) => {
+    const critical = onPath(lane, s, e);
+    f.root.append(svg("rect", { class: `gantt ${lane}${critical ? " critical" : ""}`, "data-lane": lane, x: f.x(s), y: rowY(i), width: Math.max(2, f.x(e) - f.x(s)), height: 16, fill: LANE_COLORS[lane], ...attrs },
+      svg("title", {}, `${label}: ${fmt(s, 1)} → ${fmt(e, 1)} ms (${fmt(e - s, 1)} ms)${critical ? ", on the critical path" : ""}`)));
+  };
+  for (const s of t.steps) bar("model", 0, s.start_ms, s.end_ms, `step ${s.step} (${s.model ?? "model"})`, { "data-step": s.step });
+  runs.forEach((r, i) => {
+    if (r.result_ms !== undefined) bar("tool", i + 1, r.ready_ms, r.result_ms, `${r.name} [${r.call_id ?? "no id"}]`, { "data-call-id": r.call_id ?? "" });
+    else f.root.append(svg("text", { x: f.x(r.ready_ms) + 4, y: rowY(i + 1) + 13, class: "bad" }, "never answered"));
+  });
+  for (const c of t.critical_path.filter((c) => c.kind === "client")) bar("client", rows.length - 1, c.start_ms, c.end_ms, "client");
+  return f.root;
+}
+
+async function loadTurn(id) {
+  view.replaceChildren(el("p", { class: "muted" }, "loading…"));
+  let t;
+  try { t = await getJson(`${API}/turns/${encodeURIComponent(id)}`); } catch (e) {
+    view.replaceChildren(el("p", { class: "error" }, `Cannot load turn ${id}: ${e.message}`), el("a", { href: "#/turns" }, "← turns"));
+    return;
+  }
+  if (window.__dashboard.view !== "turn") return;
+  const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
+  const tt = t.totals, share = (ms) => tt.e2e_ms ? ` (${pct(ms / tt.e2e_ms)})` : "";
+  view.replaceChildren(
+    el("p", {}, el("a", { href: "#/turns" }, "← turns")),
+    el("h2", {}, `Turn ${t.turn_id}`),
+    el("div", { class: "cards" },
+      card("status", t.status),
+      card("end to end", `${fmt(tt.e2e_ms)} ms`),
+      card("model", `${fmt(tt.model_ms)} ms${share(tt.model_ms)}`),
+      card("tools (with client work)", `${fmt(tt.tool_ms)} ms${share(tt.tool_ms)}`),
+      card("other client time", `${fmt(tt.client_ms)} ms${share(tt.client_ms)}`),
+      card("steps / tool calls", `${tt.steps} / ${tt.tool_calls}`),
+    ),
+    el("div", { id: "turn-breakdown" }, breakdownBar(t, 600)),
+    el("h3", {}, "Timeline"),
+    el("div", { class: "legend" }, ["model", "tool", "client"].map((l) => el("span", { style: `--c:${LANE_COLORS[l]}` }, l)), el("span", { class: "muted" }, "outlined: the critical path")),
+    turnGantt(t),
+    el("h3", {}, "Steps"),
+    el("table", { id: "turn-steps" },
+      el("thead", {}, el("tr", {}, ["step", "linked by", "request", "outcome", "model"].map((h) => el("th", {}, h)), ["start ms", "end ms", "first answer ms", "first tool call ms", "tool calls"].map((h) => el("th", { class: "n" }, h)))),
+      el("tbody", {}, t.steps.map((s) => el("tr", { class: "row", onclick: () => { location.hash = `#/r/${s.request_id}`; } },
+        el("td", {}, s.step), el("td", {}, s.link), el("td", {}, s.request_id), el("td", { class: s.outcome === "ok" ? "" : "bad" }, s.outcome), el("td", {}, s.model ?? "–"),
+        el("td", { class: "n" }, fmt(s.start_ms)), el("td", { class: "n" }, fmt(s.end_ms)), el("td", { class: "n" }, fmt(s.ttft_answer_ms)), el("td", { class: "n" }, fmt(s.ttft_tool_ms)), el("td", { class: "n" }, s.tool_calls))))),
+    el("h3", {}, "Tool runs"),
+    el("table", { id: "turn-tools" },
+      el("thead", {}, el("tr", {}, ["tool", "call id", "from step", "result in step"].map((h) => el("th", {}, h)), ["ready ms", "result ms", "duration ms"].map((h) => el("th", { class: "n" }, h)))),
+      el("tbody", {}, t.tool_runs.map((r) => el("tr", {},
+        el("td", {}, r.name ?? "–"), el("td", {}, r.call_id ?? "–"), el("td", {}, r.step), el("td", {}, r.result_step ?? "never"),
+        el("td", { class: "n" }, fmt(r.ready_ms)), el("td", { class: "n" }, fmt(r.result_ms)), el("td", { class: "n" }, fmt(r.duration_ms)))))),
+    el("h3", {}, "Conditions"),
+    kv([["conversation", `${t.conversation_id} (turn ${t.turn_index + 1})`], ["trace", t.trace_id], ["agent span", t.agent_span_id], ["started", t.started_at], ["route", t.route]]),
+  );
+  window.__dashboard.ready = location.hash;
+}
+
 // ---------- router ----------
 
 function route() {
@@ -433,6 +560,8 @@ function route() {
   window.__dashboard.ready = false;
   let name;
   if (hash.startsWith("#/r/")) { name = "request"; window.__dashboard.view = name; loadRequest(decodeURIComponent(hash.slice(4))); }
+  else if (hash.startsWith("#/t/")) { name = "turn"; window.__dashboard.view = name; loadTurn(decodeURIComponent(hash.slice(4))); }
+  else if (hash.startsWith("#/turns")) { name = "turns"; window.__dashboard.view = name; loadTurns(); }
   else if (hash.startsWith("#/summary")) {
     // Deep links: #/summary?window=15m&group_by=route,model&include_warmup=true
     const params = new URLSearchParams(hash.split("?")[1] ?? "");
@@ -442,7 +571,7 @@ function route() {
     name = "summary"; window.__dashboard.view = name; loadSummary();
   }
   else { name = "list"; window.__dashboard.view = name; loadList(true); }
-  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.nav === (name === "request" ? "list" : name));
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.nav === ({ request: "list", turn: "turns" }[name] ?? name));
 }
 
 window.addEventListener("hashchange", route);

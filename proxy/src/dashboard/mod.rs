@@ -9,7 +9,8 @@
 //! - `/_tokentap/api/summary`: the same [`tokentap_report::Report`] `tokentap report --json` prints;
 //! - `/_tokentap/api/requests/{id}` and `/_tokentap/api/verdict/{id}`: one record and its goodput
 //!   verdict, for the request page;
-//! - `/_tokentap/api/stream`: the live feed that refreshes the list.
+//! - `/_tokentap/api/turns` and `/_tokentap/api/turns/{id}`: the turns list and a turn's page;
+//! - `/_tokentap/api/stream`: the live feed that refreshes the lists.
 
 /// Where the dashboard's page lives on the admin listener.
 pub const DASHBOARD_PATH: &str = "/_tokentap/";
