@@ -252,7 +252,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&turn)?);
         } else {
-            print!("{}", tokentap_report::turns::explain_turn(&turn));
+            print!("{}", tokentap_report::explain::explain_turn(&turn));
         }
         return Ok(());
     }

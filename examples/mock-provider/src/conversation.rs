@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::request::Endpoint;
+use crate::endpoint::Endpoint;
 
 /// One input of the conversation, reduced to its role in a tool loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

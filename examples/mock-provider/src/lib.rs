@@ -21,6 +21,7 @@ mod completion;
 pub mod config;
 mod control;
 mod conversation;
+mod endpoint;
 mod formats;
 mod random;
 mod request;

@@ -2,47 +2,12 @@
 //! request's own wishes (e.g. Anthropic `thinking`), the conversation's tool rounds. Also the body
 //! hash that makes ids deterministic.
 
-use http::Method;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::conversation::Conversation;
+pub(crate) use crate::endpoint::Endpoint;
 use crate::scenario::RequestWishes;
-
-/// The provider endpoints the mock serves.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Endpoint {
-    OpenAiChat,
-    OpenAiResponses,
-    AnthropicMessages,
-    Gemini { model: String, streaming: bool },
-    OllamaChat,
-    AudioSpeech,
-}
-
-impl Endpoint {
-    pub(crate) fn route(method: &Method, path: &str) -> Option<Endpoint> {
-        if method != Method::POST {
-            return None;
-        }
-        match path {
-            "/v1/chat/completions" => return Some(Endpoint::OpenAiChat),
-            "/v1/responses" => return Some(Endpoint::OpenAiResponses),
-            "/v1/messages" => return Some(Endpoint::AnthropicMessages),
-            "/api/chat" => return Some(Endpoint::OllamaChat),
-            "/v1/audio/speech" => return Some(Endpoint::AudioSpeech),
-            _ => {}
-        }
-        let rest = path.strip_prefix("/v1beta/models/").or_else(|| path.strip_prefix("/v1/models/"))?;
-        let (model, method) = rest.rsplit_once(':')?;
-        let streaming = match method {
-            "streamGenerateContent" => true,
-            "generateContent" => false,
-            _ => return None,
-        };
-        Some(Endpoint::Gemini { model: model.to_owned(), streaming })
-    }
-}
 
 /// A function tool the request offers, in any provider's shape.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,6 +115,7 @@ fn offered_tools(endpoint: &Endpoint, json: &Value) -> Vec<DeclaredTool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Method;
     use serde_json::json;
 
     #[test]

@@ -1,9 +1,15 @@
-//! The text `tokentap explain` prints: the verdict, a table per hop and a strip of when each tenth
-//! of the answer got to each hop.
+//! The text `tokentap explain` prints: for a request, the verdict, a table per hop and a strip of
+//! when each tenth of the answer got to each hop; for a turn, its totals, steps, tool runs and
+//! critical path.
+
+use std::fmt::Write as _;
 
 use tokentap_analysis::EventClass;
 use tokentap_record::hops::{format_bytes, format_ms, Diagnosis, Hop};
+use tokentap_record::turn::{SegmentKind, TurnRecord};
 use tokentap_record::Record;
+
+use crate::markdown::number;
 
 /// A compact text timeline per hop, for `tokentap explain`.
 pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
@@ -103,6 +109,98 @@ fn timeline_strip(record: &Record, d: &Diagnosis) -> String {
         if observed(Hop::Paint) {
             line("paint", &|c, _| b.chunks.get(c).and_then(|x| x.t_paint_ms));
         }
+    }
+    out
+}
+
+/// A value for the terminal: control characters (an app's header value could hold some) shown as
+/// `?`.
+fn plain(value: &str) -> String {
+    value.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// What `tokentap explain <turn id>` prints: the totals, the steps and tool runs in time order, and
+/// the critical path.
+pub fn explain_turn(turn: &TurnRecord) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let t = &turn.totals;
+    let _ = writeln!(
+        w,
+        "turn {} ({}), conversation {}",
+        plain(&turn.turn_id),
+        turn.status.as_str(),
+        plain(&turn.conversation_id)
+    );
+    let _ = writeln!(w, "started {} on route {}; trace {}", turn.started_at, plain(&turn.route), turn.trace_id);
+    let share = |ms: f64| if t.e2e_ms > 0.0 { format!(" ({:.0}%)", 100.0 * ms / t.e2e_ms) } else { String::new() };
+    let _ = writeln!(
+        w,
+        "\nend to end {} ms: model {} ms{}, tools {} ms{}, client {} ms{}",
+        number(t.e2e_ms),
+        number(t.model_ms),
+        share(t.model_ms),
+        number(t.tool_ms),
+        share(t.tool_ms),
+        number(t.client_ms),
+        share(t.client_ms)
+    );
+    let _ = writeln!(w, "{} steps, {} tool calls ({} unanswered)", t.steps, t.tool_calls, t.unanswered_tool_calls);
+    let _ = writeln!(w, "\nsteps (ms since the turn started):");
+    for s in &turn.steps {
+        let first = match (s.ttft_answer_ms, s.ttft_tool_ms) {
+            (Some(a), _) => format!("first answer +{} ms", number(a)),
+            (None, Some(tool)) => format!("first tool call +{} ms", number(tool)),
+            _ => "no output".to_owned(),
+        };
+        let _ = writeln!(
+            w,
+            "  {:>2}. {:>9} → {:>9}  {}  {}, {} tool calls, linked by {}, request {}",
+            s.step,
+            number(s.start_ms),
+            number(s.end_ms),
+            s.outcome.as_str(),
+            first,
+            s.tool_calls,
+            s.link.as_str(),
+            s.request_id
+        );
+    }
+    if !turn.tool_runs.is_empty() {
+        let _ = writeln!(w, "\ntool runs (ready = the call complete at the client; result = the request carrying it):");
+        for r in &turn.tool_runs {
+            let name = plain(r.name.as_deref().unwrap_or("?"));
+            let id = plain(r.call_id.as_deref().unwrap_or("no id"));
+            match (r.result_ms, r.duration_ms, r.result_step) {
+                (Some(result), Some(d), Some(step)) => {
+                    let _ = writeln!(
+                        w,
+                        "  {name} [{id}] from step {}: ready {} → result {} (step {step}) = {} ms",
+                        r.step,
+                        number(r.ready_ms),
+                        number(result),
+                        number(d)
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        w,
+                        "  {name} [{id}] from step {}: ready {}, never answered",
+                        r.step,
+                        number(r.ready_ms)
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(w, "\ncritical path:");
+    for seg in &turn.critical_path {
+        let what = match seg.kind {
+            SegmentKind::Model => format!("model (step {})", seg.step.unwrap_or(0)),
+            SegmentKind::Tool => format!("tools {}", seg.call_ids.join(", ")),
+            SegmentKind::Client => "client".to_owned(),
+        };
+        let _ = writeln!(w, "  {:>9} → {:>9}  {what}", number(seg.start_ms), number(seg.end_ms));
     }
     out
 }

@@ -190,7 +190,42 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
     }
     if let Some(turns) = &report.turns {
-        out.push_str(&crate::turns::render_markdown(turns));
+        out.push_str(&render_turns(turns));
+    }
+    out
+}
+
+/// The report's "Turns" section (markdown).
+pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let statuses: Vec<String> = summary.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let _ = writeln!(w, "\n## Turns\n");
+    let _ = writeln!(
+        w,
+        "- turns: {} ({} with tool calls): {}",
+        summary.turns,
+        summary.agent_turns,
+        if statuses.is_empty() { "none".to_owned() } else { statuses.join(", ") }
+    );
+    let _ = writeln!(
+        w,
+        "- e2e, steps and tool calls over complete turns; shares over complete turns with tool calls; tool runs include the client's own work and network\n"
+    );
+    let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    let rows: [(&str, &Option<Distribution>); 7] = [
+        ("turn e2e (ms)", &summary.e2e_ms),
+        ("model share", &summary.model_share),
+        ("tool share", &summary.tool_share),
+        ("client share", &summary.client_share),
+        ("steps per turn", &summary.steps),
+        ("tool calls per turn", &summary.tool_calls),
+        ("tool run (ms)", &summary.tool_run_ms),
+    ];
+    for (name, d) in rows {
+        let cells = distribution_cells(d.as_ref());
+        let _ = writeln!(w, "| {name} | {cells} |");
     }
     out
 }

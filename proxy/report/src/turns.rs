@@ -1,17 +1,14 @@
 //! Turn-level aggregates over `turns.jsonl`: how long users waited per turn and where that time
-//! went (model, tools, the client), steps and tool calls per turn; and the text `tokentap explain`
-//! prints for one turn.
+//! went (model, tools, the client), steps and tool calls per turn. `markdown` renders them and
+//! `explain` prints one turn.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use tokentap_analysis::Distribution;
-use tokentap_record::turn::{SegmentKind, TurnRecord};
-
-use crate::markdown::number;
+use tokentap_record::turn::TurnRecord;
 
 /// Turns read from files given oldest first; for a turn id seen twice the last line wins.
 #[derive(Debug, Default)]
@@ -106,133 +103,6 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
     }
 }
 
-/// The report's "Turns" section (markdown).
-pub fn render_markdown(summary: &TurnSummary) -> String {
-    let mut out = String::new();
-    let w = &mut out;
-    let statuses: Vec<String> = summary.by_status.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    let _ = writeln!(w, "\n## Turns\n");
-    let _ = writeln!(
-        w,
-        "- turns: {} ({} with tool calls): {}",
-        summary.turns,
-        summary.agent_turns,
-        if statuses.is_empty() { "none".to_owned() } else { statuses.join(", ") }
-    );
-    let _ = writeln!(
-        w,
-        "- e2e, steps and tool calls over complete turns; shares over complete turns with tool calls; tool runs include the client's own work and network\n"
-    );
-    let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
-    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
-    let rows: [(&str, &Option<Distribution>); 7] = [
-        ("turn e2e (ms)", &summary.e2e_ms),
-        ("model share", &summary.model_share),
-        ("tool share", &summary.tool_share),
-        ("client share", &summary.client_share),
-        ("steps per turn", &summary.steps),
-        ("tool calls per turn", &summary.tool_calls),
-        ("tool run (ms)", &summary.tool_run_ms),
-    ];
-    for (name, d) in rows {
-        let cells = crate::markdown::distribution_cells(d.as_ref());
-        let _ = writeln!(w, "| {name} | {cells} |");
-    }
-    out
-}
-
-/// A value for the terminal: control characters (an app's header value could hold some) shown as
-/// `?`.
-fn plain(value: &str) -> String {
-    value.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
-}
-
-/// What `tokentap explain <turn id>` prints: the totals, the steps and tool runs in time order, and
-/// the critical path.
-pub fn explain_turn(turn: &TurnRecord) -> String {
-    let mut out = String::new();
-    let w = &mut out;
-    let t = &turn.totals;
-    let _ = writeln!(
-        w,
-        "turn {} ({}), conversation {}",
-        plain(&turn.turn_id),
-        turn.status.as_str(),
-        plain(&turn.conversation_id)
-    );
-    let _ = writeln!(w, "started {} on route {}; trace {}", turn.started_at, plain(&turn.route), turn.trace_id);
-    let share = |ms: f64| if t.e2e_ms > 0.0 { format!(" ({:.0}%)", 100.0 * ms / t.e2e_ms) } else { String::new() };
-    let _ = writeln!(
-        w,
-        "\nend to end {} ms: model {} ms{}, tools {} ms{}, client {} ms{}",
-        number(t.e2e_ms),
-        number(t.model_ms),
-        share(t.model_ms),
-        number(t.tool_ms),
-        share(t.tool_ms),
-        number(t.client_ms),
-        share(t.client_ms)
-    );
-    let _ = writeln!(w, "{} steps, {} tool calls ({} unanswered)", t.steps, t.tool_calls, t.unanswered_tool_calls);
-    let _ = writeln!(w, "\nsteps (ms since the turn started):");
-    for s in &turn.steps {
-        let first = match (s.ttft_answer_ms, s.ttft_tool_ms) {
-            (Some(a), _) => format!("first answer +{} ms", number(a)),
-            (None, Some(tool)) => format!("first tool call +{} ms", number(tool)),
-            _ => "no output".to_owned(),
-        };
-        let _ = writeln!(
-            w,
-            "  {:>2}. {:>9} → {:>9}  {}  {}, {} tool calls, linked by {}, request {}",
-            s.step,
-            number(s.start_ms),
-            number(s.end_ms),
-            s.outcome.as_str(),
-            first,
-            s.tool_calls,
-            s.link.as_str(),
-            s.request_id
-        );
-    }
-    if !turn.tool_runs.is_empty() {
-        let _ = writeln!(w, "\ntool runs (ready = the call complete at the client; result = the request carrying it):");
-        for r in &turn.tool_runs {
-            let name = plain(r.name.as_deref().unwrap_or("?"));
-            let id = plain(r.call_id.as_deref().unwrap_or("no id"));
-            match (r.result_ms, r.duration_ms, r.result_step) {
-                (Some(result), Some(d), Some(step)) => {
-                    let _ = writeln!(
-                        w,
-                        "  {name} [{id}] from step {}: ready {} → result {} (step {step}) = {} ms",
-                        r.step,
-                        number(r.ready_ms),
-                        number(result),
-                        number(d)
-                    );
-                }
-                _ => {
-                    let _ = writeln!(
-                        w,
-                        "  {name} [{id}] from step {}: ready {}, never answered",
-                        r.step,
-                        number(r.ready_ms)
-                    );
-                }
-            }
-        }
-    }
-    let _ = writeln!(w, "\ncritical path:");
-    for seg in &turn.critical_path {
-        let what = match seg.kind {
-            SegmentKind::Model => format!("model (step {})", seg.step.unwrap_or(0)),
-            SegmentKind::Tool => format!("tools {}", seg.call_ids.join(", ")),
-            SegmentKind::Client => "client".to_owned(),
-        };
-        let _ = writeln!(w, "  {:>9} → {:>9}  {what}", number(seg.start_ms), number(seg.end_ms));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,9 +141,9 @@ mod tests {
         let model = s.model_share.as_ref().unwrap();
         assert_eq!((model.count, model.p50), (2, 0.625));
         assert_eq!(s.tool_run_ms.as_ref().unwrap().count, 4, "every answered call of every turn");
-        let md = render_markdown(&s);
+        let md = crate::markdown::render_turns(&s);
         assert!(md.contains("| turn e2e (ms) | 3 |"), "{md}");
-        let text = explain_turn(&turns[0]);
+        let text = crate::explain::explain_turn(&turns[0]);
         assert!(text.contains("model 500 ms (50%), tools 500 ms (50%)"), "{text}");
         assert!(text.contains("f [call_1] from step 1: ready 10 → result 510 (step 2) = 500 ms"), "{text}");
     }
