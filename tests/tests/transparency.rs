@@ -278,3 +278,39 @@ fn with_recording_off_bytes_pass_unchanged_and_nothing_is_recorded() {
         }
     }
 }
+
+/// A client that pipelines two requests in one write gets both answers, in order, on the same
+/// connection (RFC 9112 §9.3.2), and both requests are recorded.
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    use std::io::{Read, Write};
+    let upstream = ScriptedUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let mut feed = tokentap.feed();
+    for (path, body) in [("/v1/first", "{\"n\":1}"), ("/v1/second", "{\"n\":2}")] {
+        upstream.register(
+            path,
+            Script {
+                status: 200,
+                headers: vec![("content-type".into(), "application/json".into())],
+                framing: Framing::ContentLength,
+                pieces: vec![(Duration::ZERO, body.as_bytes().to_vec())],
+            },
+        );
+    }
+    let mut conn = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    let both = "POST /v1/first HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}\
+                POST /v1/second HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    conn.write_all(both.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert_eq!(answer.matches("HTTP/1.1 200").count(), 2, "{answer}");
+    let (first, second) = (answer.find("{\"n\":1}"), answer.find("{\"n\":2}"));
+    assert!(first.is_some() && second.is_some() && first < second, "answers in request order: {answer}");
+    let paths = [feed.next_record()["path"].clone(), feed.next_record()["path"].clone()];
+    assert!(
+        paths.contains(&serde_json::json!("/v1/first")) && paths.contains(&serde_json::json!("/v1/second")),
+        "{paths:?}"
+    );
+}

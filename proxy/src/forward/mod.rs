@@ -221,6 +221,9 @@ impl ProxyHttp for TapProxy {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
         let entered = Instant::now();
+        // A client that pipelines (sends request N+1 before reading response N) is served in
+        // order on the same connection (RFC 9112 §9.3.2) instead of having N+1 dropped.
+        session.set_pipelining_enabled(true);
         let req = session.req_header();
         let path_and_query = req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
 
