@@ -335,10 +335,30 @@ fn tick_turns(turns: Option<&mut TurnTracker>, store: &RecordStore, stats: &Pipe
 }
 
 /// A closed turn: its metrics and spans, then `turns.jsonl`, the turn ring and the live feed.
-fn emit_turn(turn: TurnRecord, store: &RecordStore, telemetry: &Telemetry) {
+fn emit_turn(mut turn: TurnRecord, store: &RecordStore, telemetry: &Telemetry) {
+    with_browser(&mut turn, store);
     telemetry.observe_turn(&turn);
     if let Err(e) = store.append_turn(turn) {
         tracing::warn!(error = %e, "could not write a turn");
+    }
+}
+
+/// Adds what the browser saw of the turn, from its first and last steps' records in the store.
+fn with_browser(turn: &mut TurnRecord, store: &RecordStore) -> bool {
+    let step_record = |step: Option<&tokentap_record::turn::TurnStep>| step.and_then(|s| store.get(&s.request_id));
+    let (first, last) = (step_record(turn.steps.first()), step_record(turn.steps.last()));
+    turn.apply_browser(first.as_ref().map(|s| &s.record), last.as_ref().map(|s| &s.record))
+}
+
+/// A browser report joined a step of a turn that is already written: the turn is written again
+/// with what the browser saw (the last line for a turn id wins).
+fn rejoin_turn(turn_id: &str, store: &RecordStore) {
+    let Some(stored) = store.get_turn(turn_id) else { return };
+    let mut turn = stored.turn.clone();
+    if with_browser(&mut turn, store) {
+        if let Err(e) = store.update_turn(turn) {
+            tracing::warn!(error = %e, "could not write a turn joined to its browser report");
+        }
     }
 }
 
@@ -457,11 +477,15 @@ fn join_report(
     record.browser = Some(tokentap_record::join::join(&record, &report));
     record.diagnosis = rediagnose(&record, store);
     telemetry.observe_browser(&record);
+    let turn_id = record.turn.as_ref().map(|t| t.turn_id.clone());
     match store.update(record) {
         Ok(()) => {
             stats.browser_joined.fetch_add(1, Ordering::Relaxed);
         }
         Err(e) => tracing::warn!(error = %e, "could not write a joined record"),
+    }
+    if let Some(turn_id) = turn_id {
+        rejoin_turn(&turn_id, store);
     }
 }
 

@@ -118,9 +118,25 @@ struct TurnRing {
 }
 
 impl TurnRing {
+    /// Replaces the entry with the same turn id (or pushes when it has left the ring).
+    fn replace(&mut self, stored: Arc<StoredTurn>, config: &StoreConfig) {
+        match self.turns.iter().rposition(|t| t.turn.turn_id == stored.turn.turn_id) {
+            Some(i) => {
+                self.bytes = self.bytes - 2 * self.turns[i].json.len() + 2 * stored.json.len();
+                self.turns[i] = stored;
+                self.trim(config);
+            }
+            None => self.push(stored, config),
+        }
+    }
+
     fn push(&mut self, stored: Arc<StoredTurn>, config: &StoreConfig) {
         self.bytes += 2 * stored.json.len();
         self.turns.push_back(stored);
+        self.trim(config);
+    }
+
+    fn trim(&mut self, config: &StoreConfig) {
         while self.turns.len() > 1 && (self.turns.len() > config.ring_size || self.bytes > config.ring_max_bytes / 8) {
             if let Some(old) = self.turns.pop_front() {
                 self.bytes -= 2 * old.json.len();
@@ -239,6 +255,17 @@ impl RecordStore {
         write_result
     }
 
+    /// Writes a newer version of a turn (e.g. with what the browser saw): a new line in
+    /// `turns.jsonl`, the ring entry replaced, the live feed told.
+    pub fn update_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
+        let json = serde_json::to_string(&turn)?;
+        let stored = Arc::new(StoredTurn { turn, json });
+        let write_result = self.turns.rewrite(&stored.json);
+        self.turn_ring.write().unwrap_or_else(|e| e.into_inner()).replace(stored.clone(), &self.config);
+        let _ = self.feed.send(FeedItem::Turn(stored));
+        write_result
+    }
+
     /// Recent turns, newest first; `conversation` keeps those of one conversation.
     pub fn recent_turns(&self, conversation: Option<&str>, limit: usize) -> Vec<Arc<StoredTurn>> {
         let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
@@ -353,7 +380,7 @@ fn rebuild_turn_ring(dir: &Path, config: &StoreConfig) -> TurnRing {
         use std::io::BufRead;
         for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
             if let Ok(turn) = serde_json::from_str::<TurnRecord>(&line) {
-                ring.push(Arc::new(StoredTurn { turn, json: line }), config);
+                ring.replace(Arc::new(StoredTurn { turn, json: line }), config);
             }
         }
     }

@@ -215,6 +215,46 @@ pub struct TurnRecord {
     /// Steps linked to the turn beyond `[turns] max_steps` (counted in the totals, not listed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_not_listed: u32,
+    /// What the browser probe saw, once a report for the first or the last step joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<TurnBrowser>,
+}
+
+/// The turn as the user saw it in the browser (ms since the turn's t0, like the rest).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnBrowser {
+    /// The first step's `user_send` mark (the user pressed send); may be before 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_send_ms: Option<f64>,
+    /// The last step's last paint of answer text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_paint_ms: Option<f64>,
+    /// From `user_send` (else the turn's t0) to the final paint (else the final answer's last
+    /// content): the wait the user had.
+    pub e2e_ms: f64,
+}
+
+impl TurnRecord {
+    /// Adds what the browser saw, from the records of the turn's first and last steps (either may
+    /// carry a joined probe report). Returns whether anything changed.
+    pub fn apply_browser(&mut self, first: Option<&crate::Record>, last: Option<&crate::Record>) -> bool {
+        let start_of =
+            |record: &crate::Record| self.steps.iter().find(|s| s.request_id == record.request_id).map(|s| s.start_ms);
+        let user_send_ms = first.and_then(|r| {
+            let mark = r.browser.as_ref()?.marks.iter().find(|m| m.name == "user_send")?.t_ms;
+            Some(start_of(r)? + mark)
+        });
+        let final_paint_ms = last.and_then(|r| Some(start_of(r)? + r.browser.as_ref()?.last_paint_ms?));
+        if user_send_ms.is_none() && final_paint_ms.is_none() {
+            return false;
+        }
+        let from = user_send_ms.unwrap_or(0.0);
+        let to = final_paint_ms.unwrap_or(self.totals.e2e_ms);
+        let browser = Some(TurnBrowser { user_send_ms, final_paint_ms, e2e_ms: (to - from).max(0.0) });
+        let changed = browser != self.browser;
+        self.browser = browser;
+        changed
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -434,3 +434,41 @@ proptest! {
         prop_assert_eq!(tracker.counters().unknown_tool_results, 0);
     }
 }
+
+#[test]
+fn the_browser_view_runs_from_the_users_send_to_the_final_paint() {
+    let mut tracker = TurnTracker::new(TurnConfig::default());
+    let user = json!({"role":"user","content":"Weather?"});
+    let mut s1 = step("/v1/chat/completions", &json!({"messages":[user]}), 0.0, 1.0, &[("call_w", "get_weather", 0.9)]);
+    s1.request_id = "first".into();
+    tracker.observe(s1);
+    let mut s2 = step(
+        "/v1/chat/completions",
+        &json!({"messages":[user,
+        {"role":"assistant","tool_calls":[{"id":"call_w","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},
+        {"role":"tool","tool_call_id":"call_w","content":"18C"}]}),
+        1.5,
+        2.0,
+        &[],
+    );
+    s2.request_id = "last".into();
+    let mut turn = tracker.observe(s2).closed.remove(0);
+    assert!(!turn.apply_browser(None, None), "nothing seen, nothing changed");
+
+    let browser = |id: &str, marks: Vec<crate::browser::timeline::BrowserMark>, last_paint: Option<f64>| {
+        let mut r = crate::fixtures::smooth_browser(crate::fixtures::stream_record(2));
+        r.request_id = id.into();
+        let b = r.browser.as_mut().unwrap();
+        b.marks = marks;
+        b.last_paint_ms = last_paint;
+        r
+    };
+    let first =
+        browser("first", vec![crate::browser::timeline::BrowserMark { name: "user_send".into(), t_ms: -30.0 }], None);
+    let last = browser("last", vec![], Some(620.0));
+    assert!(turn.apply_browser(Some(&first), Some(&last)));
+    let b = turn.browser.clone().unwrap();
+    assert_eq!((b.user_send_ms, b.final_paint_ms), (Some(-30.0), Some(2120.0)));
+    assert!(close(b.e2e_ms, 2150.0), "{b:?}");
+    assert!(!turn.apply_browser(Some(&first), Some(&last)), "the same reports change nothing");
+}

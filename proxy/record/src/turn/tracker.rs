@@ -539,6 +539,7 @@ fn finish(conv: &mut Conversation, turn: OpenTurn, status: TurnStatus) -> TurnRe
         tool_runs: b.tool_runs,
         critical_path: b.critical_path,
         steps_not_listed: (turn.steps_total as usize).saturating_sub(turn.steps.len()) as u32,
+        browser: None,
     };
     conv.turns_done += 1;
     record
