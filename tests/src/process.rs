@@ -249,3 +249,12 @@ pub fn run_tokentap(args: &[&str]) -> (std::process::ExitStatus, String, String)
     let status = proc.wait_exit();
     (status, proc.stdout(), proc.stderr())
 }
+
+/// The Python of the SDK virtualenv that scripts/setup.sh creates (`TOKENTAP_PYTHON` overrides).
+pub fn sdk_python() -> PathBuf {
+    let path = std::env::var_os("TOKENTAP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/venv/bin/python"));
+    assert!(path.exists(), "{} not found: run scripts/test.sh, which creates the SDK virtualenv", path.display());
+    path
+}

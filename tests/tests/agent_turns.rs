@@ -26,18 +26,11 @@ const TOOL_TOLERANCE_MS: f64 = 100.0;
 /// Totals and times are rounded when written: sums may differ by this much.
 const ROUNDING_MS: f64 = 0.01;
 
-fn python() -> PathBuf {
-    let path = std::env::var_os("TOKENTAP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/venv/bin/python"));
-    assert!(path.exists(), "{} not found: run scripts/test.sh, which creates the SDK virtualenv", path.display());
-    path
-}
-
 /// Runs `tests/sdk/<script> ARGS…` to completion and parses the JSON it prints.
 fn run_script(script: &str, args: &[&str]) -> Value {
     let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join(script);
-    let out = Command::new(python()).arg(&script_path).args(args).output().expect("run python");
+    let out =
+        Command::new(tokentap_e2e::process::sdk_python()).arg(&script_path).args(args).output().expect("run python");
     assert!(
         out.status.success(),
         "{script} {args:?} failed:\nstdout:\n{}\nstderr:\n{}",

@@ -5,17 +5,14 @@ use std::process::Command;
 
 use tokentap_e2e::{Mock, Tokentap};
 
-fn python() -> PathBuf {
-    let path = std::env::var_os("TOKENTAP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/venv/bin/python"));
-    assert!(path.exists(), "{} not found: run scripts/test.sh, which creates the SDK virtualenv", path.display());
-    path
-}
-
 fn run_script(script: &str, base_url: &str) -> serde_json::Value {
     let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join(script);
-    let out = Command::new(python()).arg(&script_path).arg("--base-url").arg(base_url).output().expect("run python");
+    let out = Command::new(tokentap_e2e::process::sdk_python())
+        .arg(&script_path)
+        .arg("--base-url")
+        .arg(base_url)
+        .output()
+        .expect("run python");
     assert!(
         out.status.success(),
         "{script} against {base_url} failed:\nstdout:\n{}\nstderr:\n{}",
