@@ -60,6 +60,27 @@ pub fn load_data_dir(data_dir: &Path) -> std::io::Result<LoadedRecords> {
 /// line wins; the result is sorted by t0 (ties by request id, so the order is deterministic).
 pub fn load_files(files: &[PathBuf]) -> std::io::Result<LoadedRecords> {
     let mut out = LoadedRecords { files: files.to_vec(), ..LoadedRecords::default() };
+    let last = last_versions::<Record>(files, |r| &r.request_id)?;
+    (out.records, out.lines, out.skipped_lines) = (last.entries, last.lines, last.skipped_lines);
+    out.records.sort_by(|a, b| {
+        a.timeline.t0_unix_ns.cmp(&b.timeline.t0_unix_ns).then_with(|| a.request_id.cmp(&b.request_id))
+    });
+    Ok(out)
+}
+
+/// The entries of JSON-lines files read oldest first, the last line per key winning, in the order
+/// each key first appeared; lines that do not parse as `T` are counted.
+pub(crate) struct LastVersions<T> {
+    pub(crate) entries: Vec<T>,
+    pub(crate) lines: u64,
+    pub(crate) skipped_lines: u64,
+}
+
+pub(crate) fn last_versions<T: serde::de::DeserializeOwned>(
+    files: &[PathBuf],
+    key: impl Fn(&T) -> &str,
+) -> std::io::Result<LastVersions<T>> {
+    let mut out = LastVersions { entries: Vec::new(), lines: 0, skipped_lines: 0 };
     let mut index: HashMap<String, usize> = HashMap::new();
     for path in files {
         let file = std::fs::File::open(path)
@@ -70,20 +91,17 @@ pub fn load_files(files: &[PathBuf]) -> std::io::Result<LoadedRecords> {
                 continue;
             }
             out.lines += 1;
-            match serde_json::from_str::<Record>(&line) {
-                Ok(record) => match index.get(&record.request_id) {
-                    Some(&i) => out.records[i] = record,
+            match serde_json::from_str::<T>(&line) {
+                Ok(entry) => match index.get(key(&entry)) {
+                    Some(&i) => out.entries[i] = entry,
                     None => {
-                        index.insert(record.request_id.clone(), out.records.len());
-                        out.records.push(record);
+                        index.insert(key(&entry).to_owned(), out.entries.len());
+                        out.entries.push(entry);
                     }
                 },
                 Err(_) => out.skipped_lines += 1,
             }
         }
     }
-    out.records.sort_by(|a, b| {
-        a.timeline.t0_unix_ns.cmp(&b.timeline.t0_unix_ns).then_with(|| a.request_id.cmp(&b.request_id))
-    });
     Ok(out)
 }

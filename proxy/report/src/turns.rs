@@ -2,8 +2,7 @@
 //! went (model, tools, the client), steps and tool calls per turn. `markdown` renders them and
 //! `explain` prints one turn.
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::BufRead;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -21,28 +20,8 @@ pub struct LoadedTurns {
 /// Reads `turns.jsonl` and its rotated files in `data_dir` (none: no turns).
 pub fn load_turns(data_dir: &Path) -> std::io::Result<LoadedTurns> {
     let files = crate::load::journal_files(data_dir, "turns");
-    let mut out = LoadedTurns { files: files.clone(), ..LoadedTurns::default() };
-    let mut index: HashMap<String, usize> = HashMap::new();
-    for path in &files {
-        let file = std::fs::File::open(path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
-        for line in std::io::BufReader::new(file).lines() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            match serde_json::from_str::<TurnRecord>(&line) {
-                Ok(turn) => match index.get(&turn.turn_id) {
-                    Some(&i) => out.turns[i] = turn,
-                    None => {
-                        index.insert(turn.turn_id.clone(), out.turns.len());
-                        out.turns.push(turn);
-                    }
-                },
-                Err(_) => out.skipped_lines += 1,
-            }
-        }
-    }
+    let last = crate::load::last_versions::<TurnRecord>(&files, |t| &t.turn_id)?;
+    let mut out = LoadedTurns { turns: last.entries, skipped_lines: last.skipped_lines, files };
     out.turns.sort_by(|a, b| a.t0_unix_ns.cmp(&b.t0_unix_ns).then_with(|| a.turn_id.cmp(&b.turn_id)));
     Ok(out)
 }
