@@ -220,6 +220,10 @@ pub struct TimelineConfig {
     pub max_analysis_bytes: usize,
     /// Request body bytes kept per request for analysis (model, prompt size…).
     pub max_request_bytes: usize,
+    /// Request and response bytes kept for analysis by all requests in flight (and queued for the
+    /// record worker) together; a request that finds it spent keeps no more (its analysis sees a
+    /// prefix and says so) and is counted (`records.kept_budget_hits`).
+    pub max_kept_bytes: usize,
     /// After the last write, how long tokentap watches the client acknowledge the tail (ms).
     pub ack_drain_ms: u64,
 }
@@ -231,6 +235,7 @@ impl Default for TimelineConfig {
             max_chunks: 50_000,
             max_analysis_bytes: 16 << 20,
             max_request_bytes: 4 << 20,
+            max_kept_bytes: 512 << 20,
             ack_drain_ms: 10_000,
         }
     }
@@ -672,7 +677,7 @@ fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
     let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
     let to = &file.timeouts;
     let tu = &file.turns;
-    let bounds: [(&str, u64, u64); 39] = [
+    let bounds: [(&str, u64, u64); 40] = [
         ("timeouts.connect_ms", to.connect_ms, 600_000),
         ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
         ("timeouts.read_s", to.read_s, 86_400),
@@ -681,6 +686,7 @@ fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
         ("timeline.max_chunks", t.max_chunks as u64, 1_000_000),
         ("timeline.max_analysis_bytes", t.max_analysis_bytes as u64, 256 * MIB),
         ("timeline.max_request_bytes", t.max_request_bytes as u64, 64 * MIB),
+        ("timeline.max_kept_bytes", t.max_kept_bytes as u64, 64 * GIB),
         ("timeline.ack_drain_ms", t.ack_drain_ms, 60_000),
         ("analysis.stall_threshold_ms", a.stall_threshold_ms, 3_600_000),
         ("analysis.warmup_requests", a.warmup_requests, 1_000_000),

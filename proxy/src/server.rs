@@ -75,7 +75,10 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     let config = Arc::new(config);
 
     let store = Arc::new(RecordStore::open(&config.data_dir, config.store.clone())?);
-    let stats = Arc::new(PipelineStats::default());
+    let stats = Arc::new(PipelineStats {
+        kept: crate::timeline::KeptBudget::new(config.timeline.max_kept_bytes),
+        ..PipelineStats::default()
+    });
     // Metrics for /metrics, and OTLP export when configured (its own thread; never on the
     // forwarding path).
     let telemetry = Telemetry::start(

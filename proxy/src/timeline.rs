@@ -4,6 +4,8 @@
 //! read together with t0, converts them to wall time for records and exports. Intervals are never
 //! computed from wall-clock readings.
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
@@ -36,6 +38,52 @@ impl Anchor {
     }
 }
 
+/// The bytes all requests together keep for analysis (`[timeline] max_kept_bytes`): taken as a
+/// piece is kept (one atomic add on the body hook), given back when the body is released. A
+/// request that finds the budget spent keeps no more (its analysis sees a prefix and says so), so
+/// many large bodies at once cannot grow memory past it.
+#[derive(Debug)]
+pub struct KeptBudget {
+    used: AtomicUsize,
+    max: usize,
+    /// Bodies that stopped keeping bytes because the budget was spent.
+    hits: AtomicU64,
+}
+
+impl KeptBudget {
+    pub fn new(max: usize) -> Arc<KeptBudget> {
+        Arc::new(KeptBudget { used: AtomicUsize::new(0), max, hits: AtomicU64::new(0) })
+    }
+
+    fn take(&self, n: usize) -> bool {
+        if self.used.fetch_add(n, Ordering::Relaxed) + n > self.max {
+            self.used.fetch_sub(n, Ordering::Relaxed);
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    fn give(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Bytes kept now by all requests.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for KeptBudget {
+    fn default() -> Self {
+        KeptBudget { used: AtomicUsize::new(0), max: usize::MAX, hits: AtomicU64::new(0) }
+    }
+}
+
 /// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies.
 #[derive(Debug, Default)]
 pub struct CapturedBody {
@@ -44,15 +92,24 @@ pub struct CapturedBody {
     pub kept_bytes: usize,
     pub total_bytes: u64,
     pub truncated: bool,
+    /// The budget of all requests, when there is one (`kept_bytes` of it are this body's).
+    pub budget: Option<Arc<KeptBudget>>,
 }
 
 impl CapturedBody {
+    /// An empty body that takes its bytes from `budget`.
+    pub fn with_budget(budget: Arc<KeptBudget>) -> Self {
+        let mut body = CapturedBody::default();
+        body.budget = Some(budget);
+        body
+    }
+
     pub fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
         self.total_bytes += piece.len() as u64;
         if self.truncated {
             return;
         }
-        if self.kept_bytes + piece.len() > cap {
+        if self.kept_bytes + piece.len() > cap || self.budget.as_ref().is_some_and(|b| !b.take(piece.len())) {
             self.truncated = true;
             return;
         }
@@ -63,6 +120,9 @@ impl CapturedBody {
     /// Lets go of the kept bytes (overload): the counts stay, the pieces are released.
     pub fn shed(&mut self) {
         self.pieces = Vec::new();
+        if let Some(budget) = &self.budget {
+            budget.give(self.kept_bytes);
+        }
         self.kept_bytes = 0;
     }
 
@@ -73,6 +133,14 @@ impl CapturedBody {
             out.extend_from_slice(p);
         }
         out
+    }
+}
+
+impl Drop for CapturedBody {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.give(self.kept_bytes);
+        }
     }
 }
 
@@ -132,6 +200,27 @@ impl ChunkTimeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_of_all_requests_bounds_what_they_keep_together_and_is_given_back() {
+        let budget = KeptBudget::new(100);
+        let piece = Bytes::from(vec![b'x'; 40]);
+        let mut a = CapturedBody::with_budget(budget.clone());
+        let mut b = CapturedBody::with_budget(budget.clone());
+        a.push(&piece, 0, 1 << 20);
+        b.push(&piece, 0, 1 << 20);
+        a.push(&piece, 1, 1 << 20);
+        assert!(a.truncated && !b.truncated, "the third piece would pass 100 bytes");
+        assert_eq!((budget.used(), budget.hits()), (80, 1));
+        assert_eq!(a.total_bytes, 80, "counts go on");
+        b.shed();
+        assert_eq!(budget.used(), 40);
+        drop(a);
+        assert_eq!(budget.used(), 0, "released bodies give their bytes back");
+        let mut c = CapturedBody::with_budget(budget.clone());
+        c.push(&Bytes::from(vec![b'y'; 100]), 0, 1 << 20);
+        assert!(!c.truncated);
+    }
 
     #[test]
     fn handoffs_match_chunks_by_byte_range() {

@@ -68,3 +68,25 @@ fn a_slow_worker_sheds_analysis_then_drops_and_counts_both() {
     let text = String::from_utf8_lossy(&metrics.body);
     assert!(text.contains(&format!("tokentap_records_shed_total {}", r["shed"])), "{text}");
 }
+
+/// Many large bodies at once cannot grow memory past `[timeline] max_kept_bytes`: a response
+/// that would pass the budget of all requests is forwarded whole, analysed as a prefix, counted,
+/// and the budget is whole again once its record is written.
+#[test]
+fn the_budget_of_kept_bytes_bounds_analysis_not_forwarding() {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "200"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    std::fs::write(&config, "[timeline]\nmax_kept_bytes = 2000\n").unwrap();
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let response = chat(&tokentap);
+    assert!(response.status == 200 && response.complete, "forwarding is whole");
+    assert!(response.body.len() > 2000, "the stream is larger than the budget: {}", response.body.len());
+    let record = feed.next_record();
+    assert_eq!(record["timeline"]["analysis_bytes_truncated"], true, "{}", record["timeline"]);
+    assert_eq!(record["timeline"]["body_bytes"], response.body.len(), "counts go on");
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert!(health["records"]["kept_budget_hits"].as_u64().unwrap() >= 1, "{health}");
+    assert_eq!(health["records"]["kept_bytes"], 0, "released once recorded: {health}");
+}

@@ -32,6 +32,8 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "journal_gap": state.store.journal_gap(),
             "worker_panics": s.worker_panics.load(Ordering::Relaxed),
             "open": s.open_requests.load(Ordering::Relaxed),
+            "kept_bytes": s.kept.used(),
+            "kept_budget_hits": s.kept.hits(),
         },
         "browser_reports": {
             "accepted": s.browser_reports.load(Ordering::Relaxed),

@@ -55,13 +55,15 @@ pub struct TapProxy {
     finalize: FinalizeQueue,
     pages: Arc<Pages>,
     ingest: Arc<ProbeIngest>,
+    kept: Arc<crate::timeline::KeptBudget>,
 }
 
 impl TapProxy {
     pub fn new(config: Arc<ValidConfig>, finalize: FinalizeQueue, pages: Arc<Pages>) -> Self {
         let redactor = Redactor::new(&config.privacy.redact_headers);
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
-        Self { config, redactor, finalize, pages, ingest }
+        let kept = finalize.kept_budget();
+        Self { config, redactor, finalize, pages, ingest, kept }
     }
 }
 
@@ -216,6 +218,8 @@ impl ProxyHttp for TapProxy {
     fn new_ctx(&self) -> Self::CTX {
         let mut ctx = RequestCtx::new();
         ctx.data.ack.max_samples = self.config.timeline.max_chunks;
+        ctx.data.request_body.budget = Some(self.kept.clone());
+        ctx.data.chunks.body.budget = Some(self.kept.clone());
         ctx
     }
 

@@ -58,6 +58,8 @@ pub struct PipelineStats {
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
     pub open_requests: Arc<AtomicU64>,
     pub turns: TurnStats,
+    /// The bytes all requests keep for analysis (`[timeline] max_kept_bytes`).
+    pub kept: Arc<crate::timeline::KeptBudget>,
 }
 
 /// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →
@@ -148,6 +150,11 @@ pub struct FinalizeQueue {
 }
 
 impl FinalizeQueue {
+    /// The budget of bytes all requests keep for analysis.
+    pub fn kept_budget(&self) -> Arc<crate::timeline::KeptBudget> {
+        self.stats.kept.clone()
+    }
+
     /// Counts a routed request as open until its record is stored.
     pub fn open_request(&self) -> OpenRequest {
         OpenRequest::new(&self.stats.open_requests)
