@@ -64,11 +64,13 @@ fn print_banner(bound: &BoundAddrs, mock: SocketAddr, data_dir: &std::path::Path
     if let Some(admin) = bound.admin {
         let _ = writeln!(out, "  admin API      http://{admin}/_tokentap/api/requests");
         let _ = writeln!(out, "  live feed      http://{admin}/_tokentap/api/stream");
+        let _ = writeln!(out, "  turns          http://{admin}/_tokentap/#/turns");
     }
     let _ = writeln!(out, "  records        {}", data_dir.join(tokentap_record::RECORDS_FILE).display());
     let _ = writeln!(
         out,
         "try: curl -N {proxy}/v1/chat/completions -H 'content-type: application/json' -H 'x-mock-scenario: reasoning' \\\n       -d '{{\"model\":\"mock-gpt\",\"stream\":true,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
     );
+    let _ = writeln!(out, "an agent turn (two tools, two model calls): python3 examples/agent-turn/agent_turn.py");
     let _ = out.flush();
 }
