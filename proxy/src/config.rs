@@ -65,6 +65,9 @@ pub struct FileConfig {
     pub timeouts: TimeoutConfig,
     #[serde(default)]
     pub shutdown: ShutdownConfig,
+    /// Client connections to the proxy listener: how many at once, how long a request head may take.
+    #[serde(default)]
+    pub connections: ConnectionsConfig,
     #[serde(default)]
     pub timeline: TimelineConfig,
     #[serde(default)]
@@ -145,6 +148,27 @@ impl Default for ShutdownConfig {
     fn default() -> Self {
         // Long enough for typical chat streams and most reasoning answers.
         Self { grace_period_s: 120 }
+    }
+}
+
+/// `[connections]`: client connections to the proxy listener. A connection over `max_open` gets a
+/// 503 and is closed; a connection whose first request head is not complete within
+/// `head_timeout_s` is closed (the slow-header attack). Later requests on a kept-alive connection
+/// are bounded by pingora's 60 s keep-alive read timeout instead, and by the cap.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectionsConfig {
+    /// Client connections open at once. Each one also needs an upstream connection, so the cap is
+    /// lowered at start to fit half of the process's file descriptor limit.
+    pub max_open: usize,
+    /// Longest time from accepting a connection to the end of its first request head.
+    pub head_timeout_s: u64,
+}
+
+impl Default for ConnectionsConfig {
+    fn default() -> Self {
+        // nginx's client_header_timeout is 60 s as well.
+        Self { max_open: 10_000, head_timeout_s: 60 }
     }
 }
 
@@ -421,6 +445,7 @@ pub struct ValidConfig {
     pub routes: Arc<RouteTable>,
     pub timeouts: TimeoutConfig,
     pub shutdown: ShutdownConfig,
+    pub connections: ConnectionsConfig,
     pub timeline: TimelineConfig,
     pub analysis: AnalysisConfig,
     pub store: StoreConfig,
@@ -519,6 +544,15 @@ pub fn validate_with_env(
         return Err(invalid(
             "shutdown.grace_period_s",
             format!("{} is outside 0..=3600", file.shutdown.grace_period_s),
+        ));
+    }
+    if !(1..=1_000_000).contains(&file.connections.max_open) {
+        return Err(invalid("connections.max_open", format!("{} is outside 1..=1000000", file.connections.max_open)));
+    }
+    if !(1..=3600).contains(&file.connections.head_timeout_s) {
+        return Err(invalid(
+            "connections.head_timeout_s",
+            format!("{} is outside 1..=3600", file.connections.head_timeout_s),
         ));
     }
     for (key, name) in [
@@ -636,6 +670,7 @@ pub fn validate_with_env(
         routes: Arc::new(routes),
         timeouts: file.timeouts,
         shutdown: file.shutdown,
+        connections: file.connections,
         timeline: file.timeline,
         analysis: file.analysis,
         store: file.store,

@@ -13,6 +13,7 @@
 //! - `config`, `server`, `demo`, `pages`: configuration, start-up, `tokentap demo`, embedded pages.
 
 pub mod admin;
+pub mod admission;
 pub mod config;
 pub mod dashboard;
 pub mod demo;

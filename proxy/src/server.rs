@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pingora::listeners::TcpSocketOptions;
-use pingora::proxy::http_proxy_service;
+use pingora::proxy::http_proxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{ExecutionPhase, RunArgs, Server};
+use pingora::services::listening::Service;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::admin::{self, AdminState};
+use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
 use crate::forward::TapProxy;
 use crate::pages::Pages;
@@ -75,6 +77,14 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     let config = Arc::new(config);
 
     let store = Arc::new(RecordStore::open(&config.data_dir, config.store.clone())?);
+    let (limits, lowered) = ConnectionLimits::fitted(&config.connections);
+    if let Some(configured) = lowered {
+        tracing::warn!(
+            configured,
+            max_open = limits.max_open,
+            "[connections] max_open lowered to fit the open file limit (each client connection also needs an upstream one); raise `ulimit -n` for more"
+        );
+    }
     let stats = Arc::new(PipelineStats {
         kept: crate::timeline::KeptBudget::new(config.timeline.max_kept_bytes),
         ..PipelineStats::default()
@@ -133,7 +143,9 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     server.bootstrap();
     let conf = server.configuration.clone();
     let finalize = queue.clone();
-    let mut service = http_proxy_service(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages)));
+    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages)));
+    let mut service =
+        Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();
     socket_options.so_reuseport = Some(true);
     service.add_tcp_with_settings(&listen.to_string(), socket_options);

@@ -47,6 +47,10 @@ pub struct StreamAnalysis {
     #[serde(default)]
     pub events_truncated: u64,
     pub flags: AnalysisFlags,
+    /// Keyed hashes of the answer text and its sentences (`conversation::TextHashes`), to link a
+    /// speech request to the answer it reads out; never written.
+    #[serde(skip)]
+    pub answer_hashes: Option<crate::conversation::TextHashes>,
 }
 
 /// Latency, rate and size metrics (docs/metrics.md, "Latency metrics").

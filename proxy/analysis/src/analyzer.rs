@@ -302,7 +302,10 @@ impl StreamAnalyzer {
             },
         );
         let stalls = stall_summary(&timeline, self.limits.stall_threshold_ns);
+        let answer = &timeline.texts[0];
+        let answer_hashes = (!answer.trim().is_empty()).then(|| crate::conversation::TextHashes::of(answer));
         StreamAnalysis {
+            answer_hashes,
             format,
             dialect,
             event_counts: timeline.counts.clone(),

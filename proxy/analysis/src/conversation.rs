@@ -43,6 +43,63 @@ fn hasher() -> impl Hasher {
     KEY.get_or_init(RandomState::new).build_hasher()
 }
 
+/// Most sentences hashed of one text.
+pub const MAX_SENTENCES: usize = 512;
+
+/// Keyed hash of a text in normalised form (trimmed, whitespace runs as one space, lower case), so
+/// that a transcript and the chat message that carries it, or an answer and the speech request
+/// that reads it out, hash the same. Like the prefix hashes, the key is random per process.
+pub fn text_hash(text: &str) -> u64 {
+    let mut h = hasher();
+    feed_normalised(&mut h, text);
+    h.finish()
+}
+
+fn feed_normalised(h: &mut impl Hasher, text: &str) {
+    let mut normal = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !normal.is_empty() {
+            normal.push(' ');
+        }
+        if word.is_ascii() {
+            normal.extend(word.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            normal.extend(word.chars().flat_map(char::to_lowercase));
+        }
+    }
+    h.write(normal.as_bytes());
+}
+
+/// Hashes of a text as a whole and of each of its sentences (cut after `.`, `!`, `?`, `…`, their
+/// CJK forms and line breaks), for telling whether a speech request reads out (part of) an answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TextHashes {
+    pub whole: u64,
+    pub sentences: Vec<u64>,
+}
+
+impl TextHashes {
+    pub fn of(text: &str) -> TextHashes {
+        let mut sentences = Vec::new();
+        for piece in text.split(['.', '!', '?', '\n', '…', '。', '！', '？']) {
+            if sentences.len() >= MAX_SENTENCES {
+                break;
+            }
+            if piece.trim().is_empty() {
+                continue;
+            }
+            sentences.push(text_hash(piece));
+        }
+        TextHashes { whole: text_hash(text), sentences }
+    }
+
+    /// True when `part` is this whole text or made of its sentences.
+    pub fn covers(&self, part: &TextHashes) -> bool {
+        part.whole == self.whole
+            || (!part.sentences.is_empty() && part.sentences.iter().all(|s| self.sentences.contains(s)))
+    }
+}
+
 /// The conversation shape of a parsed request body object.
 pub(crate) fn shape(map: &serde_json::Map<String, Value>) -> ConversationShape {
     let items: Vec<&Value> = match ["messages", "contents", "input"].iter().find_map(|k| map.get(*k)) {
@@ -111,6 +168,10 @@ fn feed(h: &mut impl Hasher, value: &Value, depth: usize) {
     }
 }
 
+pub(crate) fn shape_of_item(item: &Value) -> LastInput {
+    last_input(item)
+}
+
 fn last_input(item: &Value) -> LastInput {
     let role = item.get("role").and_then(Value::as_str);
     let kind = item.get("type").and_then(Value::as_str);
@@ -132,5 +193,27 @@ fn last_input(item: &Value) -> LastInput {
         // tool output (e.g. an input_text item).
         _ if kind.is_some_and(|t| t.ends_with("_call") || t == "reasoning") => LastInput::Assistant,
         _ => LastInput::User,
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn normalised_text_hashes_match() {
+        assert_eq!(text_hash("  What is the  weather\nin Paris? "), text_hash("what is the weather in paris?"));
+        assert_ne!(text_hash("weather in Paris"), text_hash("weather in Rome"));
+    }
+
+    #[test]
+    fn an_answer_covers_its_sentences() {
+        let answer = TextHashes::of("Sure! It is sunny in Paris today.\nHighs of 21 degrees.");
+        assert!(answer.covers(&TextHashes::of("It is sunny in Paris today.")));
+        assert!(answer.covers(&TextHashes::of("Sure! It is sunny in Paris today.")));
+        assert!(answer.covers(&TextHashes::of("Highs of 21 degrees.")));
+        assert!(!answer.covers(&TextHashes::of("It is raining in Paris today.")));
+        assert!(!answer.covers(&TextHashes::of("  ")));
+        assert!(answer.covers(&TextHashes::of("Sure! It is sunny in Paris today.\nHighs of 21 degrees.")));
     }
 }

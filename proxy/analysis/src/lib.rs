@@ -10,6 +10,8 @@
 //! - `metrics`, [`distribution`], `tokens`: the arithmetic of docs/metrics.md.
 //! - `analyzer`: the public [`StreamAnalyzer`] gluing the above together.
 //! - `request`: [`analyze_request`], the request-side facts (model, stream flag, prompt size).
+//! - [`audio`]: speech audio (formats, WAV, the onset rule, predicted playout) and the
+//!   speech-to-text and text-to-speech analyzers.
 //! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
 //!   input, tool results, keyed prefix hashes).
 //!
@@ -22,6 +24,7 @@
 
 mod analysis;
 mod analyzer;
+pub mod audio;
 mod classify;
 pub mod conversation;
 pub mod distribution;
@@ -44,5 +47,5 @@ pub use conversation::LastInput;
 pub use distribution::{percentile, Distribution};
 pub use event::{EventClass, EventCounts};
 pub use format::{Dialect, StreamFormat};
-pub use request::{analyze_request, RequestInfo};
+pub use request::{analyze_request, RequestInfo, SpeechRequest, TranscriptionRequest, SPEECH_TO_TEXT, TEXT_TO_SPEECH};
 pub use tokens::{count_tokens, load_encoding};

@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::conversation::{self, LastInput};
+use crate::audio::{read_transcription_form, AudioUpload};
+use crate::conversation::{self, text_hash, LastInput, TextHashes};
 use crate::tokens::count_tokens;
 
 /// What one request body asked for.
@@ -51,11 +52,50 @@ pub struct RequestInfo {
     /// Keyed hashes of the message prefixes (`conversation.rs`), for linking; never written.
     #[serde(skip)]
     pub prefix_hashes: Vec<u64>,
+    /// Keyed hash of the text of the last message when it is the user's (`conversation::text_hash`),
+    /// to link a transcript to the chat request that sends it; never written.
+    #[serde(skip)]
+    pub last_user_text_hash: Option<u64>,
+    /// Speech-to-text: the upload and the answer format asked for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub transcription: Option<TranscriptionRequest>,
+    /// Text-to-speech: voice, formats and the size of the text.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub speech: Option<SpeechRequest>,
+    /// Hashes of the text to speak, to link it to the answer it reads out; never written.
+    #[serde(skip)]
+    pub speech_input_hashes: Option<TextHashes>,
     /// OpenAI `stream_options.include_usage`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub include_usage: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub parse_error: Option<String>,
+}
+
+/// A speech-to-text request's form (multipart), without the audio.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptionRequest {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub response_format: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub language: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub upload: Option<AudioUpload>,
+}
+
+/// A text-to-speech request, without the text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpeechRequest {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub voice: Option<String>,
+    /// `response_format`: mp3 (the default), opus, aac, flac, wav, pcm.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub response_format: Option<String>,
+    /// `stream_format`: `audio` (raw bytes, the default) or `sse`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub stream_format: Option<String>,
+    /// Characters of `input`.
+    pub input_chars: u64,
 }
 
 const MAX_TOOL_RESULT_IDS: usize = 256;
@@ -76,6 +116,12 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
     };
     if body_truncated {
         info.parse_error = Some("request body truncated by capture limit".to_owned());
+        // An upload's form fields and audio header come first: read what was captured.
+        if let Some(ct) =
+            content_type.filter(|ct| ct.trim_start().to_ascii_lowercase().starts_with("multipart/form-data"))
+        {
+            read_form(&mut info, ct, body);
+        }
         return info;
     }
     info.prompt_bytes = Some(body.len() as u64);
@@ -84,6 +130,10 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
     }
     if let Some(ct) = content_type {
         let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        if mime == "multipart/form-data" {
+            read_form(&mut info, ct, body);
+            return info;
+        }
         if !(mime == "application/json" || mime.ends_with("+json") || mime.is_empty()) {
             info.parse_error = Some(format!("not JSON (content type {mime})"));
             return info;
@@ -133,6 +183,21 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
         }
     }
     info.message_count = message_count;
+    info.last_user_text_hash = last_user_text_hash(map);
+    if route.operation == Some(TEXT_TO_SPEECH) {
+        if let Some(input) = map.get("input").and_then(Value::as_str) {
+            info.speech_input_hashes = Some(TextHashes::of(input));
+            let field = |k: &str| map.get(k).and_then(Value::as_str).map(|v| v.chars().take(64).collect::<String>());
+            info.speech = Some(SpeechRequest {
+                voice: field("voice"),
+                response_format: field("response_format"),
+                stream_format: field("stream_format"),
+                input_chars: input.chars().count() as u64,
+            });
+            // Speech streams whatever `stream` says.
+            info.stream = Some(true);
+        }
+    }
     let shape = conversation::shape(map);
     info.last_input = shape.last_input;
     info.prefix_hashes = shape.prefix_hashes;
@@ -158,6 +223,45 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
         _ => 0,
     });
     info
+}
+
+/// Speech-to-text and text-to-speech operation names (the OpenTelemetry GenAI proposals).
+pub const SPEECH_TO_TEXT: &str = "speech_to_text";
+pub const TEXT_TO_SPEECH: &str = "text_to_speech";
+
+fn read_form(info: &mut RequestInfo, content_type: &str, body: &[u8]) {
+    match read_transcription_form(content_type, body, info.prompt_bytes.unwrap_or(body.len() as u64)) {
+        Ok(form) => {
+            info.model = form.model.or(info.model.take());
+            info.stream = Some(form.stream.unwrap_or(false));
+            info.transcription = Some(TranscriptionRequest {
+                response_format: form.response_format,
+                language: form.language,
+                upload: form.upload,
+            });
+        }
+        Err(e) => {
+            info.parse_error.get_or_insert(e);
+        }
+    }
+}
+
+/// The hash of the last message's text when the user sent it.
+fn last_user_text_hash(map: &serde_json::Map<String, Value>) -> Option<u64> {
+    let last = match ["messages", "contents", "input"].iter().find_map(|k| map.get(*k))? {
+        Value::Array(items) => items.last()?,
+        s @ Value::String(_) => s,
+        _ => return None,
+    };
+    if !matches!(last, Value::String(_)) {
+        let role = last.get("role").and_then(Value::as_str).unwrap_or("user");
+        if role != "user" || conversation::shape_of_item(last) != LastInput::User {
+            return None;
+        }
+    }
+    let mut texts = Vec::new();
+    collect_text(last, &mut texts, 0);
+    (!texts.is_empty()).then(|| text_hash(&texts.join(" ")))
 }
 
 fn pointer_u64(value: &Value, pointer: &str) -> Option<u64> {
@@ -193,6 +297,15 @@ impl Route {
                 };
                 return route;
             }
+        }
+        if path.ends_with("/audio/transcriptions") || path.ends_with("/audio/translations") {
+            route.operation = Some(SPEECH_TO_TEXT);
+            return route;
+        }
+        if path.ends_with("/audio/speech") {
+            route.operation = Some(TEXT_TO_SPEECH);
+            route.default_stream = true;
+            return route;
         }
         route.operation =
             if path.ends_with("/chat/completions") || path.ends_with("/messages") || path.ends_with("/responses") {

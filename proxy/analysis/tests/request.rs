@@ -123,7 +123,13 @@ fn truncated_invalid_and_non_json_bodies() {
     assert!(info.parse_error.as_deref().unwrap().starts_with("invalid JSON"));
     assert_eq!(info.model, None);
 
+    // Forms are read (speech-to-text uploads); an empty one has no fields.
     let info = analyze_request("/v1/audio/transcriptions", Some("multipart/form-data; boundary=x"), b"--x\r\n", false);
+    assert_eq!(info.parse_error, None);
+    assert_eq!(info.operation.as_deref(), Some("speech_to_text"));
+    assert_eq!(info.transcription.map(|t| t.upload), Some(None));
+
+    let info = analyze_request("/v1/chat/completions", Some("text/plain"), b"hello", false);
     assert!(info.parse_error.as_deref().unwrap().contains("not JSON"));
 
     let info = analyze_request("/v1/models", None, b"", false);

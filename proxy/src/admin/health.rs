@@ -43,6 +43,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "refused_over_budget": s.browser_over_budget.load(Ordering::Relaxed),
         },
         "turns": s.turns.json(),
+        "connections": s.connections.json(),
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),
     });

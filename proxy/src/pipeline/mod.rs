@@ -60,6 +60,8 @@ pub struct PipelineStats {
     pub turns: TurnStats,
     /// The bytes all requests keep for analysis (`[timeline] max_kept_bytes`).
     pub kept: Arc<crate::timeline::KeptBudget>,
+    /// Client connections under `[connections]` (open, refused, slow heads).
+    pub connections: Arc<crate::admission::ConnectionStats>,
 }
 
 /// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →
@@ -117,6 +119,12 @@ impl tokentap_telemetry::PipelineCounters for PipelineStats {
     }
     fn records_shed(&self) -> u64 {
         self.shed.load(Ordering::Relaxed)
+    }
+    fn connections_refused(&self) -> tokentap_telemetry::ConnectionRefusals {
+        tokentap_telemetry::ConnectionRefusals {
+            over_capacity: self.connections.refused_over_cap.load(Ordering::Relaxed),
+            head_timeout: self.connections.head_timeouts.load(Ordering::Relaxed),
+        }
     }
 }
 

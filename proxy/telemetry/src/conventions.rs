@@ -35,6 +35,7 @@ pub enum MetricId {
     HookTime,
     RecordsDropped,
     RecordsShed,
+    ConnectionsRefused,
     TelemetryExported,
     TelemetrySpooled,
     TelemetryDropped,
@@ -216,6 +217,14 @@ pub const METRICS: &[MetricDef] = &[
         description: "Records written without stream analysis because the finalize queue was backed up.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_records_shed_total",
+    },
+    MetricDef {
+        id: MetricId::ConnectionsRefused,
+        name: "tokentap.connections.refused",
+        unit: "{connection}",
+        description: "Client connections refused over the connection cap or closed for a slow request head.",
+        instrument: Instrument::Counter,
+        prometheus_name: "tokentap_connections_refused_total",
     },
     MetricDef {
         id: MetricId::TelemetryExported,

@@ -41,4 +41,4 @@ pub mod telemetry;
 mod transport;
 
 pub use stats::{DropReason, ExportError, ExportStats};
-pub use telemetry::{PipelineCounters, Telemetry};
+pub use telemetry::{ConnectionRefusals, PipelineCounters, Telemetry};

@@ -148,6 +148,13 @@ fn observed_values(id: MetricId, sources: &ObservedSources) -> Vec<(u64, Vec<Key
     if id == MetricId::RecordsShed {
         return vec![(sources.pipeline.records_shed(), Vec::new())];
     }
+    if id == MetricId::ConnectionsRefused {
+        let refused = sources.pipeline.connections_refused();
+        return [("over_capacity", refused.over_capacity), ("head_timeout", refused.head_timeout)]
+            .into_iter()
+            .map(|(reason, n)| (n, vec![KeyValue::new(attr::DROP_REASON, reason)]))
+            .collect();
+    }
     let mut out = Vec::new();
     for (signal, c) in [(Signal::Traces, &sources.stats.spans), (Signal::Metrics, &sources.stats.metric_points)] {
         let signal_kv = KeyValue::new(attr::SIGNAL, signal.as_str());
@@ -175,6 +182,7 @@ fn is_observed(id: MetricId) -> bool {
         id,
         MetricId::RecordsDropped
             | MetricId::RecordsShed
+            | MetricId::ConnectionsRefused
             | MetricId::TelemetryExported
             | MetricId::TelemetrySpooled
             | MetricId::TelemetryDropped

@@ -108,4 +108,16 @@ pub trait PipelineCounters: Send + Sync {
     fn records_dropped(&self) -> u64;
     /// Records written without their stream analysis because the queue was backed up.
     fn records_shed(&self) -> u64;
+    /// Client connections refused over the connection cap, and closed because their first
+    /// request head was too slow (`tokentap.connections.refused`).
+    fn connections_refused(&self) -> ConnectionRefusals {
+        ConnectionRefusals::default()
+    }
+}
+
+/// Client connections tokentap refused, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionRefusals {
+    pub over_capacity: u64,
+    pub head_timeout: u64,
 }

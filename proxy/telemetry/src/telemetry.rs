@@ -16,7 +16,7 @@ use crate::spool::{Signal, Spool};
 use crate::stats::{DropReason, ExportError, ExportStats};
 use crate::{otlp, prometheus, spans};
 
-pub use crate::stats::PipelineCounters;
+pub use crate::stats::{ConnectionRefusals, PipelineCounters};
 
 /// tokentap's telemetry: the metrics, and the OTLP export when configured.
 pub struct Telemetry {

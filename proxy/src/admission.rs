@@ -1,0 +1,413 @@
+//! Admission of client connections to the proxy listener: a cap on how many are open at once and a
+//! deadline for the first request head (`[connections]`).
+//!
+//! pingora reads request heads with a per-read timeout only, so a client that sends one header byte
+//! every few seconds holds its connection (and its file descriptor) forever, and nothing limits how
+//! many connections are open. [`Admitted`] wraps pingora's HTTP application: each new connection
+//! takes a slot or gets a 503, and its stream is wrapped in [`Guarded`], which releases the slot
+//! when the connection is dropped and ends the connection when its first request head has not
+//! arrived by the deadline. The wrapper passes every byte through untouched; on the first head it
+//! looks for the blank line that ends it (a scan of the bytes read, no copy), and after it, reads
+//! and writes cost one branch.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora::apps::ServerApp;
+use pingora::protocols::raw_connect::ProxyDigest;
+use pingora::protocols::tls::TlsRef;
+use pingora::protocols::{
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, SocketDigest, Ssl, Stream, TimingDigest,
+    UniqueID, UniqueIDType, ALPN,
+};
+use pingora::server::ShutdownWatch;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::time::Sleep;
+
+use crate::config::ConnectionsConfig;
+
+/// File descriptors kept free for the admin API, the journal and the upstream pool's spares.
+const RESERVED_FDS: u64 = 128;
+
+/// The limits in force (after fitting the cap to the file descriptor limit).
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    pub max_open: u64,
+    pub head_timeout: Duration,
+}
+
+impl ConnectionLimits {
+    /// The configured limits, with `max_open` lowered to fit: every client connection needs an
+    /// upstream connection too, so at most half of the descriptors left after a reserve. Returns
+    /// the limits and, when the cap was lowered, the configured value.
+    pub fn fitted(config: &ConnectionsConfig) -> (Self, Option<u64>) {
+        let configured = config.max_open as u64;
+        let fit = open_file_limit().map(|n| (n.saturating_sub(RESERVED_FDS) / 2).max(1));
+        let max_open = fit.map_or(configured, |fit| configured.min(fit));
+        let lowered = (max_open < configured).then_some(configured);
+        (Self { max_open, head_timeout: Duration::from_secs(config.head_timeout_s) }, lowered)
+    }
+}
+
+/// The soft `RLIMIT_NOFILE`, or `None` when it cannot be read or is unlimited.
+fn open_file_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// Counters for `/_tokentap/api/health` → `connections` and `/metrics`.
+#[derive(Debug, Default)]
+pub struct ConnectionStats {
+    /// Client connections open now.
+    pub open: AtomicU64,
+    pub accepted: AtomicU64,
+    /// Connections answered with a 503 and closed because `max_open` were open.
+    pub refused_over_cap: AtomicU64,
+    /// Connections closed because their first request head was not complete in time.
+    pub head_timeouts: AtomicU64,
+    /// The cap in force.
+    pub max_open: AtomicU64,
+}
+
+impl ConnectionStats {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "open": self.open.load(Ordering::Relaxed),
+            "max_open": self.max_open.load(Ordering::Relaxed),
+            "accepted": self.accepted.load(Ordering::Relaxed),
+            "refused_over_cap": self.refused_over_cap.load(Ordering::Relaxed),
+            "head_timeouts": self.head_timeouts.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Takes a slot when fewer than `max` connections are open.
+    fn try_open(self: &Arc<Self>, max: u64) -> Option<Slot> {
+        let taken = self.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1));
+        match taken {
+            Ok(_) => {
+                self.accepted.fetch_add(1, Ordering::Relaxed);
+                Some(Slot(self.clone()))
+            }
+            Err(_) => {
+                self.refused_over_cap.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+/// One open connection's place under the cap; released on drop.
+struct Slot(Arc<ConnectionStats>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// pingora's HTTP application behind the connection cap and the head deadline.
+pub struct Admitted<A> {
+    inner: Arc<A>,
+    limits: ConnectionLimits,
+    stats: Arc<ConnectionStats>,
+}
+
+impl<A> Admitted<A> {
+    pub fn new(inner: A, limits: ConnectionLimits, stats: Arc<ConnectionStats>) -> Self {
+        stats.max_open.store(limits.max_open, Ordering::Relaxed);
+        Self { inner: Arc::new(inner), limits, stats }
+    }
+}
+
+/// What a connection over the cap is told before it is closed.
+const OVER_CAP_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+content-length: 91\r\nconnection: close\r\nretry-after: 1\r\n\r\n\
+{\"error\":{\"type\":\"tokentap_over_capacity\",\"message\":\"tokentap: too many open connections\"}}";
+
+/// How long the 503 may take to write to a refused connection.
+const REFUSE_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
+    async fn process_new(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
+        // A stream handed back for reuse is already guarded (and holds its slot).
+        if stream.as_any().is::<Guarded>() {
+            return self.inner.process_new(stream, shutdown).await;
+        }
+        let Some(slot) = self.stats.try_open(self.limits.max_open) else {
+            refuse(stream).await;
+            return None;
+        };
+        let guarded = Guarded::new(stream, slot, self.limits.head_timeout);
+        self.inner.process_new(Box::new(guarded), shutdown).await
+    }
+
+    async fn cleanup(&self) {
+        self.inner.cleanup().await;
+    }
+}
+
+async fn refuse(mut stream: Stream) {
+    let write = async {
+        stream.write_all(OVER_CAP_RESPONSE).await?;
+        stream.flush().await
+    };
+    // Best effort: a client that does not read is simply closed.
+    let _ = tokio::time::timeout(REFUSE_WRITE_TIMEOUT, write).await;
+    Shutdown::shutdown(&mut *stream).await;
+}
+
+/// A client connection under the cap. Until the first request head is complete, reads race its
+/// deadline.
+pub struct Guarded {
+    inner: Stream,
+    head: Option<HeadWatch>,
+    _slot: Slot,
+}
+
+impl fmt::Debug for Guarded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guarded").field("inner", &self.inner).field("awaiting_head", &self.head.is_some()).finish()
+    }
+}
+
+impl Guarded {
+    fn new(inner: Stream, slot: Slot, head_timeout: Duration) -> Self {
+        Self { inner, head: Some(HeadWatch::new(head_timeout)), _slot: slot }
+    }
+}
+
+/// Looks for the end of the first request head (`\r\n\r\n`, split anywhere across reads).
+struct HeadWatch {
+    deadline: Pin<Box<Sleep>>,
+    /// How many bytes of `\r\n\r\n` the bytes read so far end with.
+    matched: u8,
+}
+
+impl HeadWatch {
+    fn new(timeout: Duration) -> Self {
+        Self { deadline: Box::pin(tokio::time::sleep(timeout)), matched: 0 }
+    }
+
+    /// Feeds bytes just read; true once the head's blank line has been seen.
+    fn saw_end(&mut self, bytes: &[u8]) -> bool {
+        const END: &[u8; 4] = b"\r\n\r\n";
+        for &b in bytes {
+            self.matched = if b == END[self.matched as usize] {
+                self.matched + 1
+            } else if b == b'\r' {
+                1
+            } else {
+                0
+            };
+            if self.matched == 4 {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn head_timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the request head was not complete within [connections] head_timeout_s")
+}
+
+impl AsyncRead for Guarded {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let Some(head) = this.head.as_mut() else {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        };
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if head.saw_end(&buf.filled()[before..]) {
+                    this.head = None;
+                } else if head.deadline.is_elapsed() {
+                    this._slot.0.head_timeouts.fetch_add(1, Ordering::Relaxed);
+                    this.head = None;
+                    return Poll::Ready(Err(head_timed_out()));
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match head.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this._slot.0.head_timeouts.fetch_add(1, Ordering::Relaxed);
+                    this.head = None;
+                    Poll::Ready(Err(head_timed_out()))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            failed => failed,
+        }
+    }
+}
+
+impl AsyncWrite for Guarded {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[async_trait]
+impl Shutdown for Guarded {
+    async fn shutdown(&mut self) {
+        Shutdown::shutdown(&mut *self.inner).await;
+    }
+}
+
+impl UniqueID for Guarded {
+    fn id(&self) -> UniqueIDType {
+        self.inner.id()
+    }
+}
+
+impl Ssl for Guarded {
+    fn get_ssl(&self) -> Option<&TlsRef> {
+        self.inner.get_ssl()
+    }
+
+    fn get_ssl_digest(&self) -> Option<Arc<pingora::protocols::tls::SslDigest>> {
+        self.inner.get_ssl_digest()
+    }
+
+    fn selected_alpn_proto(&self) -> Option<ALPN> {
+        self.inner.selected_alpn_proto()
+    }
+}
+
+impl GetTimingDigest for Guarded {
+    fn get_timing_digest(&self) -> Vec<Option<TimingDigest>> {
+        self.inner.get_timing_digest()
+    }
+
+    fn get_read_pending_time(&self) -> Duration {
+        self.inner.get_read_pending_time()
+    }
+
+    fn get_write_pending_time(&self) -> Duration {
+        self.inner.get_write_pending_time()
+    }
+}
+
+impl GetProxyDigest for Guarded {
+    fn get_proxy_digest(&self) -> Option<Arc<ProxyDigest>> {
+        self.inner.get_proxy_digest()
+    }
+
+    fn set_proxy_digest(&mut self, digest: ProxyDigest) {
+        self.inner.set_proxy_digest(digest);
+    }
+}
+
+impl GetSocketDigest for Guarded {
+    fn get_socket_digest(&self) -> Option<Arc<SocketDigest>> {
+        self.inner.get_socket_digest()
+    }
+
+    fn set_socket_digest(&mut self, digest: SocketDigest) {
+        self.inner.set_socket_digest(digest);
+    }
+}
+
+#[async_trait]
+impl Peek for Guarded {
+    async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
+        self.inner.try_peek(buf).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch() -> HeadWatch {
+        HeadWatch { deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))), matched: 0 }
+    }
+
+    #[tokio::test]
+    async fn head_end_found_at_every_split() {
+        let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}";
+        let end = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        for split in 0..=head.len() {
+            let mut w = watch();
+            let (a, b) = head.split_at(split);
+            let found = w.saw_end(a) || w.saw_end(b);
+            assert!(found, "split at {split}");
+        }
+        // Byte by byte: found exactly at the last byte of the blank line.
+        let mut w = watch();
+        let at = head.iter().position(|&b| w.saw_end(&[b])).unwrap();
+        assert_eq!(at + 1, end);
+    }
+
+    #[tokio::test]
+    async fn near_misses_are_not_the_end() {
+        for bytes in [&b"GET / HTTP/1.1\r\nhost: x\r\n"[..], b"\r\n\r", b"\r\r\n\n", b"\n\n\r\n", b"\r\n\n\r\n"] {
+            let mut w = watch();
+            assert!(!w.saw_end(bytes), "{:?}", String::from_utf8_lossy(bytes));
+        }
+        let mut w = watch();
+        assert!(w.saw_end(b"\r\r\n\r\n"));
+    }
+
+    #[test]
+    fn over_cap_response_is_well_formed() {
+        let text = std::str::from_utf8(OVER_CAP_RESPONSE).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        serde_json::from_str::<serde_json::Value>(body).unwrap();
+    }
+
+    #[test]
+    fn cap_counts_and_releases() {
+        let stats = Arc::new(ConnectionStats::default());
+        let a = stats.try_open(2).unwrap();
+        let _b = stats.try_open(2).unwrap();
+        assert!(stats.try_open(2).is_none());
+        assert_eq!(stats.refused_over_cap.load(Ordering::Relaxed), 1);
+        drop(a);
+        assert!(stats.try_open(2).is_some());
+        assert_eq!(stats.accepted.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.open.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn cap_fits_the_descriptor_limit() {
+        let config = ConnectionsConfig { max_open: 1_000_000, head_timeout_s: 60 };
+        let (limits, lowered) = ConnectionLimits::fitted(&config);
+        match open_file_limit() {
+            Some(n) => {
+                assert_eq!(limits.max_open, (n.saturating_sub(RESERVED_FDS) / 2).clamp(1, 1_000_000));
+                assert_eq!(lowered.is_some(), limits.max_open < 1_000_000);
+            }
+            None => assert_eq!(limits.max_open, 1_000_000),
+        }
+    }
+}
