@@ -245,4 +245,11 @@ pub struct Record {
     /// The user turn this request is a step of (`turn`), for model calls of a conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<crate::turn::TurnRef>,
+    /// Text-to-speech responses: the audio's format, first audible sample, audio received over
+    /// time, real-time factor and predicted underruns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speech: Option<tokentap_analysis::audio::SpeechAnalysis>,
+    /// Speech-to-text responses: first transcript delta, transcript done, usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcription: Option<tokentap_analysis::audio::TranscriptionAnalysis>,
 }

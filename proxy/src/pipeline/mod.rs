@@ -15,7 +15,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokentap_analysis::{analyze_request, percentile, AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext};
+use tokentap_analysis::audio::{
+    SpeechAnalysis, SpeechAnalyzer, SpeechContext, TranscriptionAnalysis, TranscriptionAnalyzer,
+};
+use tokentap_analysis::{
+    analyze_request, percentile, AnalysisLimits, RequestInfo, RequestTiming, StreamAnalyzer, StreamContext,
+    SPEECH_TO_TEXT, TEXT_TO_SPEECH,
+};
 
 use crate::config::ValidConfig;
 use crate::request_data::{OpenRequest, RequestData};
@@ -23,7 +29,7 @@ use crate::route::RouteRole;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
 use tokentap_record::trace::TraceContext;
-use tokentap_record::turn::{StepInput, TurnRecord, TurnTracker};
+use tokentap_record::turn::{ModelCall, StepInput, TurnRecord, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
 use tokentap_telemetry::Telemetry;
 
@@ -78,9 +84,22 @@ pub struct TurnStats {
     pub ambiguous_prefixes: AtomicU64,
     pub steps_not_listed: AtomicU64,
     pub tool_calls_not_tracked: AtomicU64,
+    pub voice_transcriptions_linked: AtomicU64,
+    pub voice_speech_linked: AtomicU64,
+    pub voice_transcriptions_unlinked: AtomicU64,
+    pub voice_speech_unlinked: AtomicU64,
 }
 
 impl TurnStats {
+    fn publish_voice(&self, voice: &VoiceLinker) {
+        let c = voice.counters();
+        let set = |slot: &AtomicU64, v: u64| slot.store(v, Ordering::Relaxed);
+        set(&self.voice_transcriptions_linked, c.transcriptions_linked);
+        set(&self.voice_speech_linked, c.speech_linked);
+        set(&self.voice_transcriptions_unlinked, c.transcriptions_unlinked);
+        set(&self.voice_speech_unlinked, c.speech_unlinked);
+    }
+
     fn publish(&self, tracker: &TurnTracker) {
         let c = tracker.counters();
         let set = |slot: &AtomicU64, v: u64| slot.store(v, Ordering::Relaxed);
@@ -109,6 +128,12 @@ impl TurnStats {
             "ambiguous_prefixes": get(&self.ambiguous_prefixes),
             "steps_not_listed": get(&self.steps_not_listed),
             "tool_calls_not_tracked": get(&self.tool_calls_not_tracked),
+            "voice": {
+                "transcriptions_linked": get(&self.voice_transcriptions_linked),
+                "speech_linked": get(&self.voice_speech_linked),
+                "transcriptions_unlinked": get(&self.voice_transcriptions_unlinked),
+                "speech_unlinked": get(&self.voice_speech_unlinked),
+            },
         })
     }
 }
@@ -267,13 +292,14 @@ fn run_worker(
     let mut state = WorkerState {
         pending: VecDeque::new(),
         turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
+        voice: VoiceLinker::default(),
     };
     let mut ticked = Instant::now();
     loop {
         let mut item = match rx.recv_timeout(TURN_TICK) {
             Ok(item) => item,
             Err(RecvTimeoutError::Timeout) => {
-                tick_turns(state.turns.as_mut(), store, stats, telemetry);
+                tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
                 ticked = Instant::now();
                 continue;
             }
@@ -319,7 +345,7 @@ fn run_worker(
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
         if ticked.elapsed() >= TURN_TICK {
-            tick_turns(state.turns.as_mut(), store, stats, telemetry);
+            tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
             ticked = Instant::now();
         }
     }
@@ -330,12 +356,20 @@ struct WorkerState {
     /// Reports whose record is not (yet) in the store.
     pending: VecDeque<(Instant, ProbeReport)>,
     turns: Option<TurnTracker>,
+    /// Speech-to-text and text-to-speech requests joined to turns (with `turns`).
+    voice: VoiceLinker,
 }
 
 /// How often idle turns are looked for.
 const TURN_TICK: Duration = Duration::from_secs(1);
 
-fn tick_turns(turns: Option<&mut TurnTracker>, store: &RecordStore, stats: &PipelineStats, telemetry: &Telemetry) {
+fn tick_turns(
+    turns: Option<&mut TurnTracker>,
+    voice: &VoiceLinker,
+    store: &RecordStore,
+    stats: &PipelineStats,
+    telemetry: &Telemetry,
+) {
     let Some(tracker) = turns else { return };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let closed = std::panic::catch_unwind(AssertUnwindSafe(|| tracker.tick(now))).unwrap_or_else(|_| {
@@ -344,17 +378,48 @@ fn tick_turns(turns: Option<&mut TurnTracker>, store: &RecordStore, stats: &Pipe
         Vec::new()
     });
     for turn in closed {
-        emit_turn(turn, store, telemetry);
+        emit_turn(turn, voice, store, telemetry);
     }
     stats.turns.publish(tracker);
 }
 
 /// A closed turn: its metrics and spans, then `turns.jsonl`, the turn ring and the live feed.
-fn emit_turn(mut turn: TurnRecord, store: &RecordStore, telemetry: &Telemetry) {
+fn emit_turn(mut turn: TurnRecord, voice: &VoiceLinker, store: &RecordStore, telemetry: &Telemetry) {
+    voice.apply(&mut turn);
+    point_voice_records(&turn, store);
     with_browser(&mut turn, store);
     telemetry.observe_turn(&turn);
     if let Err(e) = store.append_turn(turn) {
         tracing::warn!(error = %e, "could not write a turn");
+    }
+}
+
+/// The voice requests of a turn name it in their records (written again; their spans were
+/// exported in their own traces when they ended before the turn was known).
+fn point_voice_records(turn: &TurnRecord, store: &RecordStore) {
+    let Some(voice) = &turn.voice else { return };
+    let ids = voice.transcription.iter().map(|t| &t.request_id).chain(voice.speech.iter().map(|s| &s.request_id));
+    for id in ids {
+        let Some(stored) = store.get(id) else { continue };
+        if stored.record.turn.is_some() {
+            continue;
+        }
+        let mut record = stored.record.clone();
+        record.turn = Some(voice_turn_ref(turn));
+        if let Err(e) = store.update(record) {
+            tracing::warn!(error = %e, "could not write a voice record joined to its turn");
+        }
+    }
+}
+
+fn voice_turn_ref(turn: &TurnRecord) -> tokentap_record::turn::TurnRef {
+    tokentap_record::turn::TurnRef {
+        turn_id: turn.turn_id.clone(),
+        conversation_id: turn.conversation_id.clone(),
+        step: 0,
+        link: tokentap_record::turn::TurnLink::Voice,
+        trace_id: turn.trace_id.clone(),
+        agent_span_id: turn.agent_span_id.clone(),
     }
 }
 
@@ -418,13 +483,13 @@ fn handle_item(
     telemetry: &Telemetry,
     state: &mut WorkerState,
 ) {
-    let WorkerState { pending, turns } = state;
+    let WorkerState { pending, turns, voice } = state;
     let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
             if let Some(tracker) = turns {
                 for turn in tracker.close_all() {
-                    emit_turn(turn, store, telemetry);
+                    emit_turn(turn, voice, store, telemetry);
                 }
                 stats.turns.publish(tracker);
             }
@@ -439,13 +504,23 @@ fn handle_item(
             let mut record = build_record(*completed, config);
             // Which turn this model call is a step of; the turns it closed go out after it.
             let mut closed_turns = Vec::new();
+            // A voice request that joined a turn already written: the turn is written again.
+            let mut voice_rejoined = None;
             if let Some(tracker) = turns {
-                if let Some(step) = StepInput::from_record(&record, &tracker.config().headers) {
+                let headers = tracker.config().headers.clone();
+                if let Some(step) = StepInput::from_record(&record, &headers) {
                     let placement = tracker.observe(step);
+                    voice.on_model_call(&model_call(&record, &placement.turn, &headers));
                     record.turn = Some(placement.turn);
                     closed_turns = placement.closed;
+                } else if let Some(request) = VoiceRequest::from_record(&record, &headers) {
+                    if let Some(stored) = voice.observe(request).and_then(|id| store.get_turn(&id)) {
+                        record.turn = Some(voice_turn_ref(&stored.turn));
+                        voice_rejoined = Some(stored.turn.clone());
+                    }
                 }
                 stats.turns.publish(tracker);
+                stats.turns.publish_voice(voice);
             }
             if let Some(observe) = observer {
                 observe(&record);
@@ -464,7 +539,13 @@ fn handle_item(
                 join_chain(&record, store);
             }
             for turn in closed_turns {
-                emit_turn(turn, store, telemetry);
+                emit_turn(turn, voice, store, telemetry);
+            }
+            if let Some(mut turn) = voice_rejoined {
+                voice.apply(&mut turn);
+                if let Err(e) = store.update_turn(turn) {
+                    tracing::warn!(error = %e, "could not write a turn joined to a speech request");
+                }
             }
             // A report that came before its record can be joined now.
             if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
@@ -534,6 +615,60 @@ fn join_chain(record: &Record, store: &RecordStore) {
     }
 }
 
+/// What the voice linker needs of a model call the turn tracker just placed.
+fn model_call<'a>(
+    record: &'a Record,
+    turn: &'a tokentap_record::turn::TurnRef,
+    headers: &tokentap_record::turn::TurnHeaders,
+) -> ModelCall<'a> {
+    let analysis = record.analysis.as_ref();
+    let t0 = record.timeline.t0_unix_ns;
+    let answered = analysis.is_some_and(|a| a.tool_calls.is_empty());
+    ModelCall {
+        turn_id: &turn.turn_id,
+        trace_id: &record.trace_id,
+        traced: record.parent_span_id.is_some(),
+        turn_header: record
+            .request_headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(&headers.turn))
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty() && *v != "[redacted]"),
+        t0_unix_ns: t0,
+        last_input: record.request.last_input,
+        last_user_text_hash: record.request.last_user_text_hash,
+        first_answer_unix_ns: analysis
+            .and_then(|a| a.metrics.ttft_answer_ms)
+            .map(|ms| t0.saturating_add((ms * 1e6) as u64)),
+        answer_hashes: analysis.filter(|_| answered).and_then(|a| a.answer_hashes.as_ref()),
+    }
+}
+
+/// Speech-to-text and text-to-speech responses, analysed from the kept body pieces.
+fn voice_analysis(d: &RequestData, request: &RequestInfo) -> (Option<SpeechAnalysis>, Option<TranscriptionAnalysis>) {
+    let ok = d.status.is_some_and(|s| (200..300).contains(&s));
+    match request.operation.as_deref() {
+        Some(TEXT_TO_SPEECH) if ok => {
+            let mut analyzer = SpeechAnalyzer::new(SpeechContext {
+                response_content_type: d.response_content_type.clone(),
+                response_format: request.speech.as_ref().and_then(|s| s.response_format.clone()),
+            });
+            for (t, piece) in &d.chunks.body.pieces {
+                analyzer.push_chunk(piece, *t);
+            }
+            (Some(analyzer.finish()), None)
+        }
+        Some(SPEECH_TO_TEXT) if d.status.is_some() => {
+            let mut analyzer = TranscriptionAnalyzer::new(d.response_content_type.as_deref());
+            for (t, piece) in &d.chunks.body.pieces {
+                analyzer.push_chunk(piece, *t);
+            }
+            (None, Some(analyzer.finish(d.status)))
+        }
+        _ => (None, None),
+    }
+}
+
 /// Turns a completed request into its record: runs the request and stream analysis.
 pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let CompletedRequest { data: mut d, outcome, error, shed } = c;
@@ -575,6 +710,8 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
             body_complete,
         })
     });
+
+    let (speech, transcription) = if shed { (None, None) } else { voice_analysis(&d, &request) };
 
     let mut lags_us: Vec<f64> = d
         .chunks
@@ -661,6 +798,8 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         diagnosis: None,
         chain: None,
         turn: None,
+        speech,
+        transcription,
     };
     record.diagnosis = tokentap_record::diagnosis::diagnose(&record);
     record

@@ -35,6 +35,9 @@ pub enum MetricId {
     HookTime,
     RecordsDropped,
     RecordsShed,
+    VoiceTimeToFirstAudio,
+    VoiceTimeToFirstAudible,
+    VoiceTranscriptDone,
     ConnectionsRefused,
     TelemetryExported,
     TelemetrySpooled,
@@ -219,6 +222,30 @@ pub const METRICS: &[MetricDef] = &[
         prometheus_name: "tokentap_records_shed_total",
     },
     MetricDef {
+        id: MetricId::VoiceTimeToFirstAudio,
+        name: "tokentap.voice.time_to_first_audio",
+        unit: "s",
+        description: "Text to speech: time to the first audio byte of the answer.",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_voice_time_to_first_audio_seconds",
+    },
+    MetricDef {
+        id: MetricId::VoiceTimeToFirstAudible,
+        name: "tokentap.voice.time_to_first_audible",
+        unit: "s",
+        description: "Text to speech: when a player started at the first audio byte reaches the first audible sample.",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_voice_time_to_first_audible_seconds",
+    },
+    MetricDef {
+        id: MetricId::VoiceTranscriptDone,
+        name: "tokentap.voice.transcript_done",
+        unit: "s",
+        description: "Speech to text: time to the complete transcript (transcript.text.done, or the whole answer).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_voice_transcript_done_seconds",
+    },
+    MetricDef {
         id: MetricId::ConnectionsRefused,
         name: "tokentap.connections.refused",
         unit: "{connection}",
@@ -350,6 +377,17 @@ pub mod attr {
     pub const OUTCOME: &str = "tokentap.outcome";
     pub const PHASE: &str = "tokentap.phase";
     pub const TTFB_MS: &str = "tokentap.ttfb_ms";
+    pub const VOICE_AUDIO_FORMAT: &str = "tokentap.voice.audio_format";
+    pub const VOICE_TIME_TO_FIRST_AUDIO_MS: &str = "tokentap.voice.time_to_first_audio_ms";
+    pub const VOICE_TIME_TO_FIRST_AUDIBLE_MS: &str = "tokentap.voice.time_to_first_audible_ms";
+    pub const VOICE_LEADING_SILENCE_MS: &str = "tokentap.voice.leading_silence_ms";
+    pub const VOICE_AUDIO_MS: &str = "tokentap.voice.audio_ms";
+    pub const VOICE_REAL_TIME_FACTOR: &str = "tokentap.voice.real_time_factor";
+    pub const VOICE_PREDICTED_UNDERRUNS: &str = "tokentap.voice.predicted_underruns";
+    pub const VOICE_PREDICTED_STARVED_MS: &str = "tokentap.voice.predicted_starved_ms";
+    pub const VOICE_TIME_TO_FIRST_TRANSCRIPT_DELTA_MS: &str = "tokentap.voice.time_to_first_transcript_delta_ms";
+    pub const VOICE_TRANSCRIPT_DONE_MS: &str = "tokentap.voice.transcript_done_ms";
+    pub const VOICE_UPLOAD_AUDIO_MS: &str = "tokentap.voice.upload_audio_ms";
     pub const TTFT_ANSWER_MS: &str = "tokentap.ttft_answer_ms";
     pub const TTFT_REASONING_MS: &str = "tokentap.ttft_reasoning_ms";
     pub const TTFT_TOOL_MS: &str = "tokentap.ttft_tool_ms";
@@ -706,6 +744,39 @@ fn within_budget(mut events: Vec<EventPlan>, budget: usize) -> (Vec<EventPlan>, 
     (kept, u32::try_from(dropped).unwrap_or(u32::MAX))
 }
 
+/// `tokentap.voice.*`: what the speech and transcription analyses found.
+fn voice_attributes(record: &Record, attrs: &mut Attributes) {
+    if let Some(s) = &record.speech {
+        let format = serde_json::to_value(s.format).ok().and_then(|v| v.as_str().map(str::to_owned));
+        if let Some(format) = format {
+            attrs.push((attr::VOICE_AUDIO_FORMAT, AttrValue::Str(format)));
+        }
+        push_opt_f64(attrs, attr::VOICE_TIME_TO_FIRST_AUDIO_MS, s.time_to_first_audio_ms);
+        push_opt_f64(attrs, attr::VOICE_TIME_TO_FIRST_AUDIBLE_MS, s.time_to_first_audible_ms);
+        push_opt_f64(attrs, attr::VOICE_LEADING_SILENCE_MS, s.leading_silence_ms);
+        push_opt_f64(attrs, attr::VOICE_AUDIO_MS, s.audio_ms);
+        push_opt_f64(attrs, attr::VOICE_REAL_TIME_FACTOR, s.real_time_factor);
+        if let Some(p) = &s.predicted {
+            push_opt_u64(attrs, attr::VOICE_PREDICTED_UNDERRUNS, Some(u64::from(p.underruns)));
+            push_opt_f64(attrs, attr::VOICE_PREDICTED_STARVED_MS, Some(p.starved_ms));
+        }
+        if let Some(u) = &s.usage {
+            push_opt_u64(attrs, attr::USAGE_INPUT_TOKENS, u.input_tokens);
+            push_opt_u64(attrs, attr::USAGE_OUTPUT_TOKENS, u.output_tokens);
+        }
+    }
+    if let Some(t) = &record.transcription {
+        push_opt_f64(attrs, attr::VOICE_TIME_TO_FIRST_TRANSCRIPT_DELTA_MS, t.time_to_first_delta_ms);
+        push_opt_f64(attrs, attr::VOICE_TRANSCRIPT_DONE_MS, t.transcript_done_ms);
+        if let Some(u) = &t.usage {
+            push_opt_u64(attrs, attr::USAGE_INPUT_TOKENS, u.input_tokens);
+            push_opt_u64(attrs, attr::USAGE_OUTPUT_TOKENS, u.output_tokens);
+        }
+    }
+    let upload = record.request.transcription.as_ref().and_then(|t| t.upload.as_ref());
+    push_opt_f64(attrs, attr::VOICE_UPLOAD_AUDIO_MS, upload.and_then(|u| u.duration_ms));
+}
+
 fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
     let mut attrs: Attributes = Vec::with_capacity(48);
     let request = &record.request;
@@ -781,6 +852,7 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
         push_opt_f64(&mut attrs, attr::STALL_LONGEST_MS, a.stalls.longest_ms);
         push_opt_u64(&mut attrs, attr::STALL_HEARTBEAT_ONLY, Some(a.stalls.heartbeat_only));
     }
+    voice_attributes(record, &mut attrs);
     let o = &record.self_overhead;
     push_opt_f64(&mut attrs, attr::HOOK_TIME_US, Some(o.hook_time_us));
     push_opt_f64(&mut attrs, attr::HANDOFF_LAG_P99_US, o.handoff_lag_p99_us);
@@ -1187,6 +1259,17 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
         }
         let end_ns = record.timeline.t_end_ns.unwrap_or_else(|| request_end_ns(record));
         push(MetricId::OperationDuration, &duration_labels, end_ns as f64 / 1e9);
+    }
+    if let Some(s) = &record.speech {
+        if let Some(v) = s.time_to_first_audio_ms {
+            push(MetricId::VoiceTimeToFirstAudio, &labels, v / 1e3);
+        }
+        if let Some(v) = s.time_to_first_audible_ms {
+            push(MetricId::VoiceTimeToFirstAudible, &labels, v / 1e3);
+        }
+    }
+    if let Some(v) = record.transcription.as_ref().and_then(|t| t.transcript_done_ms) {
+        push(MetricId::VoiceTranscriptDone, &labels, v / 1e3);
     }
     let Some(a) = &record.analysis else { return out };
     let m = &a.metrics;

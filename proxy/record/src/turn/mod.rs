@@ -11,6 +11,9 @@
 //! 5. the conversation prefix: the request's messages extend an earlier request's messages
 //!    (keyed hashes; a prefix shared by several conversations links nothing and is counted).
 //!
+//! Voice requests (speech to text before the model call, text to speech after it) join the turn
+//! through [`VoiceLinker`]: by trace id, turn header, or the transcript and answer text (hashes).
+//!
 //! A response that finishes without tool calls closes its turn; a new user message starts the next
 //! turn of the same conversation. Open turns close after `idle_close`. All state is ids and
 //! hashes, bounded in bytes.
@@ -19,10 +22,12 @@ mod breakdown;
 pub mod schema;
 pub mod step;
 pub mod tracker;
+pub mod voice;
 
 pub use schema::*;
 pub use step::{StepInput, StepToolCall, TurnHeaders};
 pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};
+pub use voice::{ModelCall, TurnVoice, VoiceLinker, VoiceRequest};
 
 #[cfg(test)]
 mod tests;

@@ -29,6 +29,9 @@ pub enum TurnLink {
     PreviousResponse,
     /// Its messages extend the previous step's messages (keyed prefix hashes).
     Prefix,
+    /// A speech-to-text or text-to-speech request of the turn (`voice` in the turn record says
+    /// how it was joined).
+    Voice,
 }
 
 impl TurnLink {
@@ -41,6 +44,7 @@ impl TurnLink {
             TurnLink::ToolResult => "tool_result",
             TurnLink::PreviousResponse => "previous_response",
             TurnLink::Prefix => "prefix",
+            TurnLink::Voice => "voice",
         }
     }
 }
@@ -218,6 +222,10 @@ pub struct TurnRecord {
     /// What the browser probe saw, once a report for the first or the last step joined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser: Option<TurnBrowser>,
+    /// Voice turns: the transcription before the model call and the speech requests that read the
+    /// answer out (`voice.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<super::voice::TurnVoice>,
 }
 
 /// The turn as the user saw it in the browser (ms since the turn's t0, like the rest).

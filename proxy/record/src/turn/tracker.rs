@@ -540,6 +540,7 @@ fn finish(conv: &mut Conversation, turn: OpenTurn, status: TurnStatus) -> TurnRe
         critical_path: b.critical_path,
         steps_not_listed: (turn.steps_total as usize).saturating_sub(turn.steps.len()) as u32,
         browser: None,
+        voice: None,
     };
     conv.turns_done += 1;
     record
