@@ -1,9 +1,11 @@
 //! Speech audio on the wire: speech-to-text uploads and answers, text-to-speech audio. Which
 //! format the audio is in, when it becomes audible (an energy-onset rule on decoded samples), how
 //! much has arrived over time, and whether a player would have run dry. PCM and WAV are decoded
-//! here; other formats get byte counts and the first byte only (the record says so).
+//! here, MP3 with symphonia (until the first audible sample); Opus, AAC and FLAC get byte counts
+//! and the first byte only (the record says so).
 
 mod format;
+mod mp3;
 mod multipart;
 mod onset;
 mod playout;

@@ -41,6 +41,10 @@ impl OnsetDetector {
         }
     }
 
+    pub(super) fn onset_found(&self) -> bool {
+        self.onset.is_some()
+    }
+
     /// Feeds one frame's power (mean square over channels).
     pub(super) fn push(&mut self, power: f64) {
         if self.onset.is_some() {

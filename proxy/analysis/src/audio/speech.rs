@@ -7,6 +7,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use super::format::{AudioFormat, FormatSource, PcmSpec};
+use super::mp3::{decode_onset, FrameScanner};
 use super::onset::OnsetDetector;
 use super::playout::{simulate, time_to_reach, Arrival, PredictedPlayout};
 use super::wav::{parse_header, FramePower, WavParse, MAX_HEADER_BYTES};
@@ -43,6 +44,8 @@ pub enum OnsetUnknown {
     UnreadableHeader,
     /// No audio arrived.
     NoAudio,
+    /// MP3 frames arrived but did not decode.
+    DecodeFailed,
 }
 
 /// The record of one speech response.
@@ -104,6 +107,8 @@ const MAX_ARRIVALS: usize = 16_384;
 const MAX_RECEIVED_POINTS: usize = 256;
 const MAX_ERRORS: usize = 8;
 const MAX_SSE_EVENT_BYTES: usize = 4 << 20;
+/// MP3 bytes kept for decoding (about 17 minutes at 128 kbps); beyond, arrivals stop counting.
+const MAX_MP3_BYTES: usize = 16 << 20;
 
 #[derive(Debug)]
 enum Decode {
@@ -113,6 +118,11 @@ enum Decode {
         spec: PcmSpec,
         power: FramePower,
         onset: OnsetDetector,
+    },
+    /// MP3 bytes kept (bounded) for decoding at the end; frames counted as they arrive.
+    Mp3 {
+        bytes: Vec<u8>,
+        scanner: FrameScanner,
     },
     /// Counted, not decoded.
     Opaque,
@@ -242,6 +252,13 @@ impl SpeechAnalyzer {
             Decode::Pcm { power, onset, .. } => {
                 frames = power.push(bytes, &mut |p| onset.push(p));
             }
+            Decode::Mp3 { bytes: kept, scanner } => {
+                if kept.len() + bytes.len() <= MAX_MP3_BYTES {
+                    kept.extend_from_slice(bytes);
+                    scanner.scan(kept);
+                    frames = scanner.samples.saturating_sub(self.frames);
+                }
+            }
             Decode::Opaque => {}
         }
         self.frames += frames;
@@ -272,6 +289,7 @@ impl SpeechAnalyzer {
                     return 0;
                 }
             },
+            AudioFormat::Mp3 => return self.start_mp3(buf),
             _ => {
                 self.decode = Decode::Opaque;
                 return 0;
@@ -334,19 +352,45 @@ impl SpeechAnalyzer {
             bad_deltas: self.bad_deltas,
             errors: self.errors,
         };
-        let Decode::Pcm { spec, mut onset, .. } = self.decode else {
-            out.onset_unknown = Some(if self.audio_bytes == 0 {
+        let no_onset = |audio_bytes: u64, header_problem: bool| {
+            if audio_bytes == 0 {
                 OnsetUnknown::NoAudio
-            } else if self.header_problem {
+            } else if header_problem {
                 OnsetUnknown::UnreadableHeader
             } else {
                 OnsetUnknown::FormatNotDecoded
-            });
-            return out;
+            }
         };
-        let rate = spec.sample_rate_hz;
-        let frames_ms = |f: u64| f as f64 * 1000.0 / f64::from(rate);
-        out.pcm = Some(spec);
+        // The sample rate, the onset (in the decoded audio) and the decoder's leading delay: the
+        // arrivals count every decoded sample, the onset and durations leave the delay out.
+        let (rate, onset, delay) = match std::mem::replace(&mut self.decode, Decode::Opaque) {
+            Decode::Pcm { spec, mut onset, .. } => {
+                out.pcm = Some(spec);
+                (spec.sample_rate_hz, onset.finish(), 0)
+            }
+            Decode::Mp3 { bytes, scanner } => match (scanner.sample_rate_hz, decode_onset(bytes)) {
+                (Some(rate), Some(decoded)) => {
+                    let delay = scanner.leading_delay();
+                    // The onset in the audio proper (a tone can start inside the delay only in
+                    // theory: the delay is the encoder's own priming).
+                    self.frames = self.frames.saturating_sub(scanner.trailing_padding());
+                    (rate, decoded.onset.map(|o| o.saturating_sub(delay)), delay)
+                }
+                (Some(rate), None) => {
+                    out.onset_unknown = Some(OnsetUnknown::DecodeFailed);
+                    (rate, None, 0)
+                }
+                (None, _) => {
+                    out.onset_unknown = Some(no_onset(self.audio_bytes, true));
+                    return out;
+                }
+            },
+            _ => {
+                out.onset_unknown = Some(no_onset(self.audio_bytes, self.header_problem));
+                return out;
+            }
+        };
+        let frames_ms = |f: u64| f.saturating_sub(delay) as f64 * 1000.0 / f64::from(rate);
         out.audio_ms = Some(frames_ms(self.frames));
         out.received = thin(&self.arrivals, MAX_RECEIVED_POINTS)
             .into_iter()
@@ -360,13 +404,16 @@ impl SpeechAnalyzer {
                 out.real_time_factor = Some(ms(last.t_ns - first.t_ns) / audio_after);
             }
         }
-        match onset.finish() {
+        match onset {
+            None if out.onset_unknown.is_some() => {}
             None => {
                 out.onset_unknown =
                     Some(if self.frames == 0 { OnsetUnknown::NoAudio } else { OnsetUnknown::SilentThroughout });
             }
-            Some(frame) => {
-                out.leading_silence_ms = Some(frames_ms(frame));
+            Some(decoded) => {
+                out.leading_silence_ms = Some(decoded as f64 * 1000.0 / f64::from(rate));
+                // Where the onset is among the samples the arrivals count.
+                let frame = decoded + delay;
                 let arrival = self.arrivals.iter().find(|a| a.frames_total > frame).copied();
                 out.first_audible_arrival_ms = arrival.map(|a| ms(a.t_ns));
                 if let Some(start) = self.first_audio_ns {
@@ -380,10 +427,21 @@ impl SpeechAnalyzer {
         out
     }
 
+    fn start_mp3(&mut self, buf: Vec<u8>) -> u64 {
+        let mut scanner = FrameScanner::default();
+        scanner.scan(&buf);
+        let frames = scanner.samples;
+        self.decode = Decode::Mp3 { bytes: buf, scanner };
+        frames
+    }
+
     fn force_settle(&mut self, buf: Vec<u8>) -> u64 {
         let (format, source) =
             AudioFormat::resolve(&buf, self.ctx.response_content_type.as_deref(), self.ctx.response_format.as_deref());
         self.format = Some((format, source));
+        if format == AudioFormat::Mp3 {
+            return self.start_mp3(buf);
+        }
         if format != AudioFormat::Pcm {
             if format == AudioFormat::Wav {
                 self.header_problem = true;

@@ -218,13 +218,23 @@ fn sse_speech_events() {
 
 #[test]
 fn formats_not_decoded_and_bad_input_say_why() {
-    let mp3 = [b"ID3\x04\0\0\0\0\0\0".to_vec(), vec![0xFF, 0xFB, 0x90, 0x64], vec![0x55; 4000]].concat();
-    let a = analyse(raw("audio/mpeg", "mp3"), &[(mp3.clone(), 80 * MS)]);
-    assert_eq!(a.format, AudioFormat::Mp3);
+    let opus = [b"OggS\0\x02".to_vec(), vec![0x55; 4000]].concat();
+    let a = analyse(raw("audio/ogg", "opus"), &[(opus.clone(), 80 * MS)]);
+    assert_eq!(a.format, AudioFormat::Opus);
     assert_eq!(a.onset_unknown, Some(OnsetUnknown::FormatNotDecoded));
     assert_eq!(a.time_to_first_audio_ms, Some(80.0));
-    assert_eq!(a.audio_bytes, mp3.len() as u64);
+    assert_eq!(a.audio_bytes, opus.len() as u64);
     assert_eq!(a.audio_ms, None);
+    // MP3 frame headers over garbage: counted, never a panic, and no onset claimed.
+    let mp3 =
+        [b"ID3\x04\0\0\0\0\0\0".to_vec(), [vec![0xFF, 0xFB, 0x90, 0x64], vec![0x55; 413]].concat().repeat(10)].concat();
+    let a = analyse(raw("audio/mpeg", "mp3"), &resplit(&[(mp3.clone(), 80 * MS)], 4));
+    assert_eq!(a.format, AudioFormat::Mp3);
+    assert!(a.onset_unknown.is_some(), "{a:?}");
+    assert!(close(a.audio_ms.unwrap(), 10.0 * 1152.0 / 44.1, 1.0), "{a:?}");
+    // Not MP3 at all.
+    let a = analyse(raw("audio/mpeg", "mp3"), &[(vec![0x42; 3000], 0)]);
+    assert_eq!(a.onset_unknown, Some(OnsetUnknown::UnreadableHeader));
 
     let none = analyse(raw("audio/pcm", "pcm"), &[]);
     assert_eq!(none.onset_unknown, Some(OnsetUnknown::NoAudio));
@@ -375,4 +385,32 @@ fn speech_requests_and_the_answers_they_read() {
         analyze_request("/v1/chat/completions", Some("application/json"), tool, false).last_user_text_hash,
         None
     );
+}
+
+#[test]
+fn mp3_onset_and_duration_from_real_encoder_output() {
+    // lame 3.100: 300 ms of digital silence, then 700 ms of a 440 Hz tone at −20 dBFS. The
+    // 44.1 kHz file has a LAME tag (encoder delay and padding), so the priming samples are left
+    // out as a gapless player does; the 24 kHz one has no room for the tag in its 144-byte first
+    // frame, so its decoder output, priming included (576 + 529 samples, 46 ms), is what plays.
+    let files: [(&[u8], f64, f64); 2] = [
+        (include_bytes!("../../tests/fixtures/audio/silence300-tone700-24k-mono.mp3"), 24_000.0, 300.0 + 1105.0 / 24.0),
+        (include_bytes!("../../tests/fixtures/audio/silence300-tone700-44k-stereo.mp3"), 44_100.0, 300.0),
+    ];
+    for (file, rate, expected_silence) in files {
+        let chunks = schedule(file, 0, 100, 5, 20, 100);
+        let whole = analyse(raw("audio/mpeg", "mp3"), &chunks);
+        assert_eq!(whole.format, AudioFormat::Mp3, "{rate}");
+        assert_eq!(whole.onset_unknown, None, "{rate}: {whole:?}");
+        let silence = whole.leading_silence_ms.unwrap();
+        assert!(close(silence, expected_silence, 15.0), "{rate}: leading silence {silence}");
+        // Without the tag the priming and the padding to whole frames count as audio.
+        let audio = whole.audio_ms.unwrap();
+        assert!((995.0..1_100.0).contains(&audio), "{rate}: {audio}");
+        assert!(whole.time_to_first_audible_ms.unwrap() >= 100.0 + silence - 1.0);
+        assert!(whole.first_audible_arrival_ms.is_some() && whole.predicted.is_some());
+        for seed in [3, 17, 255] {
+            assert_eq!(analyse(raw("audio/mpeg", "mp3"), &resplit(&chunks, seed)), whole, "{rate} split {seed}");
+        }
+    }
 }
