@@ -135,6 +135,7 @@ PROVIDER ENDPOINTS (streaming when the JSON body has \"stream\": true):
   POST /v1beta/models/{model}:generateContent    Gemini non-streaming
   POST /api/chat                                 Ollama NDJSON (streams unless \"stream\": false)
   POST /v1/audio/speech                          binary audio (audio/mpeg, or audio/wav for response_format wav)
+  Request bodies over 32 MiB are answered with 413.
 
 PER-REQUEST HEADERS (override the flags for one request):
   x-mock-scenario: NAME         text | reasoning | tool_call | reasoning_tool | agent | reasoning_agent |

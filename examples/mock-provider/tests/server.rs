@@ -288,3 +288,22 @@ fn spawn_background_serves_from_its_own_runtime() {
     let stats = runtime.block_on(async { json_of(send_h1(addr, get("/_mock/stats")).await).await });
     assert_eq!(stats["requests"], 0);
 }
+
+#[tokio::test]
+async fn a_body_declared_over_32_mib_is_refused_unread() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = start().await;
+    let mut stream = connect(addr).await;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: mock\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        32 * 1024 * 1024 + 1
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+    assert!(answer.contains(r#""type":"invalid_request_error""#), "{answer}");
+    let stats = json_of(send_h1(addr, get("/_mock/stats")).await).await;
+    assert_eq!((stats["requests"].as_u64(), stats["completed"].as_u64()), (Some(1), Some(1)));
+}

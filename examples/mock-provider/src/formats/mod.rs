@@ -51,7 +51,7 @@ pub(crate) fn for_endpoint(endpoint: &Endpoint) -> &'static dyn WireFormat {
 /// OpenAI's `{"error": {message, type, param, code}}`, shared by chat, responses and audio.
 pub(crate) fn openai_error_body(status: StatusCode, message: &str) -> Value {
     let (kind, code) = match status.as_u16() {
-        400 => ("invalid_request_error", Value::Null),
+        400 | 413 => ("invalid_request_error", Value::Null),
         401 => ("invalid_request_error", Value::from("invalid_api_key")),
         403 => ("invalid_request_error", Value::from("unsupported_country_region_territory")),
         404 => ("invalid_request_error", Value::from("model_not_found")),
