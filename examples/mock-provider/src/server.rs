@@ -20,12 +20,14 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use crate::audio;
 use crate::body::MockBody;
 use crate::completion::Completion;
 use crate::config::MockConfig;
 use crate::control;
+use crate::endpoint::Route;
 use crate::formats::{self, openai_error_body, WireFormat};
-use crate::request::{Endpoint, ProviderRequest};
+use crate::request::ProviderRequest;
 use crate::scenario::{EarlyEnd, ResponsePlan};
 use crate::shared::{json_response, mock_status_response, Shared};
 use crate::stats::{RequestOutcome, StatsHub};
@@ -155,10 +157,16 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Moc
     record_last_request(&shared, &parts, &body);
 
     let path = parts.uri.path();
-    let Some(endpoint) = Endpoint::route(&parts.method, path) else {
-        let message = format!("Unknown request URL: {} {}", parts.method, path);
-        let status = StatusCode::NOT_FOUND;
-        return json_response(status, &openai_error_body(status, &message), Some(outcome));
+    let endpoint = match Route::of(&parts.method, path) {
+        Some(Route::Provider(endpoint)) => endpoint,
+        Some(Route::Audio(endpoint)) => {
+            return audio::respond(endpoint, &shared.config, &parts, body, arrival, outcome).await;
+        }
+        None => {
+            let message = format!("Unknown request URL: {} {}", parts.method, path);
+            let status = StatusCode::NOT_FOUND;
+            return json_response(status, &openai_error_body(status, &message), Some(outcome));
+        }
     };
     let format = formats::for_endpoint(&endpoint);
     let bad_request = |message: String, outcome: RequestOutcome| {

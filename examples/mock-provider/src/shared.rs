@@ -43,3 +43,10 @@ pub(crate) fn mock_status_response(
     }
     response
 }
+
+/// A whole body of `content_type`.
+pub(crate) fn full_response(content_type: &'static str, body: Bytes, outcome: RequestOutcome) -> Response<MockBody> {
+    let mut response = Response::new(MockBody::full(body, Some(outcome)));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}

@@ -239,21 +239,6 @@ async fn other_formats_stream_their_shapes() {
     assert_eq!(last["done"], true);
     assert_eq!(last["eval_count"], 10);
 
-    // Audio: binary chunks of the requested size.
-    let response = send_h1(
-        addr,
-        post(
-            "/v1/audio/speech",
-            &[("x-mock-event-bytes", "512")],
-            json!({"model": "tts", "input": "hi", "voice": "alloy"}),
-        ),
-    )
-    .await;
-    assert_eq!(response.headers()["content-type"], "audio/mpeg");
-    let chunks = frames(response).await.unwrap();
-    assert_eq!(chunks.len(), 8);
-    assert!(chunks.iter().all(|c| c.len() == 512));
-
     // Responses: every event named and numbered.
     let response =
         send_h1(addr, post("/v1/responses", &[], json!({"model": "m", "input": "hi", "stream": true}))).await;

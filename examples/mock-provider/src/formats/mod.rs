@@ -10,7 +10,6 @@ use crate::request::Endpoint;
 use crate::wire::WireEvent;
 
 mod anthropic;
-mod audio;
 mod gemini;
 mod ollama;
 mod openai_chat;
@@ -44,7 +43,6 @@ pub(crate) fn for_endpoint(endpoint: &Endpoint) -> &'static dyn WireFormat {
         Endpoint::AnthropicMessages => &anthropic::Anthropic,
         Endpoint::Gemini { .. } => &gemini::Gemini,
         Endpoint::OllamaChat => &ollama::Ollama,
-        Endpoint::AudioSpeech => &audio::AudioSpeech,
     }
 }
 
@@ -59,6 +57,11 @@ pub(crate) fn openai_error_body(status: StatusCode, message: &str) -> Value {
         _ => ("server_error", Value::Null),
     };
     serde_json::json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// OpenAI's answer to a request field it refuses: `invalid_request_error` naming the field.
+pub(crate) fn openai_invalid_request_body(message: &str, param: Option<&str>) -> Value {
+    serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": null}})
 }
 
 #[cfg(test)]
