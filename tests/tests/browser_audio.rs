@@ -1,7 +1,7 @@
 //! The probe's audio starts in headless Chromium, against the real tokentap and tokentap-mock.
 //!
 //! tests/browser/pages/audio.html streams speech from /v1/audio/speech through tokentap (the
-//! mock's binary audio stream) and, when the first bytes arrive, starts a tone: in an AudioContext
+//! mock's streamed WAV speech) and, when the first bytes arrive, starts a tone: in an AudioContext
 //! tracked with `trackAudio(ctx, start)`, or in an `<audio>` element watched with
 //! `observeMedia`. Chromium's headless audio output is a fake device whose output clock runs, so
 //! `getOutputTimestamp()` moves and `playing` fires (the driver launches Chromium with
@@ -22,8 +22,8 @@ fn f64_at(v: &Value, what: &str) -> f64 {
 /// one report), after the checks every run must pass.
 fn audio_page(tokentap: &Tokentap, output: &str) -> (Value, Value) {
     let origin = format!("http://{}", tokentap.addr);
-    let mock =
-        [("x-mock-tokens", "8"), ("x-mock-itl-ms", "20"), ("x-mock-ttft-ms", "50"), ("x-mock-event-bytes", "2048")];
+    // Speech in 100 ms chunks, the first after 50 ms, then one every 20 ms.
+    let mock = [("x-mock-tts-first-ms", "50"), ("x-mock-tts-chunk-ms", "100"), ("x-mock-tts-rtf", "0.2")];
     let out = run_page(&PageRun::test_page(&origin, "audio.html", &page_query(&mock, &format!("&output={output}"))));
     assert!(out["error"].is_null(), "browser run failed: {out:#}");
     assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");

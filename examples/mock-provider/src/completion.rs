@@ -27,8 +27,6 @@ pub(crate) struct Completion {
     pub(crate) reasoning_field: ReasoningField,
     /// Pad content events to about this many bytes.
     pub(crate) event_bytes: Option<usize>,
-    /// `response_format` of an audio speech request (mp3, wav, ...).
-    pub(crate) audio_format: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +139,6 @@ impl Completion {
             include_usage: request.include_usage,
             reasoning_field: plan.reasoning_field,
             event_bytes: plan.event_bytes,
-            audio_format: request.audio_format.clone(),
         }
     }
 

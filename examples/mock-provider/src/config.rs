@@ -134,7 +134,12 @@ PROVIDER ENDPOINTS (streaming when the JSON body has \"stream\": true):
   POST /v1beta/models/{model}:streamGenerateContent?alt=sse   Gemini SSE (always streams)
   POST /v1beta/models/{model}:generateContent    Gemini non-streaming
   POST /api/chat                                 Ollama NDJSON (streams unless \"stream\": false)
-  POST /v1/audio/speech                          binary audio (audio/mpeg, or audio/wav for response_format wav)
+  POST /v1/audio/transcriptions                  OpenAI speech to text (multipart upload; json, text, verbose_json,
+                                                 srt, vtt; SSE transcript.text.delta/done with \"stream\": \"true\")
+  POST /v1/audio/translations                    the same, in English
+  POST /v1/audio/speech                          OpenAI text to speech: 24 kHz 16-bit mono pcm or wav, streamed in
+                                                 chunks (SSE speech.audio.delta/done with stream_format sse)
+  Request bodies over 32 MiB are answered with 413.
 
 PER-REQUEST HEADERS (override the flags for one request):
   x-mock-scenario: NAME         text | reasoning | tool_call | reasoning_tool | agent | reasoning_agent |
@@ -169,6 +174,18 @@ PER-REQUEST HEADERS (override the flags for one request):
   x-mock-tool-fragments: M      argument JSON of each call in M streamed fragments (default: 8-byte pieces)
   x-mock-response-header: N: V  add response header N with value V (repeatable), e.g.
                                 \"x-mock-response-header: X-Accel-Buffering: no\"
+
+AUDIO HEADERS (also honoured there: status, headers-delay, jitter, stall, reset-at, response-header, seed):
+  x-mock-transcript: TEXT       what the speech-to-text endpoints hear (UTF-8; default
+                                \"What is the weather in Paris today?\"), one SSE delta per word
+  x-mock-stt-first-ms: MS       first transcript delta after MS (default 150)
+  x-mock-stt-delta-ms: MS       then a delta every MS (default 20); a whole answer comes when the last would
+  x-mock-tts-silence-ms: MS     leading silence of the speech audio, exact zeros (default 200)
+  x-mock-tts-audio-ms: MS       speech after the silence (default 60 ms per input character at speed 1,
+                                within 200..30000); a 220 Hz tone between -26 and -12 dBFS
+  x-mock-tts-chunk-ms: MS       audio per chunk (default 100)
+  x-mock-tts-first-ms: MS       first chunk after MS (default 120)
+  x-mock-tts-rtf: F             each next chunk chunk-ms x F later (default 0.5; above 1 a player starves)
 
 CONTROL ENDPOINTS (for tests):
   GET /_mock/stats              {\"requests\",\"completed\",\"cancelled\",\"reset\",\"in_flight\"}

@@ -38,7 +38,6 @@ impl Conversation {
             },
             Endpoint::AnthropicMessages => items("messages").iter().map(anthropic_turn).collect(),
             Endpoint::Gemini { .. } => items("contents").iter().map(gemini_turn).collect(),
-            Endpoint::AudioSpeech => Vec::new(),
         };
         Conversation { turns }
     }

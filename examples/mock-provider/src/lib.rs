@@ -1,6 +1,7 @@
 //! `tokentap-mock`: a mock LLM provider that streams the real wire formats (OpenAI Chat Completions
-//! and Responses, Anthropic Messages, Gemini, Ollama NDJSON, audio speech) on a deterministic,
-//! absolute schedule, with per-request `x-mock-*` headers for stalls, errors, resets and huge events.
+//! and Responses, Anthropic Messages, Gemini, Ollama NDJSON, OpenAI audio transcription and speech)
+//! on a deterministic, absolute schedule, with per-request `x-mock-*` headers for stalls, errors,
+//! resets and huge events.
 //!
 //! It is the only simulated part of tokentap's tests: the official SDKs must parse what it sends.
 //!
@@ -8,7 +9,8 @@
 //! the body asks for, tool rounds so far) → `agent` (tool calls or the final answer) → `completion` +
 //! `tool_call` (provider-neutral answer) → `formats/*` (wire shapes) → `timeline` + [`schedule`]
 //! (when each event goes out) → `body` (one hyper frame per event) → `server` / `control` / `stats` /
-//! `tls` (HTTP side).
+//! `tls` (HTTP side). `endpoint` routes a request; `audio/*` answers the audio endpoints (speech to
+//! text from a multipart upload, text to speech as PCM or WAV) on the same schedule and body.
 //!
 //! **Architecture invariant:** every send time is `arrival + offset`, with offsets computed up front
 //! by pure functions; nothing is timed relative to the previous send, and nothing reads the clock to
@@ -16,6 +18,7 @@
 //! whose ids are unique per response (a process-wide counter), as a tool loop needs.
 
 mod agent;
+mod audio;
 mod body;
 mod completion;
 pub mod config;

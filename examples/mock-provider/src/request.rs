@@ -26,8 +26,6 @@ pub(crate) struct ProviderRequest {
     /// The function tools offered, in order (Gemini: every `functionDeclarations` entry).
     pub(crate) tools: Vec<DeclaredTool>,
     pub(crate) conversation: Conversation,
-    /// `response_format` of an audio speech request.
-    pub(crate) audio_format: Option<String>,
     pub(crate) wishes: RequestWishes,
     /// A rough prompt size: one token per four body bytes. Deterministic, which is all that matters.
     pub(crate) input_tokens: u32,
@@ -44,9 +42,8 @@ impl ProviderRequest {
         };
         let stream = match endpoint {
             Endpoint::Gemini { streaming, .. } => *streaming,
-            // Ollama streams unless told not to; speech audio always streams.
+            // Ollama streams unless told not to.
             Endpoint::OllamaChat => json.get("stream").and_then(Value::as_bool).unwrap_or(true),
-            Endpoint::AudioSpeech => true,
             _ => json.get("stream").and_then(Value::as_bool).unwrap_or(false),
         };
         let include_usage = json.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
@@ -60,24 +57,28 @@ impl ProviderRequest {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             Endpoint::OllamaChat => json.get("think").is_some_and(|t| t.as_bool() == Some(true) || t.is_string()),
-            Endpoint::OpenAiChat | Endpoint::AudioSpeech => false,
+            Endpoint::OpenAiChat => false,
         };
-        let mut hasher = Sha256::new();
-        hasher.update(path.as_bytes());
-        hasher.update([0]);
-        hasher.update(body);
         Ok(ProviderRequest {
             tools: offered_tools(endpoint, &json),
             conversation: Conversation::parse(endpoint, &json),
-            audio_format: json.get("response_format").and_then(Value::as_str).map(str::to_owned),
             model,
             stream,
             include_usage,
             wishes: RequestWishes { reasoning },
             input_tokens: u32::try_from(body.len() / 4).unwrap_or(u32::MAX).max(1),
-            body_hash: hasher.finalize().into(),
+            body_hash: body_hash(path, body),
         })
     }
+}
+
+/// SHA-256 of path + body: the seed of a response's ids.
+pub(crate) fn body_hash(path: &str, body: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(path.as_bytes());
+    hasher.update([0]);
+    hasher.update(body);
+    hasher.finalize().into()
 }
 
 /// The function tools in OpenAI chat / Ollama (`function.name`), Responses (`type: function` with
@@ -108,7 +109,6 @@ fn offered_tools(endpoint: &Endpoint, json: &Value) -> Vec<DeclaredTool> {
             .flatten()
             .filter_map(|d| declared(d, &["parameters", "parametersJsonSchema"]))
             .collect(),
-        Endpoint::AudioSpeech => Vec::new(),
     }
 }
 

@@ -210,11 +210,15 @@ impl ResponsePlan {
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn parse_header<T: std::str::FromStr>(headers: &HeaderMap, name: &'static str) -> Result<Option<T>, InvalidMockHeader> {
+/// The `x-mock-*` header `name` parsed as a `T`; absent is `None`, unparseable an error.
+pub(crate) fn parse_header<T: std::str::FromStr>(
+    headers: &HeaderMap,
+    name: &'static str,
+) -> Result<Option<T>, InvalidMockHeader> {
     match header_str(headers, name) {
         None => Ok(None),
         Some(value) => value.trim().parse().map(Some).map_err(|_| InvalidMockHeader { name, value: value.to_owned() }),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -20,14 +20,16 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
+use crate::audio;
 use crate::body::MockBody;
 use crate::completion::Completion;
 use crate::config::MockConfig;
 use crate::control;
+use crate::endpoint::Route;
 use crate::formats::{self, openai_error_body, WireFormat};
-use crate::request::{Endpoint, ProviderRequest};
+use crate::request::ProviderRequest;
 use crate::scenario::{EarlyEnd, ResponsePlan};
-use crate::shared::{json_response, Shared};
+use crate::shared::{json_response, mock_status_response, Shared};
 use crate::stats::{RequestOutcome, StatsHub};
 use crate::timeline::{self, Step};
 
@@ -138,23 +140,33 @@ async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<Moc
     }
     let outcome = shared.stats.begin();
     let (parts, body) = request.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
+    let body = match read_body(&parts.headers, body).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => {
+            let message = format!("The request body is larger than the limit of {MAX_REQUEST_BODY_BYTES} bytes.");
+            let status = StatusCode::PAYLOAD_TOO_LARGE;
+            return json_response(status, &openai_error_body(status, &message), Some(outcome));
+        }
         // The client went away mid-upload: dropping `outcome` counts it as cancelled.
-        Err(_) => return json_response(StatusCode::BAD_REQUEST, &json!({"error": "request body"}), None),
+        Err(BodyError::Incomplete) => {
+            return json_response(StatusCode::BAD_REQUEST, &json!({"error": "request body"}), None)
+        }
     };
     // The schedule's origin: the whole request is in, as when a provider starts generating.
     let arrival = Instant::now();
     record_last_request(&shared, &parts, &body);
 
     let path = parts.uri.path();
-    let Some(endpoint) = Endpoint::route(&parts.method, path) else {
-        let message = format!("Unknown request URL: {} {}", parts.method, path);
-        return json_response(
-            StatusCode::NOT_FOUND,
-            &openai_error_body(StatusCode::NOT_FOUND, &message),
-            Some(outcome),
-        );
+    let endpoint = match Route::of(&parts.method, path) {
+        Some(Route::Provider(endpoint)) => endpoint,
+        Some(Route::Audio(endpoint)) => {
+            return audio::respond(endpoint, &shared.config, &parts, body, arrival, outcome).await;
+        }
+        None => {
+            let message = format!("Unknown request URL: {} {}", parts.method, path);
+            let status = StatusCode::NOT_FOUND;
+            return json_response(status, &openai_error_body(status, &message), Some(outcome));
+        }
     };
     let format = formats::for_endpoint(&endpoint);
     let bad_request = |message: String, outcome: RequestOutcome| {
@@ -185,15 +197,7 @@ async fn respond(
     tokio::time::sleep_until(arrival + plan.timing.headers_delay).await;
 
     if let Some(status) = plan.status {
-        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let message = match status.as_u16() {
-            429 => "Rate limit reached (x-mock-status: 429).".to_owned(),
-            _ => format!("Mock error (x-mock-status: {}).", status.as_u16()),
-        };
-        let mut response = json_response(status, &format.error_body(status, &message), Some(outcome));
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
+        let mut response = mock_status_response(status, |status, message| format.error_body(status, message), outcome);
         insert_request_id(&mut response, request_id);
         return response;
     }
@@ -227,6 +231,32 @@ async fn respond(
         response.headers_mut().append(name.clone(), value.clone());
     }
     response
+}
+
+/// The most request body the mock reads (OpenAI takes audio uploads up to 25 MB); a longer body is
+/// answered with 413 before the rest of it is read.
+const MAX_REQUEST_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("the request body is larger than {MAX_REQUEST_BODY_BYTES} bytes")]
+    TooLarge,
+    #[error("the request body ended early")]
+    Incomplete,
+}
+
+/// The whole request body, up to [`MAX_REQUEST_BODY_BYTES`]: a declared `content-length` above it
+/// is refused unread, a chunked body as soon as it passes it.
+async fn read_body(headers: &http::HeaderMap, body: Incoming) -> Result<Bytes, BodyError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_REQUEST_BODY_BYTES as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(BodyError::TooLarge),
+        Err(_) => Err(BodyError::Incomplete),
+    }
 }
 
 fn insert_request_id(response: &mut Response<MockBody>, (name, id): (&'static str, String)) {

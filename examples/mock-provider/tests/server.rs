@@ -239,21 +239,6 @@ async fn other_formats_stream_their_shapes() {
     assert_eq!(last["done"], true);
     assert_eq!(last["eval_count"], 10);
 
-    // Audio: binary chunks of the requested size.
-    let response = send_h1(
-        addr,
-        post(
-            "/v1/audio/speech",
-            &[("x-mock-event-bytes", "512")],
-            json!({"model": "tts", "input": "hi", "voice": "alloy"}),
-        ),
-    )
-    .await;
-    assert_eq!(response.headers()["content-type"], "audio/mpeg");
-    let chunks = frames(response).await.unwrap();
-    assert_eq!(chunks.len(), 8);
-    assert!(chunks.iter().all(|c| c.len() == 512));
-
     // Responses: every event named and numbered.
     let response =
         send_h1(addr, post("/v1/responses", &[], json!({"model": "m", "input": "hi", "stream": true}))).await;
@@ -287,4 +272,23 @@ fn spawn_background_serves_from_its_own_runtime() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let stats = runtime.block_on(async { json_of(send_h1(addr, get("/_mock/stats")).await).await });
     assert_eq!(stats["requests"], 0);
+}
+
+#[tokio::test]
+async fn a_body_declared_over_32_mib_is_refused_unread() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = start().await;
+    let mut stream = connect(addr).await;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: mock\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        32 * 1024 * 1024 + 1
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 413 "), "{answer}");
+    assert!(answer.contains(r#""type":"invalid_request_error""#), "{answer}");
+    let stats = json_of(send_h1(addr, get("/_mock/stats")).await).await;
+    assert_eq!((stats["requests"].as_u64(), stats["completed"].as_u64()), (Some(1), Some(1)));
 }

@@ -10,7 +10,6 @@ use crate::request::Endpoint;
 use crate::wire::WireEvent;
 
 mod anthropic;
-mod audio;
 mod gemini;
 mod ollama;
 mod openai_chat;
@@ -44,14 +43,13 @@ pub(crate) fn for_endpoint(endpoint: &Endpoint) -> &'static dyn WireFormat {
         Endpoint::AnthropicMessages => &anthropic::Anthropic,
         Endpoint::Gemini { .. } => &gemini::Gemini,
         Endpoint::OllamaChat => &ollama::Ollama,
-        Endpoint::AudioSpeech => &audio::AudioSpeech,
     }
 }
 
 /// OpenAI's `{"error": {message, type, param, code}}`, shared by chat, responses and audio.
 pub(crate) fn openai_error_body(status: StatusCode, message: &str) -> Value {
     let (kind, code) = match status.as_u16() {
-        400 => ("invalid_request_error", Value::Null),
+        400 | 413 => ("invalid_request_error", Value::Null),
         401 => ("invalid_request_error", Value::from("invalid_api_key")),
         403 => ("invalid_request_error", Value::from("unsupported_country_region_territory")),
         404 => ("invalid_request_error", Value::from("model_not_found")),
@@ -59,6 +57,11 @@ pub(crate) fn openai_error_body(status: StatusCode, message: &str) -> Value {
         _ => ("server_error", Value::Null),
     };
     serde_json::json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// OpenAI's answer to a request field it refuses: `invalid_request_error` naming the field.
+pub(crate) fn openai_invalid_request_body(message: &str, param: Option<&str>) -> Value {
+    serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": null}})
 }
 
 #[cfg(test)]
