@@ -48,11 +48,28 @@ impl ConnectionLimits {
     /// upstream connection too, so at most half of the descriptors left after a reserve. Returns
     /// the limits and, when the cap was lowered, the configured value.
     pub fn fitted(config: &ConnectionsConfig) -> (Self, Option<u64>) {
-        let configured = config.max_open as u64;
+        let configured = config.max_open.map_or(DEFAULT_MAX_OPEN, |n| n as u64);
         let fit = open_file_limit().map(|n| (n.saturating_sub(RESERVED_FDS) / 2).max(1));
         let max_open = fit.map_or(configured, |fit| configured.min(fit));
-        let lowered = (max_open < configured).then_some(configured);
+        let lowered = (max_open < configured && config.max_open.is_some()).then_some(configured);
         (Self { max_open, head_timeout: Duration::from_secs(config.head_timeout_s) }, lowered)
+    }
+}
+
+/// `[connections] max_open` when not set.
+pub const DEFAULT_MAX_OPEN: u64 = 10_000;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (as servers commonly do: the soft default is
+/// often 1,024). Best effort.
+pub fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(soft), Some(hard)) = (limit.current, limit.maximum) {
+        if soft < hard {
+            if let Err(e) = setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) }) {
+                tracing::debug!(error = %e, "could not raise the open file limit");
+            }
+        }
     }
 }
 
@@ -400,7 +417,7 @@ mod tests {
 
     #[test]
     fn cap_fits_the_descriptor_limit() {
-        let config = ConnectionsConfig { max_open: 1_000_000, head_timeout_s: 60 };
+        let config = ConnectionsConfig { max_open: Some(1_000_000), head_timeout_s: 60 };
         let (limits, lowered) = ConnectionLimits::fitted(&config);
         match open_file_limit() {
             Some(n) => {
@@ -409,5 +426,9 @@ mod tests {
             }
             None => assert_eq!(limits.max_open, 1_000_000),
         }
+        // The default is fitted silently.
+        let (limits, lowered) = ConnectionLimits::fitted(&ConnectionsConfig::default());
+        assert!(limits.max_open <= DEFAULT_MAX_OPEN);
+        assert_eq!(lowered, None);
     }
 }

@@ -158,9 +158,11 @@ impl Default for ShutdownConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionsConfig {
-    /// Client connections open at once. Each one also needs an upstream connection, so the cap is
-    /// lowered at start to fit half of the process's file descriptor limit.
-    pub max_open: usize,
+    /// Client connections open at once (default 10,000). Each one also needs an upstream
+    /// connection, so the cap is lowered at start to fit half of the process's file descriptor
+    /// limit (tokentap first raises its soft limit to the hard one), with a warning when it was set
+    /// here.
+    pub max_open: Option<usize>,
     /// Longest time from accepting a connection to the end of its first request head.
     pub head_timeout_s: u64,
 }
@@ -168,7 +170,7 @@ pub struct ConnectionsConfig {
 impl Default for ConnectionsConfig {
     fn default() -> Self {
         // nginx's client_header_timeout is 60 s as well.
-        Self { max_open: 10_000, head_timeout_s: 60 }
+        Self { max_open: None, head_timeout_s: 60 }
     }
 }
 
@@ -546,8 +548,8 @@ pub fn validate_with_env(
             format!("{} is outside 0..=3600", file.shutdown.grace_period_s),
         ));
     }
-    if !(1..=1_000_000).contains(&file.connections.max_open) {
-        return Err(invalid("connections.max_open", format!("{} is outside 1..=1000000", file.connections.max_open)));
+    if let Some(max_open) = file.connections.max_open.filter(|n| !(1..=1_000_000).contains(n)) {
+        return Err(invalid("connections.max_open", format!("{max_open} is outside 1..=1000000")));
     }
     if !(1..=3600).contains(&file.connections.head_timeout_s) {
         return Err(invalid(

@@ -77,6 +77,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     let config = Arc::new(config);
 
     let store = Arc::new(RecordStore::open(&config.data_dir, config.store.clone())?);
+    crate::admission::raise_open_file_limit();
     let (limits, lowered) = ConnectionLimits::fitted(&config.connections);
     if let Some(configured) = lowered {
         tracing::warn!(
