@@ -385,7 +385,9 @@ fn tick_turns(
 
 /// A closed turn: its metrics and spans, then `turns.jsonl`, the turn ring and the live feed.
 fn emit_turn(mut turn: TurnRecord, voice: &VoiceLinker, store: &RecordStore, telemetry: &Telemetry) {
-    voice.apply(&mut turn);
+    if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {
+        turn.voice = Some(v);
+    }
     point_voice_records(&turn, store);
     with_browser(&mut turn, store);
     telemetry.observe_turn(&turn);
@@ -542,7 +544,9 @@ fn handle_item(
                 emit_turn(turn, voice, store, telemetry);
             }
             if let Some(mut turn) = voice_rejoined {
-                voice.apply(&mut turn);
+                if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {
+                    turn.voice = Some(v);
+                }
                 if let Err(e) = store.update_turn(turn) {
                     tracing::warn!(error = %e, "could not write a turn joined to a speech request");
                 }

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use tokentap_analysis::conversation::TextHashes;
 use tokentap_analysis::{LastInput, SPEECH_TO_TEXT, TEXT_TO_SPEECH};
 
-use super::schema::TurnRecord;
 use super::step::TurnHeaders;
 use crate::Record;
 
@@ -455,13 +454,6 @@ impl VoiceLinker {
             return None;
         }
         Some(breakdown(state, turn_t0_unix_ns))
-    }
-
-    /// Fills `voice` of a turn record that is about to be written.
-    pub fn apply(&self, turn: &mut TurnRecord) {
-        if let Some(v) = self.voice_of(&turn.turn_id, turn.t0_unix_ns) {
-            turn.voice = Some(v);
-        }
     }
 
     fn forget(&mut self, turn: &str) {

@@ -12,6 +12,7 @@
 mod arm;
 mod load;
 mod machine;
+mod soak;
 mod table;
 
 use std::path::PathBuf;
@@ -34,12 +35,17 @@ pub(crate) struct Args {
     proxy_core: usize,
     load_core: usize,
     threads: usize,
+    /// Minutes of soak (0: no soak; the sweep runs instead).
+    soak_minutes: u64,
+    soak_streams: usize,
+    soak_sample_s: u64,
 }
 
 const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 40] [--gap-ms 50] [--repeats 2]
   [--rates 100,1000,3000] [--rate-seconds 5] [--connections 64]
   [--tokentap LABEL=PATH]... [--recording-off true|false] [--nginx PATH|none]
-  [--proxy-core 0] [--load-core 1] [--threads 1]";
+  [--proxy-core 0] [--load-core 1] [--threads 1]
+  [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -55,6 +61,9 @@ fn parse_args() -> Result<Args, String> {
         proxy_core: 0,
         load_core: 1,
         threads: 1,
+        soak_minutes: 0,
+        soak_streams: 200,
+        soak_sample_s: 10,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -94,6 +103,9 @@ fn parse_args() -> Result<Args, String> {
             "--proxy-core" => args.proxy_core = value.parse().map_err(|_| bad("a core number"))?,
             "--load-core" => args.load_core = value.parse().map_err(|_| bad("a core number"))?,
             "--threads" => args.threads = value.parse().map_err(|_| bad("a count"))?,
+            "--soak-minutes" => args.soak_minutes = value.parse().map_err(|_| bad("minutes"))?,
+            "--soak-streams" => args.soak_streams = value.parse().map_err(|_| bad("a count"))?,
+            "--soak-sample-s" => args.soak_sample_s = value.parse().map_err(|_| bad("seconds"))?,
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
@@ -158,6 +170,27 @@ fn main() {
         tokio::spawn(load::upstream(listener, args.schedule));
         addr
     });
+    if args.soak_minutes > 0 {
+        let (label, bin) = args.tokentaps.last().expect("one tokentap").clone();
+        let arm = Arm::Tokentap { label, bin, recording: true };
+        println!("{}", table::preamble(&args_line(), std::slice::from_ref(&arm), &args));
+        let target = arm::start(&arm, upstream, args.proxy_core, args.threads);
+        let Some(pid) = target.pid() else { unreachable!("tokentap is a process") };
+        let warm = Schedule { events: 3, gap: Duration::from_millis(5) };
+        let _ = rt.block_on(load::stream_round(target.addr, 1, warm));
+        let every = Duration::from_secs(args.soak_sample_s.max(1));
+        let samples = soak::run(
+            &rt,
+            target.addr,
+            pid,
+            args.soak_streams.max(1),
+            args.schedule,
+            Duration::from_secs(args.soak_minutes * 60),
+            every,
+        );
+        println!("{}", soak::table(&samples, args.soak_streams, every));
+        return;
+    }
     let arms = arms(&args);
     println!("{}", table::preamble(&args_line(), &arms, &args));
 
