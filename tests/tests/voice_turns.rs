@@ -94,6 +94,21 @@ fn stt_chat_and_tts_are_one_turn_with_the_wait_laid_out() {
     let v = &health["turns"]["voice"];
     assert_eq!(v["transcriptions_linked"], 1, "{health}");
     assert_eq!(v["speech_linked"], spoken.len() as u64, "{health}");
+
+    // `tokentap explain <turn id>` lays out the same wait.
+    let turn_id = turn["turn_id"].as_str().unwrap();
+    let (status, text, err) =
+        tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--admin", &format!("http://{}", tokentap.admin)]);
+    assert!(status.success(), "{err}");
+    for needle in [
+        "voice (ms since",
+        "transcription ",
+        "to the first answer token",
+        "to the first audible sample",
+        "voice to first audible sample (wire)",
+    ] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
 }
 
 #[test]

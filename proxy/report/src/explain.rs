@@ -202,7 +202,71 @@ pub fn explain_turn(turn: &TurnRecord) -> String {
         };
         let _ = writeln!(w, "  {:>9} → {:>9}  {what}", number(seg.start_ms), number(seg.end_ms));
     }
+    if let Some(v) = &turn.voice {
+        explain_voice(w, v);
+    }
     out
+}
+
+/// The voice part: the transcription, the speech requests and the chain of waits.
+fn explain_voice(w: &mut String, v: &tokentap_record::turn::TurnVoice) {
+    use tokentap_record::turn::voice::VoiceSegmentKind as K;
+    let _ = writeln!(
+        w,
+        "
+voice (ms since the transcription request started, else the turn):"
+    );
+    if let Some(t) = &v.transcription {
+        let opt = |x: Option<f64>| x.map_or("?".to_owned(), number);
+        let _ = writeln!(
+            w,
+            "  transcription {}: upload done {}, first delta {}, transcript done {}, audio {} ms, joined by {}",
+            t.request_id,
+            opt(t.upload_end_ms),
+            opt(t.first_delta_ms),
+            opt(t.transcript_done_ms),
+            opt(t.upload_audio_ms),
+            serde_json::to_value(t.link).ok().and_then(|l| l.as_str().map(str::to_owned)).unwrap_or_default()
+        );
+    }
+    for s in &v.speech {
+        let opt = |x: Option<f64>| x.map_or("?".to_owned(), number);
+        let _ = writeln!(
+            w,
+            "  speech {}: sent {}, first byte {}, first audible {} (leading silence {}), {} ms of audio, {} predicted underruns",
+            s.request_id,
+            number(s.start_ms),
+            opt(s.first_audio_ms),
+            opt(s.first_audible_ms),
+            opt(s.leading_silence_ms),
+            opt(s.audio_ms),
+            s.predicted_underruns.map_or("?".to_owned(), |n| n.to_string())
+        );
+    }
+    if !v.segments.is_empty() {
+        let _ = writeln!(w, "  the wait, in order:");
+        for seg in &v.segments {
+            let what = match seg.kind {
+                K::Upload => "upload",
+                K::Transcription => "transcription",
+                K::ToModel => "to the model call (the app)",
+                K::FirstToken => "to the first answer token",
+                K::ToSpeech => "to the first speech request (the app)",
+                K::SpeechFirstByte => "to the first audio byte",
+                K::LeadingSilence => "to the first audible sample",
+            };
+            let _ = writeln!(
+                w,
+                "    {:>9} → {:>9}  {:>8} ms  {what}",
+                number(seg.start_ms),
+                number(seg.end_ms),
+                number(seg.end_ms - seg.start_ms)
+            );
+        }
+    }
+    if let Some(ms) = v.first_audible_ms {
+        let _ = writeln!(w, "  voice to first audible sample (wire): {} ms", number(ms));
+    }
 }
 
 #[cfg(test)]

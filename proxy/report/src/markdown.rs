@@ -227,6 +227,24 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
         let cells = distribution_cells(d.as_ref());
         let _ = writeln!(w, "| {name} | {cells} |");
     }
+    if summary.voice_turns > 0 {
+        let _ = writeln!(
+            w,
+            "\n- voice turns: {}; speech requests with predicted underruns: {}; times from the transcription request's start, as the wire shows them (the browser's playout comes after)\n",
+            summary.voice_turns, summary.speech_with_underruns
+        );
+        let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
+        let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+        let rows: [(&str, &Option<Distribution>); 3] = [
+            ("voice to first audible sample (ms)", &summary.voice_to_first_audible_ms),
+            ("transcription (ms)", &summary.transcription_ms),
+            ("speech request to first audible (ms)", &summary.speech_to_first_audible_ms),
+        ];
+        for (name, d) in rows {
+            let cells = distribution_cells(d.as_ref());
+            let _ = writeln!(w, "| {name} | {cells} |");
+        }
+    }
     out
 }
 

@@ -47,6 +47,17 @@ pub struct TurnSummary {
     pub tool_calls: Option<Distribution>,
     /// Over answered tool calls of every turn: ready → the request with the result, ms.
     pub tool_run_ms: Option<Distribution>,
+    /// Turns with a voice part (a transcription or speech requests joined).
+    pub voice_turns: u64,
+    /// Over voice turns: from the transcription request's start (else the turn's) to the first
+    /// audible sample of the answer's speech, ms (docs/metrics.md, "Voice").
+    pub voice_to_first_audible_ms: Option<Distribution>,
+    /// Over voice turns with a transcription: its upload start → transcript done, ms.
+    pub transcription_ms: Option<Distribution>,
+    /// Over speech requests of voice turns: sent → first audible sample, ms.
+    pub speech_to_first_audible_ms: Option<Distribution>,
+    /// Speech requests of voice turns with at least one predicted underrun.
+    pub speech_with_underruns: u64,
 }
 
 /// Aggregates the turns that started in `[since, until)`.
@@ -66,6 +77,7 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
     let collect = |turns: &[&TurnRecord], f: &dyn Fn(&TurnRecord) -> f64| -> Option<Distribution> {
         Distribution::from_samples(&turns.iter().map(|t| f(t)).collect::<Vec<_>>())
     };
+    let voice: Vec<&tokentap_record::turn::TurnVoice> = in_window.iter().filter_map(|t| t.voice.as_ref()).collect();
     let runs: Vec<f64> =
         in_window.iter().flat_map(|t| t.tool_runs.iter().filter_map(|r| r.duration_ms)).collect::<Vec<_>>();
     TurnSummary {
@@ -79,6 +91,24 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
         steps: collect(&complete, &|t| f64::from(t.totals.steps)),
         tool_calls: collect(&complete, &|t| f64::from(t.totals.tool_calls)),
         tool_run_ms: Distribution::from_samples(&runs),
+        voice_turns: voice.len() as u64,
+        voice_to_first_audible_ms: Distribution::from_samples(
+            &voice.iter().filter_map(|v| v.first_audible_ms).collect::<Vec<_>>(),
+        ),
+        transcription_ms: Distribution::from_samples(
+            &voice.iter().filter_map(|v| v.transcription.as_ref()?.transcript_done_ms).collect::<Vec<_>>(),
+        ),
+        speech_to_first_audible_ms: Distribution::from_samples(
+            &voice
+                .iter()
+                .flat_map(|v| v.speech.iter().filter_map(|s| Some(s.first_audible_ms? - s.start_ms)))
+                .collect::<Vec<_>>(),
+        ),
+        speech_with_underruns: voice
+            .iter()
+            .flat_map(|v| v.speech.iter())
+            .filter(|s| s.predicted_underruns.is_some_and(|n| n > 0))
+            .count() as u64,
     }
 }
 
@@ -125,5 +155,38 @@ mod tests {
         let text = crate::explain::explain_turn(&turns[0]);
         assert!(text.contains("model 500 ms (50%), tools 500 ms (50%)"), "{text}");
         assert!(text.contains("f [call_1] from step 1: ready 10 → result 510 (step 2) = 500 ms"), "{text}");
+        assert_eq!(s.voice_turns, 0);
+        assert!(!md.contains("voice turns"), "{md}");
+    }
+
+    #[test]
+    fn voice_turns_get_their_own_rows_and_explain_lays_out_the_wait() {
+        let mut voiced = turn("v", 10, "complete", 400.0, 400.0, 0.0, 0);
+        voiced.voice = Some(
+            serde_json::from_value(serde_json::json!({
+                "t0_unix_ns": 5,
+                "transcription": {"request_id": "stt", "link": "transcript", "upload_end_ms": 1.0, "transcript_done_ms": 290.0},
+                "model_start_ms": 330.0, "first_answer_token_ms": 370.0,
+                "speech": [{"request_id": "tts", "link": "answer_text", "start_ms": 500.0, "first_audio_ms": 620.0,
+                            "first_audible_ms": 820.0, "leading_silence_ms": 200.0, "audio_ms": 1800.0, "predicted_underruns": 2}],
+                "first_audible_ms": 820.0,
+                "segments": [{"kind": "upload", "start_ms": 0.0, "end_ms": 1.0},
+                             {"kind": "leading_silence", "start_ms": 620.0, "end_ms": 820.0}]
+            }))
+            .unwrap(),
+        );
+        let s = summarize_turns(&[voiced.clone(), turn("plain", 20, "complete", 100.0, 100.0, 0.0, 0)], None, None);
+        assert_eq!((s.voice_turns, s.speech_with_underruns), (1, 1));
+        assert_eq!(s.voice_to_first_audible_ms.as_ref().map(|d| d.p50), Some(820.0));
+        assert_eq!(s.speech_to_first_audible_ms.as_ref().map(|d| d.p50), Some(320.0));
+        let md = crate::markdown::render_turns(&s);
+        assert!(md.contains("| voice to first audible sample (ms) | 1 |"), "{md}");
+        let text = crate::explain::explain_turn(&voiced);
+        assert!(text.contains("to the first audible sample"), "{text}");
+        assert!(text.contains("voice to first audible sample (wire): 820 ms"), "{text}");
+        assert!(
+            text.contains("speech tts: sent 500, first byte 620, first audible 820 (leading silence 200)"),
+            "{text}"
+        );
     }
 }
