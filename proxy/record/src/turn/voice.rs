@@ -253,6 +253,8 @@ struct VoiceState {
     speech_not_listed: u32,
     answer: Option<TextHashes>,
     seen_unix_ns: u64,
+    /// The trace id and turn header that name this turn in the lookups (removed with it).
+    keys: Vec<(bool, String)>,
 }
 
 /// Counters for health.
@@ -369,14 +371,17 @@ impl VoiceLinker {
                 self.forget(&old);
             }
         }
-        if call.traced {
-            self.by_trace.insert(call.trace_id.to_owned(), turn.clone());
-        }
-        if let Some(h) = call.turn_header {
-            self.by_header.insert(h.to_owned(), turn.clone());
-        }
         let mut joined = Vec::new();
         let Some(state) = self.turns.get_mut(&turn) else { return joined };
+        const MAX_KEYS_PER_TURN: usize = 8;
+        if call.traced && state.keys.len() < MAX_KEYS_PER_TURN {
+            self.by_trace.insert(call.trace_id.to_owned(), turn.clone());
+            state.keys.push((true, call.trace_id.to_owned()));
+        }
+        if let Some(h) = call.turn_header.filter(|_| state.keys.len() < MAX_KEYS_PER_TURN) {
+            self.by_header.insert(h.to_owned(), turn.clone());
+            state.keys.push((false, h.to_owned()));
+        }
         state.seen_unix_ns = state.seen_unix_ns.max(call.t0_unix_ns);
         state.model_start_unix_ns.get_or_insert(call.t0_unix_ns);
         if let Some(t) = call.first_answer_unix_ns {
@@ -457,9 +462,14 @@ impl VoiceLinker {
     }
 
     fn forget(&mut self, turn: &str) {
-        self.turns.remove(turn);
-        self.by_trace.retain(|_, t| t != turn);
-        self.by_header.retain(|_, t| t != turn);
+        let Some(state) = self.turns.remove(turn) else { return };
+        for (traced, key) in state.keys {
+            let map = if traced { &mut self.by_trace } else { &mut self.by_header };
+            // A later turn may have taken the key over.
+            if map.get(&key).is_some_and(|t| t == turn) {
+                map.remove(&key);
+            }
+        }
     }
 
     fn expire(&mut self, now: u64) {
@@ -730,10 +740,16 @@ mod tests {
         v.on_model_call(&call("late", 200_000, "x", &answer));
         assert!(v.pending_transcriptions.is_empty() && v.pending_speech.is_empty());
         assert_eq!(v.counters().transcriptions_unlinked, 1_000);
-        // Turns are bounded too.
+        // Turns are bounded too, and so are the lookups that name them.
         for i in 0..(MAX_TURNS + 10) {
-            v.on_model_call(&call(&format!("t{i}"), 300_000 + i as u64, "x", &answer));
+            let (id, trace) = (format!("t{i}"), format!("trace-{i}"));
+            let mut c = call(&id, 300_000 + i as u64, "x", &answer);
+            c.traced = true;
+            c.trace_id = &trace;
+            c.turn_header = Some(&trace);
+            v.on_model_call(&c);
         }
         assert!(v.turns.len() <= MAX_TURNS);
+        assert!(v.by_trace.len() <= MAX_TURNS && v.by_header.len() <= MAX_TURNS, "{}", v.by_trace.len());
     }
 }
