@@ -295,6 +295,11 @@ impl SpeechAnalyzer {
                 return 0;
             }
         };
+        self.start_pcm(spec, &buf[data.min(buf.len())..])
+    }
+
+    /// Starts decoding PCM samples of `spec`; returns the frames in `samples`.
+    fn start_pcm(&mut self, spec: PcmSpec, samples: &[u8]) -> u64 {
         if !spec.decodable() {
             self.header_problem = true;
             self.decode = Decode::Opaque;
@@ -302,7 +307,7 @@ impl SpeechAnalyzer {
         }
         let mut power = FramePower::new(spec);
         let mut onset = OnsetDetector::new(spec.sample_rate_hz);
-        let frames = power.push(&buf[data.min(buf.len())..], &mut |p| onset.push(p));
+        let frames = power.push(samples, &mut |p| onset.push(p));
         self.decode = Decode::Pcm { spec, power, onset };
         frames
     }
@@ -450,16 +455,7 @@ impl SpeechAnalyzer {
             return 0;
         }
         let spec = PcmSpec::from_content_type_params(self.ctx.response_content_type.as_deref());
-        if !spec.decodable() {
-            self.header_problem = true;
-            self.decode = Decode::Opaque;
-            return 0;
-        }
-        let mut power = FramePower::new(spec);
-        let mut onset = OnsetDetector::new(spec.sample_rate_hz);
-        let frames = power.push(&buf, &mut |p| onset.push(p));
-        self.decode = Decode::Pcm { spec, power, onset };
-        frames
+        self.start_pcm(spec, &buf)
     }
 }
 
