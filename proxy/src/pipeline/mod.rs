@@ -632,12 +632,7 @@ fn model_call<'a>(
         turn_id: &turn.turn_id,
         trace_id: &record.trace_id,
         traced: record.parent_span_id.is_some(),
-        turn_header: record
-            .request_headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(&headers.turn))
-            .map(|(_, v)| v.trim())
-            .filter(|v| !v.is_empty() && *v != "[redacted]"),
+        turn_header: tokentap_record::turn::step::header_value(record, &headers.turn),
         t0_unix_ns: t0,
         last_input: record.request.last_input,
         last_user_text_hash: record.request.last_user_text_hash,

@@ -21,6 +21,17 @@ impl Default for TurnHeaders {
 /// Longest explicit header value used (longer values are ignored, as if absent).
 pub const MAX_HEADER_VALUE_BYTES: usize = 256;
 
+/// A linking header's value in a record (trimmed), when present, usable (not empty, at most
+/// [`MAX_HEADER_VALUE_BYTES`]) and not redacted.
+pub fn header_value<'a>(record: &'a Record, name: &str) -> Option<&'a str> {
+    record
+        .request_headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty() && v.len() <= MAX_HEADER_VALUE_BYTES && *v != "[redacted]")
+}
+
 /// A tool call the step's response made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepToolCall {
@@ -83,15 +94,7 @@ impl StepInput {
             .unwrap_or(0);
         let analysis = record.analysis.as_ref();
         let metrics = analysis.map(|a| &a.metrics);
-        let header = |name: &str| {
-            record
-                .request_headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim())
-                .filter(|v| !v.is_empty() && v.len() <= MAX_HEADER_VALUE_BYTES && *v != "[redacted]")
-                .map(str::to_owned)
-        };
+        let header = |name: &str| header_value(record, name).map(str::to_owned);
         let tool_calls = analysis
             .map(|a| {
                 a.tool_calls

@@ -115,12 +115,7 @@ impl VoiceRequest {
             }
             _ => return None,
         };
-        let turn_header = record
-            .request_headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(&headers.turn))
-            .map(|(_, v)| v.trim().to_owned())
-            .filter(|v| !v.is_empty() && v.len() <= super::step::MAX_HEADER_VALUE_BYTES && v != "[redacted]");
+        let turn_header = super::step::header_value(record, &headers.turn).map(str::to_owned);
         Some(VoiceRequest {
             request_id: record.request_id.clone(),
             trace_id: record.trace_id.clone(),
