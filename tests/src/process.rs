@@ -251,6 +251,20 @@ pub fn run_tokentap(args: &[&str]) -> (std::process::ExitStatus, String, String)
 }
 
 /// The Python of the SDK virtualenv that scripts/setup.sh creates (`TOKENTAP_PYTHON` overrides).
+/// Runs `tests/sdk/<script>` with the SDK virtualenv's python and `args`; fails the test unless it
+/// exits 0 and prints one JSON document, which it returns.
+pub fn run_sdk_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join(script);
+    let out = std::process::Command::new(sdk_python()).arg(&path).args(args).output().expect("run python");
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON ({e})"))
+}
+
 pub fn sdk_python() -> PathBuf {
     let path = std::env::var_os("TOKENTAP_PYTHON")
         .map(PathBuf::from)

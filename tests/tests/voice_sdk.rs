@@ -2,26 +2,10 @@
 //! speech) parse the same results through tokentap as from the mock directly, and tokentap keeps a
 //! successful record of each.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use tokentap_e2e::{Mock, Tokentap};
 
 fn run_script(script: &str, base_url: &str) -> serde_json::Value {
-    let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join(script);
-    let out = Command::new(tokentap_e2e::process::sdk_python())
-        .arg(&script_path)
-        .arg("--base-url")
-        .arg(base_url)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "{script} against {base_url} failed:\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON ({e})"))
+    tokentap_e2e::process::run_sdk_script(script, &["--base-url", base_url])
 }
 
 const TRANSCRIPT: &str = "What is the weather in Paris today?";

@@ -3,26 +3,10 @@
 //! tokentap header and no trace context: tokentap joins the three kinds of request into one turn
 //! by their text, and lays out the wait from the upload to the first audible sample.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use tokentap_e2e::{Mock, Tokentap};
 
 fn run_voice_turn(base_url: &str) -> serde_json::Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join("voice_turn.py");
-    let out = Command::new(tokentap_e2e::process::sdk_python())
-        .arg(&script)
-        .arg("--base-url")
-        .arg(base_url)
-        .output()
-        .expect("run python");
-    assert!(
-        out.status.success(),
-        "voice_turn.py failed:\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("voice_turn.py printed JSON")
+    tokentap_e2e::process::run_sdk_script("voice_turn.py", &["--base-url", base_url])
 }
 
 fn f(v: &serde_json::Value) -> f64 {
@@ -113,21 +97,18 @@ fn stt_chat_and_tts_are_one_turn_with_the_wait_laid_out() {
 
 #[test]
 fn unrelated_voice_requests_stay_apart() {
-    // A transcript that no chat request sends, and speech of text no answer had: no turn gets a
-    // voice part, and both are counted as waiting.
+    // After a proper voice turn, a speech request of text no answer had joins no turn: its record
+    // names none and the linked count does not move (it waits, bounded, for an answer that never
+    // comes).
     let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "6"]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
     let base = format!("http://{}/v1", tokentap.addr);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join("voice_turn.py");
-    // The SDK run with a transcript the chat request will not carry: the script sends the
-    // transcript it got, so give the chat step a different question via a second run's header.
-    let out = Command::new(tokentap_e2e::process::sdk_python())
-        .arg(&script)
-        .args(["--base-url", &base, "--header", "x-mock-transcript:Something nobody asked.", "--sentences", "1"])
-        .output()
-        .expect("run python");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A run whose transcript is set by the mock's header (the script still sends it on).
+    tokentap_e2e::process::run_sdk_script(
+        "voice_turn.py",
+        &["--base-url", &base, "--header", "x-mock-transcript:Something nobody asked.", "--sentences", "1"],
+    );
     // This run is a proper voice turn (the transcript is sent on); now a stray transcription and a
     // stray speech request with nothing to join.
     let turn = loop {
