@@ -216,8 +216,8 @@ fn explain_voice(w: &mut String, v: &tokentap_record::turn::TurnVoice) {
         "
 voice (ms since the transcription request started, else the turn):"
     );
+    let opt = |x: Option<f64>| x.map_or("?".to_owned(), number);
     if let Some(t) = &v.transcription {
-        let opt = |x: Option<f64>| x.map_or("?".to_owned(), number);
         let _ = writeln!(
             w,
             "  transcription {}: upload done {}, first delta {}, transcript done {}, audio {} ms, joined by {}",
@@ -230,7 +230,6 @@ voice (ms since the transcription request started, else the turn):"
         );
     }
     for s in &v.speech {
-        let opt = |x: Option<f64>| x.map_or("?".to_owned(), number);
         let _ = writeln!(
             w,
             "  speech {}: sent {}, first byte {}, first audible {} (leading silence {}), {} ms of audio, {} predicted underruns",
