@@ -9,6 +9,7 @@
 #   TOKENTAP_BEFORE=/path/to/old/tokentap scripts/bench-proxy.sh   # also an older build, side by side
 #   BENCH_WRITE=0 scripts/bench-proxy.sh ...                # print only, leave BENCHMARKS.md alone
 #   scripts/bench-proxy.sh --soak-minutes 30 --soak-streams 200   # the soak (printed, never written)
+#   scripts/bench-proxy.sh --faults all                     # the fault table (printed, never written; needs root for disk-full)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -20,7 +21,7 @@ args=()
 if [ -n "${TOKENTAP_BEFORE:-}" ]; then
   args+=(--tokentap "before=$TOKENTAP_BEFORE" --tokentap "after=target/release/tokentap")
 fi
-case " $* " in *" --soak-minutes "*) BENCH_WRITE=0 ;; esac
+case " $* " in *" --soak-minutes "* | *" --faults "*) BENCH_WRITE=0 ;; esac
 out="$(mktemp)"
 target/release/proxy-bench "${args[@]}" "$@" | tee "$out"
 if [ "${BENCH_WRITE:-1}" = 1 ]; then

@@ -144,10 +144,19 @@ impl Drop for CapturedBody {
     }
 }
 
-/// The response side of the timeline: one entry per upstream body chunk, bounded.
+/// What one chunk entry costs in memory: its stamp and the client-socket reading taken at its
+/// handoff (`AckTracker::at_handoff`, which never holds more readings than there are entries).
+pub const STAMP_COST: usize =
+    std::mem::size_of::<ChunkStamp>() + std::mem::size_of::<tokentap_record::ack::AckSample>();
+
+/// The response side of the timeline: one entry per upstream body chunk, bounded by
+/// `max_chunks` and, with the body's budget, by bytes: room for entries is taken from the budget
+/// of all requests as the vector grows (a few atomic adds per request, not one per chunk).
 #[derive(Debug, Default)]
 pub struct ChunkTimeline {
     pub chunks: Vec<ChunkStamp>,
+    /// Bytes of entry room taken from the body's budget (given back on drop).
+    pub stamp_bytes: usize,
     /// Pieces whose bytes are kept for analysis, parallel to `chunks` while not truncated.
     pub body: CapturedBody,
     pub chunk_count: u64,
@@ -169,7 +178,7 @@ impl ChunkTimeline {
         self.chunk_count += 1;
         self.first_chunk_ns.get_or_insert(t_up_ns);
         self.last_chunk_ns = Some(t_up_ns);
-        if self.chunks.len() < max_chunks {
+        if self.chunks.len() < max_chunks && self.room_for_one_more(max_chunks) {
             self.chunks.push(ChunkStamp {
                 offset,
                 len: piece.len() as u32,
@@ -183,6 +192,24 @@ impl ChunkTimeline {
         self.body.push(piece, t_up_ns, max_bytes);
     }
 
+    /// Makes sure the entry vector has room for one more entry, growing it (by doubling, up to
+    /// `max_chunks`) only with room taken from the budget; false when the budget is spent.
+    fn room_for_one_more(&mut self, max_chunks: usize) -> bool {
+        if self.chunks.len() < self.chunks.capacity() {
+            return true;
+        }
+        let len = self.chunks.len();
+        let grow = len.max(8).min(max_chunks - len);
+        if let Some(budget) = &self.body.budget {
+            if !budget.take(grow * STAMP_COST) {
+                return false;
+            }
+            self.stamp_bytes += grow * STAMP_COST;
+        }
+        self.chunks.reserve_exact(grow);
+        true
+    }
+
     /// Records that `len` more bytes were handed to the downstream connection at `t_ns`.
     pub fn on_handoff(&mut self, len: usize, t_ns: u64) {
         self.handed_off_bytes += len as u64;
@@ -193,6 +220,14 @@ impl ChunkTimeline {
             chunk.t_handoff_ns = Some(t_ns);
             self.max_handoff_lag_ns = self.max_handoff_lag_ns.max(t_ns.saturating_sub(chunk.t_up_ns));
             self.next_handoff += 1;
+        }
+    }
+}
+
+impl Drop for ChunkTimeline {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.body.budget {
+            budget.give(self.stamp_bytes);
         }
     }
 }
@@ -220,6 +255,35 @@ mod tests {
         let mut c = CapturedBody::with_budget(budget.clone());
         c.push(&Bytes::from(vec![b'y'; 100]), 0, 1 << 20);
         assert!(!c.truncated);
+    }
+
+    #[test]
+    fn chunk_entries_take_their_room_from_the_budget_and_give_it_back() {
+        let budget = KeptBudget::new(1000 * STAMP_COST);
+        let mut t = ChunkTimeline::default();
+        t.body.budget = Some(budget.clone());
+        let piece = Bytes::from_static(b"x");
+        for i in 0..5000 {
+            t.on_upstream_chunk(&piece, i, 50_000, 0);
+        }
+        assert!(t.chunks_truncated, "the budget, not max_chunks, stopped the entries");
+        assert!(t.chunks.len() < 1000 && t.chunks.capacity() * STAMP_COST <= t.stamp_bytes);
+        assert_eq!(budget.used(), t.stamp_bytes);
+        assert_eq!(t.chunk_count, 5000, "counts go on");
+        let mut other = ChunkTimeline::default();
+        other.body.budget = Some(budget.clone());
+        other.on_upstream_chunk(&piece, 0, 50_000, 0);
+        assert!(budget.used() <= 1000 * STAMP_COST);
+        drop(t);
+        drop(other);
+        assert_eq!(budget.used(), 0, "dropped timelines give their room back");
+        let mut capped = ChunkTimeline::default();
+        capped.body.budget = Some(budget.clone());
+        for i in 0..100 {
+            capped.on_upstream_chunk(&piece, i, 20, 0);
+        }
+        assert_eq!(capped.chunks.len(), 20);
+        assert_eq!(capped.chunks.capacity(), 20, "never grown past max_chunks");
     }
 
     #[test]

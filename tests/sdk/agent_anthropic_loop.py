@@ -6,8 +6,9 @@ When the model asks for tools, the script runs them in parallel threads that sle
 sends their results in the next request, until the model answers without tools. Prints one JSON
 document: the tokentap request id of every step (`x-tokentap-request-id`, null without tokentap),
 the answer, and per tool call when the SDK handed over its last `input_json_delta` (`received`),
-when the request carrying its result was sent (`sent`, both `time.monotonic()` seconds) and the
-difference (`held_ms`).
+when the request carrying its result was sent (`sent`, both `time.monotonic()` seconds), the
+difference (`held_ms`), and the outer bracket (`outer_ms`: the step that made the call was started →
+the response head of the request carrying its result came back).
 
 How to run:
     .cache/venv/bin/python tests/sdk/agent_anthropic_loop.py --base-url http://127.0.0.1:PORT
@@ -59,6 +60,7 @@ def stream_step(client, messages, headers):
     received = {}
     with client.messages.stream(model=MODEL, max_tokens=1024, tools=TOOLS, messages=messages, extra_headers=headers) as stream:
         request_id = stream.response.headers.get("x-tokentap-request-id")
+        head_at = time.monotonic()
         for event in stream:
             now = time.monotonic()
             if event.type == "content_block_start" and event.content_block.type == "tool_use":
@@ -66,7 +68,7 @@ def stream_step(client, messages, headers):
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 received[event.index] = now
         message = stream.get_final_message()
-    return request_id, message, received
+    return request_id, message, received, head_at
 
 
 def run_tool(block):
@@ -85,7 +87,9 @@ def main():
         for call in waiting:
             call["sent"] = sent
             call["held_ms"] = (sent - call["received"]) * 1000.0
-        request_id, message, received = stream_step(client, messages, headers)
+        request_id, message, received, head_at = stream_step(client, messages, headers)
+        for call in waiting:
+            call["outer_ms"] = (head_at - call["maker_sent"]) * 1000.0
         request_ids.append(request_id)
         uses = [(i, b) for i, b in enumerate(message.content) if b.type == "tool_use"]
         if not uses:
@@ -103,7 +107,9 @@ def main():
                 ],
             }
         )
-        waiting = [{"id": b.id, "name": b.name, "step": step, "received": received[i]} for i, b in uses]
+        waiting = [
+            {"id": b.id, "name": b.name, "step": step, "received": received[i], "maker_sent": sent} for i, b in uses
+        ]
         calls_out.extend(waiting)
     raise RuntimeError(f"no answer after {MAX_STEPS} steps")
 

@@ -7,7 +7,9 @@ threads that sleep known times, then sends their results in the next request, un
 answers without tool calls. Prints one JSON document: per client, per user turn, the tokentap
 request id of every step (`x-tokentap-request-id`, null without tokentap), the answer, and per tool
 call when the SDK handed over its last argument fragment (`received`), when the request carrying
-its result was sent (`sent`, both `time.monotonic()` seconds) and the difference (`held_ms`).
+its result was sent (`sent`, both `time.monotonic()` seconds), the difference (`held_ms`), and the
+outer bracket (`outer_ms`: the step that made the call was started → the response head of the
+request carrying its result came back).
 
 Options:
     --base-url URL   repeatable: steps go to the URLs in turn (step 1 to the first, step 2 to the
@@ -92,6 +94,7 @@ def stream_step(client, messages, headers):
         extra_headers=headers,
     )
     request_id = raw.headers.get("x-tokentap-request-id")
+    head_at = time.monotonic()
     calls = {}
     content = []
     for chunk in raw.parse():
@@ -108,7 +111,7 @@ def stream_step(client, messages, headers):
                 if call.function and call.function.arguments:
                     entry["arguments"] += call.function.arguments
                     entry["received"] = now
-    return request_id, "".join(content), [calls[i] for i in sorted(calls)]
+    return request_id, "".join(content), [calls[i] for i in sorted(calls)], head_at
 
 
 def run_tool(call):
@@ -128,7 +131,9 @@ def user_turn(clients, step_counter, messages, text, headers):
         for call in waiting:
             call["sent"] = sent
             call["held_ms"] = (sent - call["received"]) * 1000.0
-        request_id, content, calls = stream_step(client, messages, headers)
+        request_id, content, calls, head_at = stream_step(client, messages, headers)
+        for call in waiting:
+            call["outer_ms"] = (head_at - call["maker_sent"]) * 1000.0
         request_ids.append(request_id)
         if not calls:
             messages.append({"role": "assistant", "content": content})
@@ -147,7 +152,9 @@ def user_turn(clients, step_counter, messages, text, headers):
             results = list(pool.map(run_tool, calls))
         for call, result in zip(calls, results):
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-            calls_out.append({"id": call["id"], "name": call["name"], "step": step, "received": call["received"]})
+            calls_out.append(
+                {"id": call["id"], "name": call["name"], "step": step, "received": call["received"], "maker_sent": sent}
+            )
         waiting = calls_out[-len(calls):]
     raise RuntimeError(f"no answer after {MAX_STEPS} steps")
 

@@ -51,10 +51,21 @@ pub struct AckTracker {
     pub tail_end: Option<u64>,
 }
 
+/// Tail readings kept per response: only readings whose acknowledged count moved are kept, and
+/// at most this many (32 KiB); later ones still update `drained` and `backlog_max`.
+pub const MAX_TAIL_SAMPLES: usize = 1024;
+
 impl AckTracker {
-    pub fn push_handoff(&mut self, s: AckSample) {
+    /// A reading at a handoff. At most `room` are kept (the chunk entries the timeline has room
+    /// for, so these readings are paid for with them), and the vector never grows past it.
+    pub fn push_handoff(&mut self, s: AckSample, room: usize) {
         self.backlog_max = self.backlog_max.max(s.written.saturating_sub(s.acked));
-        if self.at_handoff.len() < self.max_samples {
+        let limit = self.max_samples.min(room);
+        let len = self.at_handoff.len();
+        if len < limit {
+            if len == self.at_handoff.capacity() {
+                self.at_handoff.reserve_exact(len.max(8).min(limit - len));
+            }
             self.at_handoff.push(s);
         }
     }
@@ -63,7 +74,9 @@ impl AckTracker {
         let end = *self.tail_end.get_or_insert(s.written);
         self.backlog_max = self.backlog_max.max(end.saturating_sub(s.acked));
         self.drained = s.acked >= end;
-        if self.tail.len() < self.max_samples {
+        // The first reading that reaches each acknowledged count is all delivery needs.
+        let moved = self.tail.last().is_none_or(|last| last.acked != s.acked);
+        if moved && self.tail.len() < self.max_samples.min(MAX_TAIL_SAMPLES) {
             self.tail.push(s);
         }
     }
@@ -140,9 +153,9 @@ mod tests {
     fn ack_times_come_from_the_first_sample_covering_each_chunk() {
         // Head of 100 bytes, then three chunks of 10 bytes (+ framing) written at 10, 20, 30 ms.
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 0 });
-        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 115, acked: 100 });
-        t.push_handoff(AckSample { t_ns: 30, body_before: 20, written: 130, acked: 100 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 0 }, usize::MAX);
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 115, acked: 100 }, usize::MAX);
+        t.push_handoff(AckSample { t_ns: 30, body_before: 20, written: 130, acked: 100 }, usize::MAX);
         t.push_tail(AckSample { t_ns: 31, body_before: 30, written: 145, acked: 115 });
         t.push_tail(AckSample { t_ns: 40, body_before: 30, written: 145, acked: 130 });
         t.push_tail(AckSample { t_ns: 50, body_before: 30, written: 145, acked: 145 });
@@ -158,7 +171,7 @@ mod tests {
     fn chunks_written_together_never_get_an_ack_before_their_write() {
         // Two upstream chunks handed off in one write: one handoff sample before it, then the tail.
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 }, usize::MAX);
         t.push_tail(AckSample { t_ns: 20, body_before: 20, written: 124, acked: 100 });
         t.push_tail(AckSample { t_ns: 25, body_before: 20, written: 124, acked: 124 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
@@ -183,8 +196,8 @@ mod tests {
     #[test]
     fn undrained_tail_leaves_late_chunks_without_ack() {
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 });
-        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 110, acked: 110 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 }, usize::MAX);
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 110, acked: 110 }, usize::MAX);
         t.push_tail(AckSample { t_ns: 30, body_before: 20, written: 120, acked: 110 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
         let d = apply(&t, &mut chunks, false);
@@ -202,5 +215,22 @@ mod tests {
         tracker.push_tail(AckSample { t_ns: 2, body_before: 10, written: 900, acked: 500 });
         assert!(tracker.drained);
         assert_eq!(tracker.backlog_max, 100);
+    }
+
+    #[test]
+    fn tail_readings_are_kept_only_when_the_acknowledged_count_moves_and_are_capped() {
+        let mut tracker = AckTracker { max_samples: usize::MAX, ..AckTracker::default() };
+        for t in 0..20_000u64 {
+            // A client that acknowledges one byte every tenth reading.
+            tracker.push_tail(AckSample { t_ns: t, body_before: 10, written: 1_000_000, acked: t / 10 });
+        }
+        assert_eq!(tracker.tail.len(), MAX_TAIL_SAMPLES);
+        assert_eq!(tracker.tail[1].t_ns, 10, "the first reading of each count is the one kept");
+        assert!(!tracker.drained);
+        let mut handoffs = AckTracker { max_samples: usize::MAX, ..AckTracker::default() };
+        for t in 0..100 {
+            handoffs.push_handoff(AckSample { t_ns: t, body_before: t, written: t, acked: t }, 40);
+        }
+        assert_eq!((handoffs.at_handoff.len(), handoffs.at_handoff.capacity()), (40, 40));
     }
 }

@@ -480,7 +480,7 @@ impl ProxyHttp for TapProxy {
                 ctx.data.chunks.on_handoff(piece.len(), t);
                 if ctx.data.ack.unavailable.is_none() {
                     match sample_ack(session, t, body_before) {
-                        Ok(reading) => ctx.data.ack.push_handoff(reading.sample),
+                        Ok(reading) => ctx.data.ack.push_handoff(reading.sample, ctx.data.chunks.chunks.capacity()),
                         Err(reason) => ctx.data.ack.unavailable = Some(reason.to_string()),
                     }
                 }

@@ -16,8 +16,8 @@ pub(crate) fn now_ns() -> u64 {
 }
 
 /// Where the send time sits in every timed event: `"id":"chatcmpl-<20 digits>"`.
-const STAMP_MARKER: &[u8] = b"\"id\":\"chatcmpl-";
-const STAMP_DIGITS: usize = 20;
+pub(crate) const STAMP_MARKER: &[u8] = b"\"id\":\"chatcmpl-";
+pub(crate) const STAMP_DIGITS: usize = 20;
 
 #[derive(Clone, Copy)]
 pub(crate) struct Schedule {
@@ -25,7 +25,7 @@ pub(crate) struct Schedule {
     pub(crate) gap: Duration,
 }
 
-fn chunk_event(stamp: u64, content: &str, finish: &str) -> String {
+pub(crate) fn chunk_event(stamp: u64, content: &str, finish: &str) -> String {
     format!(
         "data: {{\"id\":\"chatcmpl-{stamp:020}\",\"object\":\"chat.completion.chunk\",\"created\":1764590400,\
 \"model\":\"bench-model\",\"system_fingerprint\":\"fp_bench\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\

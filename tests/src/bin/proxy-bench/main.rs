@@ -10,6 +10,7 @@
 //!   target/release/proxy-bench --levels 1,100 --rates 1000 --repeats 1
 
 mod arm;
+mod faults;
 mod load;
 mod machine;
 mod soak;
@@ -39,13 +40,18 @@ pub(crate) struct Args {
     soak_minutes: u64,
     soak_streams: usize,
     soak_sample_s: u64,
+    /// Faults to run instead of the sweep (empty: none).
+    faults: Vec<faults::Fault>,
+    fault_streams: usize,
 }
 
 const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 40] [--gap-ms 50] [--repeats 2]
   [--rates 100,1000,3000] [--rate-seconds 5] [--connections 64]
   [--tokentap LABEL=PATH]... [--recording-off true|false] [--nginx PATH|none]
   [--proxy-core 0] [--load-core 1] [--threads 1]
-  [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)";
+  [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)
+  [--faults all|collector-down,collector-silent,disk-full,store-removed,worker-panic,sigterm [--fault-streams 50]]
+      (the fault table: the last --tokentap only, instead of the sweep)";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -64,6 +70,8 @@ fn parse_args() -> Result<Args, String> {
         soak_minutes: 0,
         soak_streams: 200,
         soak_sample_s: 10,
+        faults: Vec::new(),
+        fault_streams: 50,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -106,6 +114,8 @@ fn parse_args() -> Result<Args, String> {
             "--soak-minutes" => args.soak_minutes = value.parse().map_err(|_| bad("minutes"))?,
             "--soak-streams" => args.soak_streams = value.parse().map_err(|_| bad("a count"))?,
             "--soak-sample-s" => args.soak_sample_s = value.parse().map_err(|_| bad("seconds"))?,
+            "--faults" => args.faults = faults::Fault::parse_list(&value)?,
+            "--fault-streams" => args.fault_streams = value.parse().map_err(|_| bad("a count"))?,
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
@@ -170,6 +180,27 @@ fn main() {
         tokio::spawn(load::upstream(listener, args.schedule));
         addr
     });
+    if !args.faults.is_empty() {
+        let (_, bin) = args.tokentaps.last().expect("one tokentap").clone();
+        let plan = faults::Plan {
+            streams: args.fault_streams.max(1),
+            schedule: args.schedule,
+            before: Duration::from_secs(3),
+            during: Duration::from_secs(6),
+            after: Duration::from_secs(6),
+            panics: 20,
+        };
+        println!(
+            "Command: `{}`\n\nRun of {} on {} cores, tokentap `{}` (threads = 1, recording on, not pinned).\n",
+            args_line(),
+            table::command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+            cores,
+            bin.display()
+        );
+        let rows = faults::run(&rt, &bin, upstream, &args.faults, plan);
+        println!("{}", faults::table(&rows, &plan));
+        return;
+    }
     if args.soak_minutes > 0 {
         let (label, bin) = args.tokentaps.last().expect("one tokentap").clone();
         let arm = Arm::Tokentap { label, bin, recording: true };

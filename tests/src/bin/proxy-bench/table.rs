@@ -136,7 +136,7 @@ impl OpenLoopRow {
     }
 }
 
-fn command_output(cmd: &str, args: &[&str]) -> String {
+pub(crate) fn command_output(cmd: &str, args: &[&str]) -> String {
     std::process::Command::new(cmd)
         .args(args)
         .output()
