@@ -54,6 +54,9 @@ pub struct RequestData {
     pub response_content_type: Option<String>,
     pub response_content_encoding: Option<String>,
     pub response_protocol: Option<String>,
+    /// The server-timing response headers (`tokentap_analysis::server_timing::TIMING_HEADERS`),
+    /// copied short and unparsed.
+    pub timing_headers: Vec<(&'static str, String)>,
     pub chunks: ChunkTimeline,
     /// Client socket readings for delivery from TCP ACKs.
     pub ack: AckTracker,
@@ -92,6 +95,7 @@ impl RequestData {
             response_content_type: None,
             response_content_encoding: None,
             response_protocol: None,
+            timing_headers: Vec::new(),
             chunks: ChunkTimeline::default(),
             ack: AckTracker::default(),
             upstream_eos: false,

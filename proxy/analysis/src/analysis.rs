@@ -51,6 +51,11 @@ pub struct StreamAnalysis {
     /// speech request to the answer it reads out; never written.
     #[serde(skip)]
     pub answer_hashes: Option<crate::conversation::TextHashes>,
+    /// What the server reported about its own time in the body (llama.cpp `timings`, Ollama
+    /// durations, Groq `x_groq.usage`, Cerebras `time_info`). The record carries it as `server`,
+    /// joined with the response headers' report, so it is not written here.
+    #[serde(skip)]
+    pub server_timing: Option<crate::server_timing::ServerTiming>,
 }
 
 /// Latency, rate and size metrics (docs/metrics.md, "Latency metrics").

@@ -306,6 +306,7 @@ impl StreamAnalyzer {
         let answer_hashes = (!answer.trim().is_empty()).then(|| crate::conversation::TextHashes::of(answer));
         StreamAnalysis {
             answer_hashes,
+            server_timing: findings.server_timing,
             format,
             dialect,
             event_counts: timeline.counts.clone(),

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::analysis::{ProviderUsage, StreamError, ToolCallSummary};
+use crate::server_timing::ServerTiming;
 
 const MAX_TOOL_CALLS: usize = 256;
 const MAX_ERRORS: usize = 64;
@@ -21,6 +22,9 @@ pub(crate) struct Findings {
     pub(crate) refusal: bool,
     pub(crate) redacted_reasoning: bool,
     pub(crate) usage: Option<ProviderUsage>,
+    /// The server's report of its own time; the last report wins (llama.cpp can repeat `timings`
+    /// on every event).
+    pub(crate) server_timing: Option<ServerTiming>,
 }
 
 fn capped(text: &str, max_chars: usize) -> String {
@@ -88,6 +92,12 @@ impl Findings {
             }
         }
         call.argument_bytes += argument_bytes as u64;
+    }
+
+    pub(crate) fn server_timing(&mut self, timing: Option<ServerTiming>) {
+        if let Some(timing) = timing {
+            self.server_timing = Some(timing);
+        }
     }
 
     /// Records an error from the provider's error object (or string).

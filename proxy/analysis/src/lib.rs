@@ -10,6 +10,9 @@
 //! - `metrics`, [`distribution`], `tokens`: the arithmetic of docs/metrics.md.
 //! - `analyzer`: the public [`StreamAnalyzer`] gluing the above together.
 //! - `request`: [`analyze_request`], the request-side facts (model, stream flag, prompt size).
+//! - [`server_timing`]: what inference servers report about their own time (queue, prefill,
+//!   decode), from the body (llama.cpp, Ollama, Groq, Cerebras) and from response headers (TGI,
+//!   OpenAI).
 //! - [`audio`]: speech audio (formats, WAV, the onset rule, predicted playout) and the
 //!   speech-to-text and text-to-speech analyzers.
 //! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
@@ -34,6 +37,7 @@ mod format;
 mod metrics;
 pub mod ndjson;
 mod request;
+pub mod server_timing;
 pub mod sse;
 mod timeline;
 mod tokens;
@@ -48,4 +52,5 @@ pub use distribution::{percentile, Distribution};
 pub use event::{EventClass, EventCounts};
 pub use format::{Dialect, StreamFormat};
 pub use request::{analyze_request, RequestInfo, SpeechRequest, TranscriptionRequest, SPEECH_TO_TEXT, TEXT_TO_SPEECH};
+pub use server_timing::{ServerMark, ServerTiming, ServerTimingSource};
 pub use tokens::{count_tokens, load_encoding};

@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 
 use tokentap_analysis::{
-    AnalysisLimits, Dialect, EventClass, RequestTiming, StreamAnalysis, StreamAnalyzer, StreamContext, StreamFormat,
+    AnalysisLimits, Dialect, EventClass, RequestTiming, ServerTiming, ServerTimingSource, StreamAnalysis,
+    StreamAnalyzer, StreamContext, StreamFormat,
 };
 
 const T_CHUNK_NS: u64 = 5_000_000;
@@ -106,6 +107,43 @@ const CASES: &[Case] = &[
         content_type: Some("application/json; charset=UTF-8"),
     },
     Case { file: "audio_speech.bin", path: "/v1/audio/speech", hint: Some("openai"), content_type: Some("audio/mpeg") },
+    Case {
+        file: "llamacpp_chat_timings.sse",
+        path: "/v1/chat/completions",
+        hint: None,
+        content_type: Some("text/event-stream"),
+    },
+    Case { file: "llamacpp_nonstream.json", path: "/v1/chat/completions", hint: None, content_type: None },
+    Case {
+        file: "llamacpp_hostile_timings.sse",
+        path: "/v1/chat/completions",
+        hint: Some("openai"),
+        content_type: Some("text/event-stream"),
+    },
+    Case {
+        file: "groq_chat.sse",
+        path: "/openai/v1/chat/completions",
+        hint: Some("openai"),
+        content_type: Some("text/event-stream"),
+    },
+    Case {
+        file: "groq_nonstream.json",
+        path: "/openai/v1/chat/completions",
+        hint: Some("openai"),
+        content_type: Some("application/json"),
+    },
+    Case {
+        file: "cerebras_chat.sse",
+        path: "/v1/chat/completions",
+        hint: None,
+        content_type: Some("text/event-stream"),
+    },
+    Case {
+        file: "ollama_generate_timings.ndjson",
+        path: "/api/generate",
+        hint: Some("ollama"),
+        content_type: Some("application/x-ndjson"),
+    },
 ];
 
 fn fixture_dir() -> PathBuf {
@@ -178,8 +216,9 @@ fn check(case: &Case, bytes: &[u8]) -> StreamAnalysis {
         let expected = std::fs::read_to_string(&expected_path)
             .unwrap_or_else(|_| panic!("missing {}; run with UPDATE_EXPECT=1 and review", expected_path.display()));
         let expected: StreamAnalysis = serde_json::from_str(&expected).expect("expectation parses");
-        // The answer's keyed hashes are never written (their key is per process).
-        let written = StreamAnalysis { answer_hashes: None, ..whole.clone() };
+        // The answer's keyed hashes are never written (their key is per process); the server's
+        // timings are written in the record, not in the analysis.
+        let written = StreamAnalysis { answer_hashes: None, server_timing: None, ..whole.clone() };
         assert_eq!(written, expected, "{} differs from its expectation file", case.file);
     }
     whole
@@ -408,4 +447,76 @@ fn audio_is_bytes_and_timing_only() {
     assert_eq!(a.metrics.body_bytes, 2048);
     assert_eq!(a.metrics.time_to_first_chunk_ms, Some(5.0));
     assert_eq!(a.metrics.output_tokens, None);
+}
+
+fn server_timing(file: &str) -> ServerTiming {
+    fixture(file).server_timing.unwrap_or_else(|| panic!("{file}: no server timing"))
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[test]
+fn llama_cpp_timings_on_the_usage_event_and_the_whole_body() {
+    let t = server_timing("llamacpp_chat_timings.sse");
+    assert_eq!(t.source, ServerTimingSource::LlamaCpp);
+    assert_eq!((t.prefill_ms, t.decode_ms, t.queue_ms, t.total_ms), (Some(310.25), Some(72.5), None, None));
+    assert_eq!((t.prompt_tokens, t.cached_prompt_tokens, t.output_tokens), (Some(42), Some(30), Some(3)));
+    assert_eq!(t.rejected_values, 0);
+    let a = fixture("llamacpp_chat_timings.sse");
+    assert_eq!(a.usage.as_ref().and_then(|u| u.cached_tokens), Some(30));
+    assert_eq!(a.event_counts.answer, 3);
+
+    let t = server_timing("llamacpp_nonstream.json");
+    assert_eq!(
+        (t.source, t.prefill_ms, t.cached_prompt_tokens, t.prompt_tokens),
+        (ServerTimingSource::LlamaCpp, Some(310.25), Some(0), Some(42))
+    );
+}
+
+#[test]
+fn hostile_timings_are_dropped_and_counted_never_nan() {
+    let a = fixture("llamacpp_hostile_timings.sse");
+    // Neither time survives, so there is no report at all; the answer is still analysed.
+    assert_eq!(a.server_timing, None);
+    assert_eq!(a.event_counts.answer, 1);
+}
+
+#[test]
+fn groq_x_groq_usage_and_whole_body_usage_in_seconds() {
+    let t = server_timing("groq_chat.sse");
+    assert_eq!(t.source, ServerTimingSource::Groq);
+    assert!(close(t.queue_ms, 12.3) && close(t.prefill_ms, 4.1) && close(t.decode_ms, 6.2) && close(t.total_ms, 10.3));
+    assert_eq!((t.prompt_tokens, t.output_tokens), (Some(18), Some(3)));
+    let t = server_timing("groq_nonstream.json");
+    assert_eq!(t.source, ServerTimingSource::Groq);
+    assert!(close(t.queue_ms, 20.0) && close(t.prefill_ms, 4.0) && close(t.total_ms, 10.0));
+    let a = fixture("groq_nonstream.json");
+    assert_eq!(a.usage.as_ref().and_then(|u| u.input_tokens), Some(18));
+}
+
+#[test]
+fn cerebras_time_info() {
+    let t = server_timing("cerebras_chat.sse");
+    assert_eq!(t.source, ServerTimingSource::Cerebras);
+    assert!(close(t.queue_ms, 0.2) && close(t.prefill_ms, 1.5) && close(t.decode_ms, 2.1) && close(t.total_ms, 6.1));
+    assert_eq!((t.prompt_tokens, t.output_tokens), (Some(9), Some(2)));
+}
+
+#[test]
+fn ollama_durations_in_nanoseconds() {
+    let t = server_timing("ollama_generate_timings.ndjson");
+    assert_eq!(t.source, ServerTimingSource::Ollama);
+    assert!(close(t.total_ms, 10706.818083) && close(t.load_ms, 6338.219291));
+    assert!(close(t.prefill_ms, 130.079) && close(t.decode_ms, 4232.71));
+    assert_eq!((t.prompt_tokens, t.output_tokens), (Some(26), Some(259)));
+    // The older chat fixture reports durations too.
+    assert_eq!(server_timing("ollama_chat.ndjson").source, ServerTimingSource::Ollama);
+}
+
+#[test]
+fn plain_openai_streams_report_no_server_timing() {
+    assert_eq!(fixture("openai_chat_reasoning_answer.sse").server_timing, None);
+    assert_eq!(fixture("openai_chat_nonstream.json").server_timing, None);
 }

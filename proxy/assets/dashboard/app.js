@@ -248,6 +248,18 @@ function phases(record) {
   const out = [];
   const waitEnd = Number.isFinite(firstOutput) ? firstOutput : ms(record.timeline?.t_end_ns);
   if (waitEnd !== undefined) out.push(["waiting", 0, waitEnd, `request sent ${fmt(ms(record.timeline.t_upstream_sent_ns), 2)} ms, headers ${fmt(ms(record.timeline.t_upstream_headers_ns), 2)} ms`]);
+  // What the server said it spent, placed to end where tokentap saw the moment it reported
+  // (server_split.compared_at); the rest of the wait is network and proxy.
+  const sv = record.server, split = record.server_split;
+  if (sv && split) {
+    const note = `as ${sv.source} reported; ${split.check === "consistent" ? "consistent with the wire" : "the server claims more than the wire saw"}`;
+    let t = Math.max(0, split.wire_ms - split.server_ms);
+    out.push(["network+proxy", 0, t, `wire ${fmt(split.wire_ms, 2)} ms − server ${fmt(split.server_ms, 2)} ms at ${split.compared_at.replace("_", " ")}`]);
+    for (const [name, v] of [["server queue", sv.queue_ms], ["server load", sv.load_ms], ["server prefill", sv.prefill_ms]]) {
+      if (v !== undefined && split.compared_at !== "response_head") { out.push([name, t, t + v, note]); t += v; }
+    }
+    if (sv.decode_ms !== undefined && split.compared_at === "first_token") out.push(["server decode", split.wire_ms, split.wire_ms + sv.decode_ms, note]);
+  }
   for (const [name, cls] of [["reasoning", "reasoning"], ["answer", "answer"], ["tool call", "tool_call"]]) {
     const s = span(cls);
     if (s) out.push([name, s[0], s[1], `${ev.filter((x) => x.class === cls).length} events`]);
@@ -269,7 +281,7 @@ function waterfall(record) {
   rows.forEach(([name, s, e, note], i) => {
     const y = f.inner.top + 6 + i * 24;
     f.root.append(svg("text", { x: 84, y: y + 13, "text-anchor": "end" }, name));
-    f.root.append(svg("rect", { class: "phase", "data-phase": name, x: f.x(s), y, width: Math.max(2, f.x(e) - f.x(s)), height: 16, fill: { waiting: "#9ca3af", reasoning: CLASS_COLORS.reasoning, answer: CLASS_COLORS.answer, "tool call": CLASS_COLORS.tool_call, delivery: "#16a34a", render: "#ea580c" }[name] },
+    f.root.append(svg("rect", { class: "phase", "data-phase": name, x: f.x(s), y, width: Math.max(2, f.x(e) - f.x(s)), height: 16, fill: { waiting: "#9ca3af", reasoning: CLASS_COLORS.reasoning, answer: CLASS_COLORS.answer, "tool call": CLASS_COLORS.tool_call, delivery: "#16a34a", render: "#ea580c", "network+proxy": "#cbd5e1", "server queue": "#a78bfa", "server load": "#c4b5fd", "server prefill": "#7c3aed", "server decode": "#5b21b6" }[name] },
       svg("title", {}, `${name}: ${fmt(s, 2)} → ${fmt(e, 2)} ms (${fmt(e - s, 2)} ms). ${note}`)));
     f.root.append(svg("text", { x: Math.min(f.x(e) + 4, f.inner.left + f.inner.w - 60), y: y + 13 }, `${fmt(e - s)} ms`));
   });
@@ -364,7 +376,9 @@ async function loadRequest(id) {
       el("div", {}, el("h3", {}, "Conditions"), kv([
         ["request id", record.request_id], ["started", record.started_at], ["route", record.route], ["upstream", record.upstream],
         ["model", c.model], ["stream", c.stream], ["prompt bytes", record.request?.prompt_bytes], ["prompt tokens", c.prompt_tokens],
-        ["cached prompt tokens", c.cached_prompt_tokens], ["concurrency at t0", c.concurrency_at_t0],
+        ["cached prompt tokens", c.cached_prompt_tokens], ["prompt cache", c.prompt_cache], ["concurrency at t0", c.concurrency_at_t0],
+        ["server report", record.server ? `${record.server.source}${record.server.rejected_values ? ` (${record.server.rejected_values} values rejected)` : ""}` : undefined],
+        ["network + proxy ms", record.server_split ? `${fmt(record.server_split.network_and_proxy_ms, 2)} (${record.server_split.check.replace(/_/g, " ")}, ±${fmt(record.server_split.tolerance_ms, 1)})` : undefined],
         ["connection", c.upstream_connection_reused === undefined ? undefined : c.upstream_connection_reused ? "reused" : "new"],
         ["warm-up", c.warm_up], ["tokentap", c.tokentap_version], ["format", record.analysis?.format]])),
       el("div", {}, el("h3", {}, "Metrics"), kv([
@@ -391,14 +405,14 @@ async function loadSummary() {
   const groupBox = (key) => el("label", {}, el("input", { type: "checkbox", checked: s.group_by.split(",").includes(key), onchange: (e) => {
     const keys = new Set(s.group_by.split(",").filter(Boolean));
     e.target.checked ? keys.add(key) : keys.delete(key);
-    s.group_by = ["route", "model", "concurrency"].filter((k) => keys.has(k)).join(",");
+    s.group_by = ["route", "model", "concurrency", "prompt_cache"].filter((k) => keys.has(k)).join(",");
     loadSummary();
   } }), ` ${key}`);
   const controls = el("div", { class: "controls" },
     "window",
     el("select", { id: "s-window", onchange: (e) => { s.window = e.target.value; loadSummary(); } },
       ["5m", "15m", "1h", "6h", "24h", "7d", "all"].map((w) => el("option", { value: w, selected: w === s.window }, w === "all" ? "everything in memory" : `last ${w}`))),
-    "group by", groupBox("route"), groupBox("model"), groupBox("concurrency"),
+    "group by", groupBox("route"), groupBox("model"), groupBox("concurrency"), groupBox("prompt_cache"),
     el("label", {}, el("input", { type: "checkbox", checked: s.include_warmup, onchange: (e) => { s.include_warmup = e.target.checked; loadSummary(); } }), " include warm-up"));
   let r;
   try { r = await getJson(`${API}/summary?${p}`); } catch (e) {
@@ -415,6 +429,17 @@ async function loadSummary() {
         el("td", {}, g.label), el("td", {}, label), el("td", { class: "n", "data-count": d ? d.count : 0 }, d ? d.count : 0),
         ...(d ? [d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))) : [el("td", { class: "n muted", colspan: 5 }, "no samples")]));
     }))));
+  // Cold and warm prompts are never averaged together without saying so: TTFT per cache state.
+  const cacheRows = groups.flatMap((g) => Object.entries(g.ttft_answer_by_prompt_cache ?? {}).map(([state, d]) => [g, state, d]));
+  const byCache = cacheRows.length ? el("table", { id: "summary-prompt-cache" },
+    el("thead", {}, el("tr", {}, ["group", "prompt cache", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i >= 2 ? "n" : "" }, h)))),
+    el("tbody", {}, cacheRows.map(([g, state, d]) => el("tr", { "data-group": g.label, "data-cache": state },
+      el("td", {}, g.label), el("td", {}, state), el("td", { class: "n" }, d.count), ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))))))) : null;
+  const serverRows = groups.filter((g) => g.server).flatMap((g) => [["server.queue_ms", g.server.queue_ms], ["server.prefill_ms", g.server.prefill_ms], ["server.decode_ms", g.server.decode_ms], ["network_and_proxy_ms", g.server.network_and_proxy_ms]].filter(([, d]) => d).map(([k, d]) => [g, k, d]));
+  const server = serverRows.length ? el("table", { id: "summary-server" },
+    el("thead", {}, el("tr", {}, ["group", "metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i >= 2 ? "n" : "" }, h)))),
+    el("tbody", {}, serverRows.map(([g, k, d]) => el("tr", { "data-group": g.label, "data-metric": k },
+      el("td", {}, g.label), el("td", {}, k), el("td", { class: "n" }, d.count), ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))))))) : null;
   const goodRows = r.groups.length ? [...r.groups, r.overall] : [r.overall];
   const goodput = el("table", { id: "summary-goodput" },
     el("thead", {}, el("tr", {}, ["group", "requests", "ok", "good", "attainment", "good tokens/s", "stalled / analysed", "stall rate"].map((h, i) => el("th", { class: i ? "n" : "" }, h)))),
@@ -429,6 +454,9 @@ async function loadSummary() {
       `${r.records_used} requests used of ${r.records_in_window} in the window (${r.records_total} in memory); warm-up ${r.include_warmup ? "included" : `excluded (${r.warm_up_excluded} left out)`}. `,
       `Percentiles: linear interpolation between closest ranks over successful requests. SLOs: ${slo}.`),
     el("h3", {}, "Latency and throughput"), latency,
+    byCache ? el("h3", {}, "Time to first answer token by prompt cache") : null,
+    byCache ? el("p", { class: "muted" }, "Cold and warm prompts differ by up to an order of magnitude; the rows above mix them, these do not.") : null, byCache,
+    server ? el("h3", {}, "Server-reported time (white box)") : null, server,
     el("h3", {}, "Goodput and stalls"), goodput,
     el("p", { class: "muted" }, `The same numbers as \`tokentap report --json\` over these records. Versions: ${Object.keys(r.conditions.record_versions).join(", ") || "–"}.`),
   );

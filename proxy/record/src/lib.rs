@@ -9,6 +9,8 @@
 //! - `browser`: the probe report schema and the record's browser timeline; `join` joins a report
 //!   to its record.
 //! - `goodput`: `[slo]` objectives and the verdict on one record.
+//! - `server_time`: the server's reported time joined to the wire (the split, the consistency
+//!   check) and the prompt cache state.
 //! - `trace`: W3C trace context and ids.
 //! - `turn`: agent turns rebuilt from the wire: the tracker that links steps, the turn record.
 
@@ -21,6 +23,7 @@ pub mod goodput;
 pub mod hops;
 pub mod join;
 pub mod schema;
+pub mod server_time;
 pub mod stamp;
 pub mod trace;
 pub mod turn;

@@ -128,6 +128,12 @@ pub struct Conditions {
     pub prompt_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cached_prompt_tokens: Option<u64>,
+    /// cached_prompt_tokens / the prompt's tokens as the provider or server counted them.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cached_prompt_ratio: Option<f64>,
+    /// `cold` or `warm` (`server_time::prompt_cache`), when the cached count is known.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub prompt_cache: Option<crate::server_time::PromptCache>,
     /// Other requests in flight on the same route at t0.
     pub concurrency_at_t0: u64,
     /// True when the upstream connection was reused from the pool.
@@ -252,4 +258,10 @@ pub struct Record {
     /// Speech-to-text responses: first transcript delta, transcript done, usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcription: Option<tokentap_analysis::audio::TranscriptionAnalysis>,
+    /// What the server reported about its own time (body or timing headers), as reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<tokentap_analysis::ServerTiming>,
+    /// The server's time joined to the wire: `network_and_proxy_ms` and the consistency check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_split: Option<crate::server_time::ServerSplit>,
 }

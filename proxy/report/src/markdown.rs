@@ -5,7 +5,7 @@ use std::fmt::Write;
 use tokentap_analysis::Distribution;
 
 use crate::summary::REPORT_METRICS;
-use crate::summary::{GroupSummary, Report};
+use crate::summary::{GroupSummary, Report, ServerSummary};
 use tokentap_record::SloConfig;
 
 /// Formats a value for a table: three significant decimals at most, trailing zeros dropped.
@@ -120,6 +120,51 @@ pub fn render(report: &Report) -> String {
     for g in table_groups(report) {
         for metric in REPORT_METRICS {
             let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), metric, distribution_cells(g.metrics.get(metric)));
+        }
+    }
+
+    let split: Vec<&GroupSummary> =
+        table_groups(report).into_iter().filter(|g| !g.ttft_answer_by_prompt_cache.is_empty()).collect();
+    if !split.is_empty() {
+        let _ = writeln!(w, "\n### Time to first answer token by prompt cache\n");
+        let _ = writeln!(
+            w,
+            "Cold and warm prompts differ by up to an order of magnitude: the rows above mix them; these do not.\n"
+        );
+        let _ = writeln!(w, "| group | prompt cache | n | p50 | p90 | p95 | p99 | max |");
+        let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
+        for g in split {
+            for (state, d) in &g.ttft_answer_by_prompt_cache {
+                let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), text(state), distribution_cells(Some(d)));
+            }
+        }
+    }
+    let servers: Vec<(&GroupSummary, &ServerSummary)> =
+        table_groups(report).into_iter().filter_map(|g| Some((g, g.server.as_ref()?))).collect();
+    if !servers.is_empty() {
+        let _ = writeln!(w, "\n### Server-reported time (white box)\n");
+        let _ = writeln!(w, "| group | metric | n | p50 | p90 | p95 | p99 | max |");
+        let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
+        for (g, s) in &servers {
+            for (name, d) in [
+                ("server.queue_ms", &s.queue_ms),
+                ("server.prefill_ms", &s.prefill_ms),
+                ("server.decode_ms", &s.decode_ms),
+                ("network_and_proxy_ms", &s.network_and_proxy_ms),
+            ] {
+                if d.is_some() {
+                    let _ = writeln!(w, "| {} | {name} | {} |", text(&g.label), distribution_cells(d.as_ref()));
+                }
+            }
+        }
+        for (g, s) in servers.iter().filter(|(_, s)| s.inconsistent > 0) {
+            let _ = writeln!(
+                w,
+                "\n{}: {} of {} server reports claim more time than the wire saw (`server_exceeds_wire`); left out of network_and_proxy_ms.",
+                text(&g.label),
+                s.inconsistent,
+                s.reported
+            );
         }
     }
 

@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokentap_analysis::Distribution;
 
 use tokentap_record::goodput::{first_paint_ms, verdict};
+use tokentap_record::server_time::ServerCheck;
 use tokentap_record::SloConfig;
 use tokentap_record::{Outcome, Record};
 
@@ -29,6 +30,8 @@ pub enum GroupKey {
     Model,
     /// `conditions.concurrency_at_t0` in power-of-two buckets: 0, 1, 2-3, 4-7, 8-15, …
     Concurrency,
+    /// `conditions.prompt_cache`: cold, warm or unknown.
+    PromptCache,
 }
 
 impl GroupKey {
@@ -39,7 +42,10 @@ impl GroupKey {
                 "route" => GroupKey::Route,
                 "model" => GroupKey::Model,
                 "concurrency" => GroupKey::Concurrency,
-                other => return Err(format!("cannot group by {other:?}: use route, model or concurrency")),
+                "prompt_cache" => GroupKey::PromptCache,
+                other => {
+                    return Err(format!("cannot group by {other:?}: use route, model, concurrency or prompt_cache"))
+                }
             };
             if !keys.contains(&key) {
                 keys.push(key);
@@ -53,6 +59,7 @@ impl GroupKey {
             GroupKey::Route => "route",
             GroupKey::Model => "model",
             GroupKey::Concurrency => "concurrency",
+            GroupKey::PromptCache => "prompt_cache",
         }
     }
 
@@ -61,8 +68,14 @@ impl GroupKey {
             GroupKey::Route => record.route.clone(),
             GroupKey::Model => record.conditions.model.clone().unwrap_or_else(|| "(none)".into()),
             GroupKey::Concurrency => concurrency_bucket(record.conditions.concurrency_at_t0),
+            GroupKey::PromptCache => prompt_cache_label(record).to_string(),
         }
     }
+}
+
+/// `cold`, `warm` or `unknown` (`conditions.prompt_cache`).
+pub fn prompt_cache_label(record: &Record) -> &'static str {
+    record.conditions.prompt_cache.map_or("unknown", |c| c.as_str())
 }
 
 /// Power-of-two bucket of a concurrency: "0", "1", "2-3", "4-7", …
@@ -161,9 +174,32 @@ pub struct GroupSummary {
     pub metrics: GroupMetrics,
     pub stalls: StallRate,
     pub goodput: Goodput,
+    /// `ttft_answer_ms` per prompt cache state (`cold`, `warm`, `unknown`), when any request of
+    /// the group knew its state: cold and warm prompts differ by an order of magnitude, so a group
+    /// that mixes them is shown split as well.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub ttft_answer_by_prompt_cache: BTreeMap<String, Distribution>,
+    /// The servers' own reports and the split against the wire, when any request had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSummary>,
     /// Raw samples per metric name, only with `keep_samples` (for the HTML plots).
     #[serde(skip)]
     pub samples: BTreeMap<&'static str, Vec<f64>>,
+}
+
+/// Server-reported times of a group's successful requests (docs/metrics.md, "Black box and white
+/// box").
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerSummary {
+    /// Requests with a server report.
+    pub reported: u64,
+    pub queue_ms: Option<Distribution>,
+    pub prefill_ms: Option<Distribution>,
+    pub decode_ms: Option<Distribution>,
+    /// Over consistent splits only.
+    pub network_and_proxy_ms: Option<Distribution>,
+    /// Splits where the server claimed more time than the wire saw (`server_exceeds_wire`).
+    pub inconsistent: u64,
 }
 
 /// What the numbers were measured under (the reproducibility section).
@@ -294,6 +330,9 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
     let mut goodput = Goodput::default();
     let mut first_start: Option<u64> = None;
     let mut last_end: Option<u64> = None;
+    let mut ttft_by_cache: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut any_cache_known = false;
+    let mut server = ServerSamples::default();
     for r in records {
         *outcomes.entry(r.outcome.as_str().to_string()).or_insert(0u64) += 1;
         let t0 = r.timeline.t0_unix_ns;
@@ -327,6 +366,10 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
                 stalls.stalled += 1;
             }
             let m = &a.metrics;
+            if let Some(v) = m.ttft_answer_ms {
+                any_cache_known |= r.conditions.prompt_cache.is_some();
+                ttft_by_cache.entry(prompt_cache_label(r).to_string()).or_default().push(v);
+            }
             for (name, value) in [
                 ("ttft_answer_ms", m.ttft_answer_ms),
                 ("tpot_ms", m.tpot_ms),
@@ -341,6 +384,7 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
         if let Some(v) = first_paint_ms(r) {
             samples.get_mut("time_to_first_paint_ms").expect("metric list").push(v);
         }
+        server.add(r);
     }
     stalls.rate = (stalls.analysed > 0).then(|| stalls.stalled as f64 / stalls.analysed as f64);
     goodput.attainment = (goodput.total > 0).then(|| goodput.good as f64 / goodput.total as f64);
@@ -366,7 +410,51 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
         metrics,
         stalls,
         goodput,
+        ttft_answer_by_prompt_cache: if any_cache_known {
+            ttft_by_cache.iter().filter_map(|(k, v)| Some((k.clone(), distribution(v)?))).collect()
+        } else {
+            BTreeMap::new()
+        },
+        server: server.summary(),
         samples: if options.keep_samples { samples } else { BTreeMap::new() },
+    }
+}
+
+#[derive(Default)]
+struct ServerSamples {
+    reported: u64,
+    queue: Vec<f64>,
+    prefill: Vec<f64>,
+    decode: Vec<f64>,
+    network_and_proxy: Vec<f64>,
+    inconsistent: u64,
+}
+
+impl ServerSamples {
+    fn add(&mut self, r: &Record) {
+        let Some(s) = &r.server else { return };
+        self.reported += 1;
+        self.queue.extend(s.queue_ms);
+        self.prefill.extend(s.prefill_ms);
+        self.decode.extend(s.decode_ms);
+        match &r.server_split {
+            Some(split) if split.check == ServerCheck::Consistent => {
+                self.network_and_proxy.push(split.network_and_proxy_ms)
+            }
+            Some(_) => self.inconsistent += 1,
+            None => {}
+        }
+    }
+
+    fn summary(&self) -> Option<ServerSummary> {
+        (self.reported > 0).then(|| ServerSummary {
+            reported: self.reported,
+            queue_ms: distribution(&self.queue),
+            prefill_ms: distribution(&self.prefill),
+            decode_ms: distribution(&self.decode),
+            network_and_proxy_ms: distribution(&self.network_and_proxy),
+            inconsistent: self.inconsistent,
+        })
     }
 }
 

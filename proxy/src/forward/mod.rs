@@ -19,6 +19,7 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType, Result};
 
+use tokentap_analysis::server_timing::{MAX_TIMING_HEADER_BYTES, TIMING_HEADERS};
 use tokentap_record::ack::{AckSample, ACK_POLL};
 use tokentap_record::trace::TraceContext;
 use tokentap_record::{ErrorInfo, ErrorSide, Outcome, UpstreamConnection};
@@ -199,6 +200,23 @@ fn kept_headers(headers: &http::HeaderMap, redactor: &Redactor) -> Vec<(String, 
         kept.push((HEADERS_NOT_KEPT.to_string(), format!("{left_out} headers, {left_out_bytes} bytes")));
     }
     kept
+}
+
+/// Copies the few response headers that carry the server's own timings (`TIMING_HEADERS`), each
+/// at most `MAX_TIMING_HEADER_BYTES`; the record worker parses them. An overlong value is kept
+/// empty, so the worker counts it as rejected rather than reading a prefix of it.
+fn copy_timing_headers(response: &ResponseHeader, into: &mut Vec<(&'static str, String)>) {
+    for name in TIMING_HEADERS {
+        if let Some(value) = response.headers.get(name) {
+            let bytes = value.as_bytes();
+            let kept = if bytes.len() <= MAX_TIMING_HEADER_BYTES {
+                String::from_utf8_lossy(bytes).into_owned()
+            } else {
+                String::new()
+            };
+            into.push((name, kept));
+        }
+    }
 }
 
 fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
@@ -404,6 +422,7 @@ impl ProxyHttp for TapProxy {
         ctx.data.response_content_type = header_str(upstream_response.headers.get("content-type"));
         ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
         ctx.data.response_protocol = Some(format!("{:?}", upstream_response.version));
+        copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
         if upstream_response.status.as_u16() != 101 {
             for name in ["connection", "keep-alive", "proxy-connection", "upgrade"] {
                 upstream_response.remove_header(name);

@@ -19,8 +19,8 @@ use tokentap_analysis::audio::{
     SpeechAnalysis, SpeechAnalyzer, SpeechContext, TranscriptionAnalysis, TranscriptionAnalyzer,
 };
 use tokentap_analysis::{
-    analyze_request, percentile, AnalysisLimits, RequestInfo, RequestTiming, StreamAnalyzer, StreamContext,
-    SPEECH_TO_TEXT, TEXT_TO_SPEECH,
+    analyze_request, percentile, AnalysisLimits, RequestInfo, RequestTiming, ServerTiming, StreamAnalyzer,
+    StreamContext, SPEECH_TO_TEXT, TEXT_TO_SPEECH,
 };
 
 use crate::config::ValidConfig;
@@ -28,6 +28,7 @@ use crate::request_data::{OpenRequest, RequestData};
 use crate::route::RouteRole;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
+use tokentap_record::server_time;
 use tokentap_record::trace::TraceContext;
 use tokentap_record::turn::{ModelCall, StepInput, TurnRecord, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, SelfOverhead, TimelineRecord};
@@ -743,7 +744,19 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         }
     }
     let warm_up = d.route.is_some() && d.route_request_index < config.analysis.warmup_requests;
-    let cached_prompt_tokens = analysis.as_ref().and_then(|a| a.usage.as_ref()).and_then(|u| u.cached_tokens);
+    // The server's own timings: the body's report, else the timing headers'.
+    let server = analysis
+        .as_mut()
+        .and_then(|a| a.server_timing.take())
+        .or_else(|| ServerTiming::from_headers(d.timing_headers.iter().map(|(n, v)| (*n, v.as_str()))));
+    let server_split = server.as_ref().zip(analysis.as_ref()).and_then(|(s, a)| server_time::split(s, a));
+    let usage = analysis.as_ref().and_then(|a| a.usage.as_ref());
+    let cached_prompt_tokens =
+        usage.and_then(|u| u.cached_tokens).or_else(|| server.as_ref().and_then(|s| s.cached_prompt_tokens));
+    let (cached_prompt_ratio, prompt_cache) = server_time::prompt_cache(
+        cached_prompt_tokens,
+        usage.and_then(|u| u.input_tokens).or_else(|| server.as_ref().and_then(|s| s.prompt_tokens)),
+    );
     let trace = d.trace.unwrap_or_else(|| TraceContext::from_incoming(None));
     let mut record = Record {
         record_version: tokentap_record::RECORD_VERSION,
@@ -770,6 +783,8 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
             request_bytes: d.request_body.total_bytes,
             prompt_tokens: request.prompt_tokens,
             cached_prompt_tokens,
+            cached_prompt_ratio,
+            prompt_cache,
             concurrency_at_t0: d.concurrency_at_t0,
             upstream_connection_reused: d.connection.as_ref().map(|x| x.reused),
             warm_up,
@@ -799,6 +814,8 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         turn: None,
         speech,
         transcription,
+        server,
+        server_split,
     };
     record.diagnosis = tokentap_record::diagnosis::diagnose(&record);
     record

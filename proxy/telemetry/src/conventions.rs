@@ -11,6 +11,7 @@
 
 use tokentap_analysis::{Dialect, EventClass, StreamAnalysis};
 
+use tokentap_record::server_time::ServerCheck;
 use tokentap_record::{Outcome, Provider, Record};
 
 // ---------------------------------------------------------------------------------------------
@@ -49,6 +50,10 @@ pub enum MetricId {
     TurnToolTime,
     TurnClientTime,
     TurnSteps,
+    ServerQueue,
+    ServerPrefill,
+    ServerDecode,
+    NetworkAndProxy,
 }
 
 /// What kind of instrument a metric is.
@@ -333,6 +338,38 @@ pub const METRICS: &[MetricDef] = &[
         instrument: Instrument::Histogram(STEP_BUCKETS),
         prometheus_name: "tokentap_turn_steps",
     },
+    MetricDef {
+        id: MetricId::ServerQueue,
+        name: "tokentap.server.queue",
+        unit: "s",
+        description: "The server's own report of its queueing time (Groq, Cerebras, TGI).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_server_queue_seconds",
+    },
+    MetricDef {
+        id: MetricId::ServerPrefill,
+        name: "tokentap.server.prefill",
+        unit: "s",
+        description: "The server's own report of its prompt processing time (llama.cpp, Ollama, Groq, Cerebras).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_server_prefill_seconds",
+    },
+    MetricDef {
+        id: MetricId::ServerDecode,
+        name: "tokentap.server.decode",
+        unit: "s",
+        description: "The server's own report of its token generation time (llama.cpp, Ollama, Groq, Cerebras).",
+        instrument: Instrument::Histogram(DURATION_BUCKETS),
+        prometheus_name: "tokentap_server_decode_seconds",
+    },
+    MetricDef {
+        id: MetricId::NetworkAndProxy,
+        name: "tokentap.network_and_proxy",
+        unit: "s",
+        description: "Wire time minus the server's reported time at the same moment (first token, first byte or response head), when consistent.",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_network_and_proxy_seconds",
+    },
 ];
 
 /// Steps per turn.
@@ -377,6 +414,15 @@ pub mod attr {
     pub const OUTCOME: &str = "tokentap.outcome";
     pub const PHASE: &str = "tokentap.phase";
     pub const TTFB_MS: &str = "tokentap.ttfb_ms";
+    pub const SERVER_SOURCE: &str = "tokentap.server.source";
+    pub const SERVER_QUEUE_MS: &str = "tokentap.server.queue_ms";
+    pub const SERVER_PREFILL_MS: &str = "tokentap.server.prefill_ms";
+    pub const SERVER_DECODE_MS: &str = "tokentap.server.decode_ms";
+    pub const SERVER_TOTAL_MS: &str = "tokentap.server.total_ms";
+    pub const SERVER_PROCESSING_MS: &str = "tokentap.server.processing_ms";
+    pub const SERVER_NETWORK_AND_PROXY_MS: &str = "tokentap.server.network_and_proxy_ms";
+    pub const SERVER_CHECK: &str = "tokentap.server.check";
+    pub const PROMPT_CACHE: &str = "tokentap.prompt_cache";
     pub const VOICE_AUDIO_FORMAT: &str = "tokentap.voice.audio_format";
     pub const VOICE_TIME_TO_FIRST_AUDIO_MS: &str = "tokentap.voice.time_to_first_audio_ms";
     pub const VOICE_TIME_TO_FIRST_AUDIBLE_MS: &str = "tokentap.voice.time_to_first_audible_ms";
@@ -826,10 +872,12 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
             push_opt_u64(&mut attrs, attr::USAGE_INPUT_TOKENS, u.input_tokens);
             push_opt_u64(&mut attrs, attr::USAGE_OUTPUT_TOKENS, u.output_tokens);
             push_opt_u64(&mut attrs, attr::USAGE_REASONING_OUTPUT_TOKENS, u.reasoning_tokens);
-            push_opt_u64(&mut attrs, attr::USAGE_CACHE_READ_INPUT_TOKENS, u.cached_tokens);
             push_opt_u64(&mut attrs, attr::USAGE_CACHE_CREATION_INPUT_TOKENS, u.cache_creation_tokens);
         }
     }
+    // The provider's cached prompt tokens, else the server's own count (llama.cpp `cache_n`).
+    let cached = record.analysis.as_ref().and_then(|a| a.usage.as_ref()).and_then(|u| u.cached_tokens);
+    push_opt_u64(&mut attrs, attr::USAGE_CACHE_READ_INPUT_TOKENS, cached.or(record.conditions.cached_prompt_tokens));
 
     attrs.push((attr::REQUEST_ID, AttrValue::Str(record.request_id.clone())));
     attrs.push((attr::ROUTE, AttrValue::Str(record.route.clone())));
@@ -853,6 +901,7 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
         push_opt_u64(&mut attrs, attr::STALL_HEARTBEAT_ONLY, Some(a.stalls.heartbeat_only));
     }
     voice_attributes(record, &mut attrs);
+    server_attributes(record, &mut attrs);
     let o = &record.self_overhead;
     push_opt_f64(&mut attrs, attr::HOOK_TIME_US, Some(o.hook_time_us));
     push_opt_f64(&mut attrs, attr::HANDOFF_LAG_P99_US, o.handoff_lag_p99_us);
@@ -871,6 +920,28 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
         }
     }
     attrs
+}
+
+/// The server's own report of its time and its split against the wire (`tokentap.server.*`).
+fn server_attributes(record: &Record, attrs: &mut Attributes) {
+    if let Some(cache) = record.conditions.prompt_cache {
+        attrs.push((attr::PROMPT_CACHE, AttrValue::Str(cache.as_str().to_owned())));
+    }
+    let Some(s) = &record.server else { return };
+    attrs.push((attr::SERVER_SOURCE, AttrValue::Str(s.source.as_str().to_owned())));
+    push_opt_f64(attrs, attr::SERVER_QUEUE_MS, s.queue_ms);
+    push_opt_f64(attrs, attr::SERVER_PREFILL_MS, s.prefill_ms);
+    push_opt_f64(attrs, attr::SERVER_DECODE_MS, s.decode_ms);
+    push_opt_f64(attrs, attr::SERVER_TOTAL_MS, s.total_ms);
+    push_opt_f64(attrs, attr::SERVER_PROCESSING_MS, s.processing_ms);
+    if let Some(split) = &record.server_split {
+        push_opt_f64(attrs, attr::SERVER_NETWORK_AND_PROXY_MS, Some(split.network_and_proxy_ms));
+        let check = match split.check {
+            ServerCheck::Consistent => "consistent",
+            ServerCheck::ServerExceedsWire => "server_exceeds_wire",
+        };
+        attrs.push((attr::SERVER_CHECK, AttrValue::Str(check.to_owned())));
+    }
 }
 
 /// The spans of one request: its CLIENT span first, then one INTERNAL child span per phase that
@@ -1318,6 +1389,21 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     }
     if a.stalls.count > 0 {
         push(MetricId::Stalls, &labels, a.stalls.count as f64);
+    }
+    if let Some(s) = &record.server {
+        for (metric, ms) in [
+            (MetricId::ServerQueue, s.queue_ms),
+            (MetricId::ServerPrefill, s.prefill_ms),
+            (MetricId::ServerDecode, s.decode_ms),
+        ] {
+            if let Some(ms) = ms {
+                push(metric, &labels, ms / 1e3);
+            }
+        }
+    }
+    // Only a consistent split: a negative or untrusted difference says nothing about the network.
+    if let Some(split) = record.server_split.as_ref().filter(|s| s.check == ServerCheck::Consistent) {
+        push(MetricId::NetworkAndProxy, &labels, split.network_and_proxy_ms.max(0.0) / 1e3);
     }
     out.extend(rebuffer_observation(record, "proxy"));
     out

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use super::{json_text, parse_failure, text, Out, Parsed, Text};
 use crate::event::EventClass;
+use crate::server_timing::{OllamaFields, ServerTiming};
 
 #[derive(Debug, Default)]
 pub(crate) struct Ollama;
@@ -99,6 +100,14 @@ impl Ollama {
             if !usage.is_empty() {
                 out.findings.absorb_usage(&Value::Object(usage));
             }
+            out.findings.server_timing(ServerTiming::from_ollama(OllamaFields {
+                total_duration: line.total_duration.as_ref(),
+                load_duration: line.load_duration.as_ref(),
+                prompt_eval_duration: line.prompt_eval_duration.as_ref(),
+                eval_duration: line.eval_duration.as_ref(),
+                prompt_eval_count: line.prompt_eval_count.as_ref(),
+                eval_count: line.eval_count.as_ref(),
+            }));
             out.piece(EventClass::Done, "");
         } else if out.timeline.pieces_in_frame() == 0 && content.is_some() {
             out.piece(EventClass::Heartbeat, "");

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{parse_failure, text, Out, Parsed, Text};
 use crate::event::EventClass;
+use crate::server_timing::ServerTiming;
 
 mod fast;
 
@@ -34,6 +35,15 @@ struct Chunk<'a> {
     usage: Option<Value>,
     #[serde(default)]
     error: Option<Value>,
+    /// llama.cpp's server: its own prompt and generation times.
+    #[serde(default)]
+    timings: Option<Value>,
+    /// Groq: `x_groq.usage` on the last chunk carries queue, prompt and completion times.
+    #[serde(default)]
+    x_groq: Option<Value>,
+    /// Cerebras: queue, prompt and completion times.
+    #[serde(default)]
+    time_info: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +105,26 @@ struct FunctionDelta<'a> {
     arguments: Option<Text<'a>>,
 }
 
+/// The server's own timings, from the OpenAI-compatible servers that add them to the chunk
+/// (docs/metrics.md, "Server-reported timings").
+fn server_timing(chunk: &Chunk<'_>, out: &mut Out<'_>) {
+    if let Some(timings) = &chunk.timings {
+        out.findings.server_timing(ServerTiming::from_llama_cpp(timings));
+    }
+    let groq_usage = chunk.x_groq.as_ref().and_then(|x| x.get("usage")).filter(|u| u.is_object());
+    if let (Some(usage), None) = (groq_usage, &chunk.usage) {
+        // Groq's streamed usage report (its token counts are the same as `usage`'s would be).
+        out.findings.absorb_usage(usage);
+    }
+    // A whole Groq body reports its times in `usage` itself.
+    for usage in [groq_usage, chunk.usage.as_ref()].into_iter().flatten() {
+        out.findings.server_timing(ServerTiming::from_groq_usage(usage));
+    }
+    if let Some(time_info) = &chunk.time_info {
+        out.findings.server_timing(ServerTiming::from_cerebras(time_info, chunk.usage.as_ref()));
+    }
+}
+
 impl OpenaiChat {
     pub(crate) fn classify(&mut self, data: &str, out: &mut Out<'_>) -> Parsed {
         if data == "[DONE]" {
@@ -142,6 +172,7 @@ impl OpenaiChat {
             out.findings.absorb_usage(usage);
             out.piece(EventClass::Usage, "");
         }
+        server_timing(&chunk, out);
         if out.timeline.pieces_in_frame() == 0 && saw_empty_delta && !saw_marker {
             out.piece(EventClass::Heartbeat, "");
         }

@@ -510,3 +510,30 @@ fn a_step_is_exported_in_its_turns_trace_under_the_agent_span() {
     record.turn.as_mut().unwrap().agent_span_id = None;
     assert_eq!(request_spans(&record, &SpanOptions::default())[0].parent_span_id, None);
 }
+
+#[test]
+fn server_timings_become_span_attributes_and_histograms() {
+    let mut json = record_json();
+    json["server"] =
+        serde_json::json!({"source": "llama_cpp", "prefill_ms": 90.0, "decode_ms": 60.0, "cached_prompt_tokens": 30});
+    json["server_split"] = serde_json::json!({
+        "compared_at": "first_token", "server_ms": 90.0, "wire_ms": 100.0, "network_and_proxy_ms": 10.0,
+        "tolerance_ms": 3.8, "check": "consistent"
+    });
+    json["conditions"]["prompt_cache"] = serde_json::json!("warm");
+    let r = record(json);
+    let attrs = request_attributes(&r, &SpanOptions::default());
+    let get = |k: &str| attrs.iter().find(|(name, _)| *name == k).map(|(_, v)| v.clone());
+    assert_eq!(get(attr::SERVER_SOURCE), Some(AttrValue::Str("llama_cpp".into())));
+    assert_eq!(get(attr::SERVER_PREFILL_MS), Some(AttrValue::F64(90.0)));
+    assert_eq!(get(attr::SERVER_QUEUE_MS), None, "not reported, not invented");
+    assert_eq!(get(attr::SERVER_NETWORK_AND_PROXY_MS), Some(AttrValue::F64(10.0)));
+    assert_eq!(get(attr::SERVER_CHECK), Some(AttrValue::Str("consistent".into())));
+    assert_eq!(get(attr::PROMPT_CACHE), Some(AttrValue::Str("warm".into())));
+    let obs = metric_observations(&r, &Objectives::default());
+    let value = |m: MetricId| obs.iter().find(|o| o.metric == m).map(|o| o.value);
+    assert_eq!(value(MetricId::ServerPrefill), Some(0.09));
+    assert_eq!(value(MetricId::ServerDecode), Some(0.06));
+    assert_eq!(value(MetricId::ServerQueue), None);
+    assert_eq!(value(MetricId::NetworkAndProxy), Some(0.01));
+}

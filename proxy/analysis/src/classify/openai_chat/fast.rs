@@ -3,12 +3,13 @@
 //! typed serde parse was about 40% of a whole stream's analysis).
 //!
 //! It is deliberately narrow. Whenever the frame is anything but a plain object of the common shape
-//! — a non-null `usage`, `error`, `tool_calls`, `function_call` or `message`, a `reasoning` object, an
-//! escaped key, a lone surrogate, a duplicate field, an `index` that is not a small unsigned integer,
-//! deep nesting, anything that is not strictly valid JSON — it returns `None` and the caller parses
-//! with serde_json as before, so results never depend on which path ran. The contract (tested
-//! against serde_json on generated and mutated chunks): `parse(..., data) == Some(chunk)` implies
-//! `serde_json::from_str::<Chunk>(data)` is `Ok` with an equal chunk.
+//! — a non-null `usage`, `error`, `timings`, `x_groq`, `time_info`, `tool_calls`, `function_call` or
+//! `message`, a `reasoning` object, an escaped key, a lone surrogate, a duplicate field, an `index`
+//! that is not a small unsigned integer, deep nesting, anything that is not strictly valid JSON — it
+//! returns `None` and the caller parses with serde_json as before, so results never depend on which
+//! path ran. The contract (tested against serde_json on generated and mutated chunks):
+//! `parse(..., data) == Some(chunk)` implies `serde_json::from_str::<Chunk>(data)` is `Ok` with an
+//! equal chunk.
 //!
 //! Resuming: the chunks of one stream repeat the same bytes up to the answer text (`id`, `object`,
 //! `created`, `model`, ..., `"choices":[{"index":0,"delta":{"content":`). The parser's state at that
@@ -28,7 +29,7 @@ use crate::classify::Text;
 const MAX_DEPTH: u32 = 24;
 
 /// Known members, in the index order that [`Members`] uses.
-const TOP_FIELDS: [&str; 5] = ["id", "model", "choices", "usage", "error"];
+const TOP_FIELDS: [&str; 8] = ["id", "model", "choices", "usage", "error", "timings", "x_groq", "time_info"];
 const CHOICE_FIELDS: [&str; 5] = ["index", "delta", "message", "text", "finish_reason"];
 const DELTA_FIELDS: [&str; 7] =
     ["role", "content", "reasoning_content", "reasoning", "refusal", "tool_calls", "function_call"];
@@ -268,7 +269,16 @@ impl Members {
 }
 
 fn empty_chunk<'a>() -> Chunk<'a> {
-    Chunk { id: None, model: None, choices: None, usage: None, error: None }
+    Chunk {
+        id: None,
+        model: None,
+        choices: None,
+        usage: None,
+        error: None,
+        timings: None,
+        x_groq: None,
+        time_info: None,
+    }
 }
 
 fn empty_choice<'a>() -> Choice<'a> {
@@ -675,7 +685,7 @@ impl<'a> Parser<'a> {
                     chunk.choices = Some(choices);
                 }
             }
-            _ => self.null_only()?, // usage, error
+            _ => self.null_only()?, // usage, error, timings, x_groq, time_info
         }
         Some(())
     }
@@ -1028,6 +1038,8 @@ mod tests {
             ("choices", choices.boxed()),
             ("usage", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
             ("error", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            ("timings", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+            ("x_groq", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
             ("object", string_literal().boxed()),
         ]
     }
