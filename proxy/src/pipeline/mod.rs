@@ -802,7 +802,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
             chunks_truncated: d.chunks.chunks_truncated,
             analysis_bytes_truncated: d.chunks.body.truncated,
             client_delivery,
-            chunks: d.chunks.chunks,
+            chunks: std::mem::take(&mut d.chunks.chunks),
         },
         analysis,
         analysis_shed: shed,
