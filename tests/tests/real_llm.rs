@@ -158,7 +158,7 @@ fn a_repeated_prompt_is_recorded_with_its_cached_tokens() {
     assert_eq!(cold["conditions"]["cached_prompt_tokens"], 0, "{cold}");
     assert_eq!(warm["conditions"]["cached_prompt_tokens"], t2["cache_n"], "{warm}");
     assert_eq!(warm["analysis"]["usage"]["cached_tokens"], t2["cache_n"], "{warm}");
-    assert_eq!(warm["conditions"]["prompt_tokens"], prompt_tokens, "{warm}");
+    assert_eq!(warm["analysis"]["usage"]["input_tokens"], prompt_tokens, "{warm}");
     assert_eq!(answer_text(&first.body), answer_text(&second.body), "greedy decoding repeats itself");
 }
 
@@ -177,7 +177,8 @@ fn a_client_that_goes_away_cancels_the_servers_task() {
     );
     stream.read_head();
     // Some answer tokens arrive: the server is decoding.
-    while answer_text(&stream.response.body).len() < 10 {
+    let answer_events = |body: &[u8]| body.windows(11).filter(|w| *w == b"\"content\":\"").count();
+    while answer_events(&stream.response.body) < 3 {
         assert!(stream.read_some(), "the stream ended early");
     }
     stream.abort();
@@ -192,4 +193,29 @@ fn a_client_that_goes_away_cancels_the_servers_task() {
         decoded < (LONG / 2) as f64,
         "the server went on decoding after the client left: {decoded} decode steps for a cancelled {LONG}-token request"
     );
+}
+
+#[test]
+fn the_demo_runs_in_front_of_the_real_model() {
+    let server = LlamaServer::start();
+    let data_dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = std::process::Command::new(tokentap_e2e::process::bin("tokentap"));
+    cmd.env("TOKENTAP_LOG", "info").args(["demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]);
+    cmd.arg("--data-dir").arg(data_dir.path()).args(["--upstream", &server.url, "--model", llama::MODEL]);
+    let mut demo = tokentap_e2e::process::Proc::spawn(cmd);
+    let line = demo.wait_line("  chat page ", std::time::Duration::from_secs(30));
+    let page = line.split_whitespace().nth(2).expect("chat page URL").to_string();
+    let addr: std::net::SocketAddr =
+        page.trim_start_matches("http://").split('/').next().unwrap().parse().expect("demo address");
+    demo.wait_line(&format!("  upstream       {}", server.url), std::time::Duration::from_secs(5));
+    // The page learns the model from its config, and then offers no mock scenarios.
+    let config = http1::get(addr, "/_tokentap/demo/config.json", &[]);
+    let config: serde_json::Value = serde_json::from_slice(&config.body).expect("config json");
+    assert_eq!(config["model"], llama::MODEL, "{config}");
+    // What the page sends: the answer comes from the model, and the summary line follows.
+    let resp = post_chat(addr, &chat_body("Say hello.", 8, serde_json::json!({})));
+    assert!(!answer_text(&resp.body).is_empty());
+    server_timings(&resp.body);
+    let summary = demo.wait_line("[tokentap] 200 POST /v1/chat/completions", std::time::Duration::from_secs(30));
+    assert!(summary.contains(&format!("model={}", llama::MODEL)), "{summary}");
 }
