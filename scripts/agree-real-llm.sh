@@ -52,13 +52,13 @@ mkdir -p "$TIKTOKEN_CACHE_DIR"
 cp "$o200k" "$TIKTOKEN_CACHE_DIR/fb374d419588a4632f3f557e76b4b70aebbca790"
 
 # Both servers print their address once they accept connections.
-exec {llama_out}< <(exec "$root/.cache/venv-llm/bin/python" "$root/tests/llm/llama_server.py")
+exec {llama_out}< <(exec "$root/.cache/venv-llm/bin/python" "$root/tests/llm/llama_server.py" 2> "$work/llama.log")
 pids+=($!)
 read -r line <&"$llama_out"
 llama_url="$(echo "$line" | awk '{print $4}')"
 model="$(echo "$line" | sed -n 's/.* model=\([^ ]*\).*/\1/p')"
 exec {proxy_out}< <(exec "$TOKENTAP_BIN" serve --upstream "$llama_url" --listen 127.0.0.1:0 \
-  --admin-listen 127.0.0.1:0 --data-dir "$work/data" --threads 1)
+  --admin-listen 127.0.0.1:0 --data-dir "$work/data" --threads 1 2> "$work/tokentap.log")
 pids+=($!)
 read -r line <&"$proxy_out"
 proxy="$(echo "$line" | sed -n 's/^tokentap listening on //p')"
