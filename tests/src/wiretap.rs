@@ -6,10 +6,12 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+/// Per accepted connection, in accept order: every byte the target sent on it.
+type Captured = Arc<Mutex<Vec<Vec<u8>>>>;
+
 pub struct WireTap {
     pub addr: SocketAddr,
-    /// Per accepted connection, in accept order: every byte the target sent on it.
-    from_target: Arc<Mutex<Vec<Vec<u8>>>>,
+    from_target: Captured,
 }
 
 impl WireTap {
@@ -47,7 +49,7 @@ impl WireTap {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, keep: Option<(Arc<Mutex<Vec<Vec<u8>>>>, usize)>) {
+fn pump(mut from: TcpStream, mut to: TcpStream, keep: Option<(Captured, usize)>) {
     let mut buf = [0u8; 65536];
     loop {
         let n = match from.read(&mut buf) {

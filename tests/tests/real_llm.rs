@@ -5,6 +5,7 @@
 //! Each test starts its own server (≈ 2 s): nextest runs every test in its own process.
 
 use sha2::{Digest, Sha256};
+use tokentap_e2e::browser::{run_page, PageRun, Reports};
 use tokentap_e2e::http1::{self, request_bytes, StreamedResponse};
 use tokentap_e2e::llama::{self, answer_text, chat_body, server_timings, sse_events};
 use tokentap_e2e::{LlamaServer, Tokentap, WireTap};
@@ -218,4 +219,42 @@ fn the_demo_runs_in_front_of_the_real_model() {
     server_timings(&resp.body);
     let summary = demo.wait_line("[tokentap] 200 POST /v1/chat/completions", std::time::Duration::from_secs(30));
     assert!(summary.contains(&format!("model={}", llama::MODEL)), "{summary}");
+
+    // The page itself in headless Chromium: the server's prefill is split out of the wait.
+    let run = PageRun {
+        origin: format!("http://{addr}"),
+        path: "/_tokentap/demo/".into(),
+        page_file: None,
+        probe_fallback: false,
+        reports: 1,
+        report_mode: Reports::Observe,
+        timeout_ms: 90_000,
+        result_expr: Some(SEND_AND_WAIT.into()),
+    };
+    let out = run_page(&run);
+    assert!(out["error"].is_null(), "{out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let result = &out["result"];
+    assert_eq!(result["shown"], true, "the page never showed the breakdown: {out:#}");
+    assert_eq!(result["scenario_hidden"], true, "{result}");
+    assert!(!result["answer"].as_str().unwrap_or_default().is_empty(), "{result}");
+    assert!(result["legend"].to_string().contains("server prefill"), "{result}");
+    assert!(result["rows"].to_string().contains("server decode (llama.cpp"), "{result}");
 }
+
+/// Asks a short question on the demo page and waits until it shows the breakdown (or 60 s pass).
+const SEND_AND_WAIT: &str = r##"(async () => {
+  const wait = async (cond, ms) => { const end = Date.now() + ms; while (!cond()) { if (Date.now() > end) return false; await new Promise(r => setTimeout(r, 20)); } return true; };
+  if (!await wait(() => window.tokentapProbe, 10000)) return { error: "probe did not load" };
+  if (!await wait(() => document.querySelector("#scenario-label").hidden, 10000)) return { error: "config not loaded" };
+  document.querySelector("#prompt").value = "Say hello in three words.";
+  document.querySelector("#send").click();
+  const shown = await wait(() => !document.querySelector("#breakdown").hidden, 60000);
+  return {
+    shown,
+    scenario_hidden: document.querySelector("#scenario-label").hidden,
+    answer: document.querySelector("#answer").textContent,
+    legend: [...document.querySelectorAll("#legend span")].map(s => s.textContent),
+    rows: [...document.querySelectorAll("#metrics tbody tr")].map(r => r.textContent),
+  };
+})()"##;
