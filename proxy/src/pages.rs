@@ -35,6 +35,9 @@ pub struct Pages {
     /// Serve the demo chat page at `/_tokentap/demo/`, with the admin API at this base URL.
     pub demo_admin_url: Option<String>,
     pub demo_enabled: bool,
+    /// The model the demo page asks for when tokentap is in front of a real server; absent for the
+    /// built-in mock, whose scenarios the page then offers.
+    pub demo_model: Option<String>,
     /// Serve the browser probe at `/_tokentap/probe/`.
     pub probe_enabled: bool,
 }
@@ -52,7 +55,9 @@ impl Pages {
             "/_tokentap/demo/config.json" if self.demo_enabled => Page {
                 status: 200,
                 content_type: "application/json",
-                body: Bytes::from(serde_json::json!({ "admin_url": self.demo_admin_url }).to_string()),
+                body: Bytes::from(
+                    serde_json::json!({ "admin_url": self.demo_admin_url, "model": self.demo_model }).to_string(),
+                ),
             },
             _ => match PROBE_FILES.iter().find(|(p, _, _)| *p == path) {
                 Some((_, content_type, body)) if self.probe_enabled && !body.is_empty() => {

@@ -60,9 +60,9 @@ pub fn send(addr: SocketAddr, raw_request: &[u8]) -> HttpResponse {
     s.into_response()
 }
 
-/// A response being read piece by piece.
-pub struct StreamedResponse {
-    stream: TcpStream,
+/// A response being read piece by piece, from a socket or (with [`parse_response`]) from bytes.
+pub struct StreamedResponse<S = TcpStream> {
+    stream: S,
     buf: Vec<u8>,
     pub response: HttpResponse,
     head_done: bool,
@@ -77,7 +77,7 @@ enum Framing {
     UntilClose,
 }
 
-impl StreamedResponse {
+impl StreamedResponse<TcpStream> {
     pub fn open(addr: SocketAddr, raw_request: &[u8]) -> StreamedResponse {
         let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -101,6 +101,13 @@ impl StreamedResponse {
         }
     }
 
+    /// Closes the connection abruptly (the client goes away).
+    pub fn abort(self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl<S: Read> StreamedResponse<S> {
     /// Reads once from the socket; returns false when the response is over (cleanly or not).
     pub fn read_some(&mut self) -> bool {
         if self.done {
@@ -139,11 +146,6 @@ impl StreamedResponse {
 
     pub fn into_response(self) -> HttpResponse {
         self.response
-    }
-
-    /// Closes the connection abruptly (the client goes away).
-    pub fn abort(self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
 
     fn parse(&mut self) {
@@ -222,6 +224,27 @@ impl StreamedResponse {
             }
         }
     }
+}
+
+/// Parses one HTTP/1.1 response from raw bytes (as a wire tap saw them), removing its framing.
+pub fn parse_response(raw: &[u8]) -> HttpResponse {
+    let mut s = StreamedResponse {
+        stream: raw,
+        buf: Vec::new(),
+        response: HttpResponse {
+            status: 0,
+            headers: Vec::new(),
+            body: Vec::new(),
+            reads: Vec::new(),
+            complete: false,
+            sent_at: Instant::now(),
+        },
+        head_done: false,
+        framing: Framing::UntilClose,
+        done: false,
+    };
+    while s.read_some() {}
+    s.into_response()
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -8,13 +8,17 @@ pub mod browser;
 pub mod diagnosis;
 pub mod feed;
 pub mod http1;
+pub mod llama;
 pub mod nginx;
 pub mod otlp_receiver;
 pub mod process;
 pub mod upstream;
+pub mod wiretap;
 
 pub use feed::RecordFeed;
 pub use http1::{HttpResponse, StreamedResponse};
+pub use llama::LlamaServer;
 pub use otlp_receiver::{OtlpReceiver, ReservedReceiver};
 pub use process::{Mock, Tokentap};
 pub use upstream::{Framing, Script, ScriptedUpstream};
+pub use wiretap::WireTap;
