@@ -128,6 +128,18 @@ fn the_record_agrees_with_the_servers_own_timings() {
         (decode - predicted_ms).abs() <= tolerance,
         "tokentap's first-to-last answer time {decode:.1} ms vs the server's decode {predicted_ms:.1} ms (± {tolerance:.1})"
     );
+    // The server's own report is in the record, as reported, and split against the wire.
+    let reported = &record["server"];
+    assert_eq!(reported["source"], "llama_cpp", "{record}");
+    assert!((f64_at(reported, "/prefill_ms") - prompt_ms).abs() < 0.01, "{reported} {timings}");
+    assert!((f64_at(reported, "/decode_ms") - predicted_ms).abs() < 0.01, "{reported} {timings}");
+    let split = &record["server_split"];
+    assert_eq!(split["compared_at"], "first_token", "{split}");
+    assert!((f64_at(split, "/server_ms") - prompt_ms).abs() < 0.01, "the server's time to first token: {split}");
+    assert!((f64_at(split, "/wire_ms") - ttft).abs() < 0.01, "{split} {m}");
+    let gap = f64_at(split, "/network_and_proxy_ms");
+    assert!((gap - (ttft - prompt_ms)).abs() < 0.01, "{split}");
+    assert_eq!(split["check"], "consistent", "the server's prefill fits inside the wire's TTFT: {split}");
     // The provider's numbers pass through unchanged.
     assert_eq!(record["analysis"]["usage"]["output_tokens"], 32, "{record}");
     assert_eq!(
@@ -158,6 +170,9 @@ fn a_repeated_prompt_is_recorded_with_its_cached_tokens() {
     assert!(prompt_tokens > 10, "{t2}");
     assert_eq!(cold["conditions"]["cached_prompt_tokens"], 0, "{cold}");
     assert_eq!(warm["conditions"]["cached_prompt_tokens"], t2["cache_n"], "{warm}");
+    assert_eq!(cold["conditions"]["prompt_cache"], "cold", "{cold}");
+    assert_eq!(warm["conditions"]["prompt_cache"], "warm", "{warm}");
+    assert_eq!(warm["server"]["cached_prompt_tokens"], t2["cache_n"], "{warm}");
     assert_eq!(warm["analysis"]["usage"]["cached_tokens"], t2["cache_n"], "{warm}");
     assert_eq!(warm["analysis"]["usage"]["input_tokens"], prompt_tokens, "{warm}");
     assert_eq!(answer_text(&first.body), answer_text(&second.body), "greedy decoding repeats itself");
