@@ -57,7 +57,10 @@ def main():
         sys.exit(f"no tokentap record for {len(missing)} of {len(ids)} AIPerf requests")
 
     ttft_extra, tps_rel = [], []
-    print(f"{'request':8} {'ttft aiperf':>12} {'ttft tokentap':>14} {'diff':>8}   {'tok/s aiperf':>12} {'tok/s tokentap':>15} {'diff':>7}")
+    print(
+        f"{'request':8} {'ttft aiperf':>12} {'ttft tokentap':>14} {'diff':>8}   {'tok/s aiperf':>12} {'tok/s tokentap':>15} {'diff':>7}"
+        f"   {'prompt cache':>12} {'server prefill':>14} {'network+proxy':>13}"
+    )
     for i, r in enumerate(runs):
         m = r["metrics"]
         rec = records[r["metadata"]["x_request_id"]]
@@ -66,7 +69,14 @@ def main():
         a_tps, t_tps = m["output_token_throughput_per_user"]["value"], tm["output_tps"]
         ttft_extra.append(a_ttft - t_ttft)
         tps_rel.append(a_tps / t_tps - 1)
-        print(f"{i:<8} {a_ttft:12.1f} {t_ttft:14.1f} {a_ttft - t_ttft:+8.1f}   {a_tps:12.2f} {t_tps:15.2f} {100 * (a_tps / t_tps - 1):+6.2f}%")
+        cache = rec.get("conditions", {}).get("prompt_cache") or "unknown"
+        prefill = (rec.get("server") or {}).get("prefill_ms")
+        split = (rec.get("server_split") or {}).get("network_and_proxy_ms")
+        shown = lambda v: f"{v:.1f}" if isinstance(v, (int, float)) else "-"
+        print(
+            f"{i:<8} {a_ttft:12.1f} {t_ttft:14.1f} {a_ttft - t_ttft:+8.1f}   {a_tps:12.2f} {t_tps:15.2f} {100 * (a_tps / t_tps - 1):+6.2f}%"
+            f"   {cache:>12} {shown(prefill):>14} {shown(split):>13}"
+        )
 
     print()
     print(

@@ -87,7 +87,7 @@ impl Fault {
             Fault::DiskFull => format!("data dir's file system full for {during} s, then {after} s with space"),
             Fault::StoreRemoved => "data dir deleted (`rm -r`) mid-run".into(),
             Fault::WorkerPanic => format!("record worker panics on {} requests in {during} s", plan.panics),
-            Fault::Sigterm => "SIGTERM with every stream mid-way".into(),
+            Fault::Sigterm => format!("SIGTERM with {} streams half-way", plan.streams),
         }
     }
 }
@@ -703,12 +703,20 @@ async fn sigterm(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let mut target = start(bin, dir.path(), &data, upstream, "", &[]);
-    let stop = Arc::new(AtomicBool::new(false));
+    // One stream per client, all started together (spread over one gap); the signal comes when
+    // they are half-way.
     let tally = Arc::new(Tally::default());
-    let tasks = spawn_load(target.addr, &plan, &stop, &tally);
-    tokio::time::sleep(plan.before).await;
-    // No new streams from here: every client finishes the one it has, which is mid-way.
-    stop.store(true, Ordering::Relaxed);
+    let addr = target.addr;
+    let tasks: Vec<_> = (0..plan.streams)
+        .map(|k| {
+            let tally = tally.clone();
+            let (events, offset) = (plan.schedule.events, plan.schedule.gap.mul_f64(k as f64 / plan.streams as f64));
+            tokio::spawn(async move {
+                tokio::time::sleep(offset).await;
+                tally.add(checked_stream(addr, LOAD_PATH, events).await);
+            })
+        })
+        .collect();
     let stream_time = plan.schedule.gap * plan.schedule.events as u32;
     tokio::time::sleep(stream_time / 2).await;
     let signalled = Instant::now();
