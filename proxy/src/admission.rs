@@ -14,7 +14,7 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -90,6 +90,11 @@ pub struct ConnectionStats {
     pub head_timeouts: AtomicU64,
     /// The cap in force.
     pub max_open: AtomicU64,
+    /// First request heads partly received now (bytes arrived, the blank line not yet).
+    pub heads_partial: AtomicU64,
+    /// Set once shutdown has let go of the connections still reading a request head (after
+    /// waiting for the partly received ones); the drain waits for it.
+    pub released_at_shutdown: AtomicBool,
 }
 
 impl ConnectionStats {
@@ -100,6 +105,7 @@ impl ConnectionStats {
             "accepted": self.accepted.load(Ordering::Relaxed),
             "refused_over_cap": self.refused_over_cap.load(Ordering::Relaxed),
             "head_timeouts": self.head_timeouts.load(Ordering::Relaxed),
+            "heads_partial": self.heads_partial.load(Ordering::Relaxed),
         })
     }
 
@@ -150,6 +156,11 @@ content-length: 91\r\nconnection: close\r\nretry-after: 1\r\n\r\n\
 /// How long the 503 may take to write to a refused connection.
 const REFUSE_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// At shutdown, how long request heads already partly received may take to complete before the
+/// connections still reading a head are closed. A real client's head arrives in one or two
+/// packets; a slow-header client cannot hold the shutdown longer than this.
+pub const SHUTDOWN_HEAD_WAIT: Duration = Duration::from_secs(2);
+
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
     async fn process_new(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
@@ -165,8 +176,24 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
         self.inner.process_new(Box::new(guarded), shutdown).await
     }
 
+    /// Shutdown: pingora's cleanup closes every connection still reading a request head, so a
+    /// request whose head was partly received at the signal would be cut without an answer. Those
+    /// heads get up to [`SHUTDOWN_HEAD_WAIT`] to complete (their requests are then served and
+    /// drained like any other) before the rest are let go.
     async fn cleanup(&self) {
+        let partial = self.stats.heads_partial.load(Ordering::Acquire);
+        if partial > 0 {
+            tracing::info!(heads = partial, "shutdown: waiting for request heads partly received");
+            let deadline = tokio::time::Instant::now() + SHUTDOWN_HEAD_WAIT;
+            while self.stats.heads_partial.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // A head that just completed is parsed by its own task, which opens its request: give
+            // it that moment before the drain looks at the open requests.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         self.inner.cleanup().await;
+        self.stats.released_at_shutdown.store(true, Ordering::Release);
     }
 }
 
@@ -198,6 +225,19 @@ impl Guarded {
     fn new(inner: Stream, slot: Slot, head_timeout: Duration) -> Self {
         Self { inner, head: Some(HeadWatch::new(head_timeout)), _slot: slot }
     }
+
+    /// The first head is complete, timed out or abandoned: stop watching it.
+    fn end_head(&mut self) {
+        if self.head.take().is_some_and(|h| h.started) {
+            self._slot.0.heads_partial.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        self.end_head();
+    }
 }
 
 /// Looks for the end of the first request head (`\r\n\r\n`, split anywhere across reads).
@@ -205,11 +245,13 @@ struct HeadWatch {
     deadline: Pin<Box<Sleep>>,
     /// How many bytes of `\r\n\r\n` the bytes read so far end with.
     matched: u8,
+    /// Some bytes of the head have arrived (counted in `heads_partial`).
+    started: bool,
 }
 
 impl HeadWatch {
     fn new(timeout: Duration) -> Self {
-        Self { deadline: Box::pin(tokio::time::sleep(timeout)), matched: 0 }
+        Self { deadline: Box::pin(tokio::time::sleep(timeout)), matched: 0, started: false }
     }
 
     /// Feeds bytes just read; true once the head's blank line has been seen.
@@ -244,19 +286,23 @@ impl AsyncRead for Guarded {
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                if head.saw_end(&buf.filled()[before..]) {
-                    this.head = None;
+                let read = &buf.filled()[before..];
+                if head.saw_end(read) {
+                    this.end_head();
                 } else if head.deadline.is_elapsed() {
                     this._slot.0.head_timeouts.fetch_add(1, Ordering::Relaxed);
-                    this.head = None;
+                    this.end_head();
                     return Poll::Ready(Err(head_timed_out()));
+                } else if !read.is_empty() && !head.started {
+                    head.started = true;
+                    this._slot.0.heads_partial.fetch_add(1, Ordering::AcqRel);
                 }
                 Poll::Ready(Ok(()))
             }
             Poll::Pending => match head.deadline.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     this._slot.0.head_timeouts.fetch_add(1, Ordering::Relaxed);
-                    this.head = None;
+                    this.end_head();
                     Poll::Ready(Err(head_timed_out()))
                 }
                 Poll::Pending => Poll::Pending,
@@ -365,7 +411,7 @@ mod tests {
     use super::*;
 
     fn watch() -> HeadWatch {
-        HeadWatch { deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))), matched: 0 }
+        HeadWatch { deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))), matched: 0, started: false }
     }
 
     #[tokio::test]

@@ -231,6 +231,7 @@ fn drain_on_terminate(
             return;
         }
     };
+    let signalled = std::time::Instant::now();
     let open = || stats.open_requests.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(open = open(), "SIGTERM: draining; no new connections are accepted");
     runtime.block_on(async {
@@ -244,7 +245,11 @@ fn drain_on_terminate(
                 _ = int.recv() => { tracing::warn!(open = open(), "second signal: exiting now"); std::process::exit(1) }
                 _ = tokio::time::sleep(DRAIN_POLL) => {}
             }
-            if open() == 0 {
+            // Connections whose request head was partly received at the signal are still being
+            // waited for (`Admitted::cleanup`) until `released_at_shutdown`.
+            let released = stats.connections.released_at_shutdown.load(std::sync::atomic::Ordering::Acquire)
+                || signalled.elapsed() > crate::admission::SHUTDOWN_HEAD_WAIT + Duration::from_secs(1);
+            if open() == 0 && released {
                 break;
             }
         }

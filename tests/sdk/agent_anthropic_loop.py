@@ -5,7 +5,7 @@
 When the model asks for tools, the script runs them in parallel threads that sleep known times and
 sends their results in the next request, until the model answers without tools. Prints one JSON
 document: the tokentap request id of every step (`x-tokentap-request-id`, null without tokentap),
-the answer, and per tool call when the SDK handed over its last `input_json_delta` (`received`),
+the answer, and per tool call when the SDK handed over the end of its block (`received`),
 when the request carrying its result was sent (`sent`, both `time.monotonic()` seconds), the
 difference (`held_ms`), and the outer bracket (`outer_ms`: the step that made the call was started →
 the response head of the request carrying its result came back).
@@ -66,6 +66,10 @@ def stream_step(client, messages, headers):
             if event.type == "content_block_start" and event.content_block.type == "tool_use":
                 received[event.index] = now
             elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+                received[event.index] = now
+            elif event.type == "content_block_stop" and event.index in received:
+                # The block's end is when the SDK has the whole call (and when tokentap counts it
+                # ready: the last frame that added to or closed the call).
                 received[event.index] = now
         message = stream.get_final_message()
     return request_id, message, received, head_at

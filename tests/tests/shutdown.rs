@@ -72,6 +72,39 @@ fn a_second_signal_ends_the_drain_at_once() {
     assert!(!stream.into_response().complete, "the 60 s stream cannot have completed");
 }
 
+#[test]
+fn a_request_whose_head_was_partly_received_at_sigterm_is_still_answered() {
+    use std::io::{Read, Write};
+    let mock = Mock::start(&["--tokens", "3", "--itl-ms", "1", "--ttft-ms", "1"]);
+    let mut tokentap = Tokentap::start_with_env(
+        &["--upstream", &mock.url, "--config", &grace_config(60)],
+        &[("TOKENTAP_LOG", "info")],
+    );
+    let raw = chat();
+    let cut = 30;
+    let mut conn = std::net::TcpStream::connect(tokentap.addr).expect("connect");
+    conn.write_all(&raw[..cut]).expect("first part of the head");
+    // tokentap has read the first part (its health says so) before the signal.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while tokentap.admin_get("/_tokentap/api/health").1["connections"]["heads_partial"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "the partial head never showed in health");
+        std::thread::yield_now();
+    }
+    signal(&tokentap, "TERM");
+    tokentap.proc.wait_stderr("shutdown: waiting for request heads partly received", Duration::from_secs(30));
+    conn.write_all(&raw[cut..]).expect("rest of the request");
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    let response = tokentap_e2e::http1::parse_response(&got);
+    assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&got));
+    assert!(response.complete && String::from_utf8_lossy(&response.body).contains("[DONE]"), "cut short");
+    let status = tokentap.proc.wait_exit();
+    assert!(status.success(), "tokentap exited with {status}: {}", tokentap.proc.stderr());
+    let records = std::fs::read_to_string(tokentap.records_file()).expect("records.jsonl");
+    assert_eq!(records.lines().filter(|l| l.contains("\"outcome\":\"ok\"")).count(), 1, "{records}");
+}
+
 /// A config file with `[shutdown] grace_period_s`, kept next to the test binary's temp files.
 fn grace_config(seconds: u64) -> String {
     let dir = std::env::temp_dir().join(format!("tokentap-shutdown-{}-{seconds}", std::process::id()));
