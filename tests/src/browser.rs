@@ -67,6 +67,27 @@ pub fn repo_root() -> PathBuf {
 
 /// Runs one page and returns the driver's JSON. Panics with the driver's output when it could not
 /// run at all; a page-level failure is in the JSON's `error` field.
+/// Runs the demo page (`/_tokentap/demo/` on `origin`) with `send_and_wait` (a script that sends
+/// from the page and resolves once the page shows its breakdown), checks that the page raised no
+/// error and showed the breakdown, and returns the whole run (its `result` is the script's).
+pub fn run_demo_page(origin: &str, send_and_wait: &str, timeout_ms: u64) -> serde_json::Value {
+    let run = PageRun {
+        origin: origin.to_owned(),
+        path: "/_tokentap/demo/".into(),
+        page_file: None,
+        probe_fallback: false,
+        reports: 1,
+        report_mode: Reports::Observe,
+        timeout_ms,
+        result_expr: Some(send_and_wait.into()),
+    };
+    let out = run_page(&run);
+    assert!(out["error"].is_null(), "{out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    assert_eq!(out["result"]["shown"], true, "the page never showed the breakdown: {out:#}");
+    out
+}
+
 pub fn run_page(run: &PageRun) -> serde_json::Value {
     let root = repo_root();
     let browser_dir = root.join("tests/browser");

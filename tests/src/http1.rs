@@ -77,13 +77,9 @@ enum Framing {
     UntilClose,
 }
 
-impl StreamedResponse<TcpStream> {
-    pub fn open(addr: SocketAddr, raw_request: &[u8]) -> StreamedResponse {
-        let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        stream.set_nodelay(true).unwrap();
-        let sent_at = Instant::now();
-        stream.write_all(raw_request).expect("write request");
+impl<S> StreamedResponse<S> {
+    /// A response not yet read from `stream`; `sent_at` is when its request was written.
+    fn reading(stream: S, sent_at: Instant) -> Self {
         StreamedResponse {
             stream,
             buf: Vec::new(),
@@ -99,6 +95,17 @@ impl StreamedResponse<TcpStream> {
             framing: Framing::UntilClose,
             done: false,
         }
+    }
+}
+
+impl StreamedResponse<TcpStream> {
+    pub fn open(addr: SocketAddr, raw_request: &[u8]) -> StreamedResponse {
+        let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let sent_at = Instant::now();
+        stream.write_all(raw_request).expect("write request");
+        StreamedResponse::reading(stream, sent_at)
     }
 
     /// Closes the connection abruptly (the client goes away).
@@ -228,21 +235,7 @@ impl<S: Read> StreamedResponse<S> {
 
 /// Parses one HTTP/1.1 response from raw bytes (as a wire tap saw them), removing its framing.
 pub fn parse_response(raw: &[u8]) -> HttpResponse {
-    let mut s = StreamedResponse {
-        stream: raw,
-        buf: Vec::new(),
-        response: HttpResponse {
-            status: 0,
-            headers: Vec::new(),
-            body: Vec::new(),
-            reads: Vec::new(),
-            complete: false,
-            sent_at: Instant::now(),
-        },
-        head_done: false,
-        framing: Framing::UntilClose,
-        done: false,
-    };
+    let mut s = StreamedResponse::reading(raw, Instant::now());
     while s.read_some() {}
     s.into_response()
 }

@@ -14,12 +14,11 @@
 //! ~160 ms apart).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex, span, Received, Span};
+use tokentap_e2e::process::run_sdk_script;
 use tokentap_e2e::{Mock, OtlpReceiver, Tokentap};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -28,20 +27,6 @@ const WAIT: Duration = Duration::from_secs(60);
 const TOOL_SLACK_MS: f64 = 1.0;
 /// Totals and times are rounded when written: sums may differ by this much.
 const ROUNDING_MS: f64 = 0.01;
-
-/// Runs `tests/sdk/<script> ARGS…` to completion and parses the JSON it prints.
-fn run_script(script: &str, args: &[&str]) -> Value {
-    let script_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join(script);
-    let out =
-        Command::new(tokentap_e2e::process::sdk_python()).arg(&script_path).args(args).output().expect("run python");
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{script} printed no JSON ({e})"))
-}
 
 /// A config file exporting to the receiver's HTTP endpoint with a short batch delay.
 fn otel_config(dir: &tempfile::TempDir, receiver: &OtlpReceiver) -> String {
@@ -219,7 +204,7 @@ fn openai_url(tokentap: &Tokentap) -> String {
 fn openai_sdk_tool_loop_is_one_turn_with_measured_tool_runs_and_one_trace() {
     let (_mock, receiver, _dir, tokentap) = with_otlp(&[]);
     let mut feed = tokentap.feed();
-    let out = run_script("agent_openai_loop.py", &["--base-url", &openai_url(&tokentap)]);
+    let out = run_sdk_script("agent_openai_loop.py", &["--base-url", &openai_url(&tokentap)]);
     let script_turn = &out["clients"][0]["turns"][0];
     let calls = script_turn["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "two parallel tool calls: {out}");
@@ -342,7 +327,7 @@ fn anthropic_sdk_tool_loop_is_one_turn_with_measured_tool_runs() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &["--provider", "anthropic"]);
     let mut feed = tokentap.feed();
-    let out = run_script("agent_anthropic_loop.py", &["--base-url", &format!("http://{}", tokentap.addr)]);
+    let out = run_sdk_script("agent_anthropic_loop.py", &["--base-url", &format!("http://{}", tokentap.addr)]);
     assert_eq!(out["stop_reason"], "end_turn", "{out}");
     let calls = out["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "two parallel tool_use blocks: {out}");
@@ -363,7 +348,7 @@ fn openai_agents_sdk_run_is_one_turn() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let out = run_script("agent_openai_agents.py", &["--base-url", &openai_url(&tokentap)]);
+    let out = run_sdk_script("agent_openai_agents.py", &["--base-url", &openai_url(&tokentap)]);
     let calls = out["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "the agent called both tools: {out}");
     assert_eq!(out["output_call_ids"].as_array().unwrap().len(), 2, "{out}");
@@ -392,7 +377,7 @@ fn two_user_messages_are_two_turns_of_one_conversation() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let out = run_script("agent_openai_loop.py", &["--base-url", &openai_url(&tokentap), "--user-turns", "2"]);
+    let out = run_sdk_script("agent_openai_loop.py", &["--base-url", &openai_url(&tokentap), "--user-turns", "2"]);
     let script_turns = out["clients"][0]["turns"].as_array().unwrap();
     assert_eq!(script_turns.len(), 2, "{out}");
 
@@ -454,7 +439,7 @@ fn an_explicit_turn_header_joins_steps_on_two_instances_into_one_trace() {
     let turn_id = format!("t-{nanos:x}-{:x}", std::process::id());
     let header = format!("x-tokentap-turn:{turn_id}");
     // Three tool rounds, then the answer: steps 1 and 3 through A, 2 and 4 through B.
-    let out = run_script(
+    let out = run_sdk_script(
         "agent_openai_loop.py",
         &[
             "--base-url",
@@ -515,8 +500,10 @@ fn concurrent_tool_loops_are_separate_turns() {
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let out =
-        run_script("agent_openai_loop.py", &["--base-url", &openai_url(&tokentap), "--clients", &CLIENTS.to_string()]);
+    let out = run_sdk_script(
+        "agent_openai_loop.py",
+        &["--base-url", &openai_url(&tokentap), "--clients", &CLIENTS.to_string()],
+    );
     let clients = out["clients"].as_array().unwrap();
     assert_eq!(clients.len(), CLIENTS);
 

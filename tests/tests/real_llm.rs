@@ -5,7 +5,7 @@
 //! Each test starts its own server (≈ 2 s): nextest runs every test in its own process.
 
 use sha2::{Digest, Sha256};
-use tokentap_e2e::browser::{run_page, PageRun, Reports};
+use tokentap_e2e::browser::run_demo_page;
 use tokentap_e2e::http1::{self, request_bytes, StreamedResponse};
 use tokentap_e2e::llama::{self, answer_text, chat_body, server_timings, sse_events};
 use tokentap_e2e::{LlamaServer, Tokentap, WireTap};
@@ -236,21 +236,8 @@ fn the_demo_runs_in_front_of_the_real_model() {
     assert!(summary.contains(&format!("model={}", llama::MODEL)), "{summary}");
 
     // The page itself in headless Chromium: the server's prefill is split out of the wait.
-    let run = PageRun {
-        origin: format!("http://{addr}"),
-        path: "/_tokentap/demo/".into(),
-        page_file: None,
-        probe_fallback: false,
-        reports: 1,
-        report_mode: Reports::Observe,
-        timeout_ms: 90_000,
-        result_expr: Some(SEND_AND_WAIT.into()),
-    };
-    let out = run_page(&run);
-    assert!(out["error"].is_null(), "{out:#}");
-    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let out = run_demo_page(&format!("http://{addr}"), SEND_AND_WAIT, 90_000);
     let result = &out["result"];
-    assert_eq!(result["shown"], true, "the page never showed the breakdown: {out:#}");
     assert_eq!(result["scenario_hidden"], true, "{result}");
     assert!(!result["answer"].as_str().unwrap_or_default().is_empty(), "{result}");
     assert!(result["legend"].to_string().contains("server prefill"), "{result}");
