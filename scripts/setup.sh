@@ -119,6 +119,8 @@ if [ "$mode" = test ]; then
   ensure_apt prometheus
   # A real nginx in front of tokentap for the re-buffering verdict tests (tests/tests/hops_nginx.rs).
   ensure_apt nginx
+  # Speech for the voice page's fake microphone (tests/tests/voice_page.rs).
+  ensure_apt espeak-ng
   # The official Python SDKs the tests drive tokentap with.
   venv="$root/.cache/venv"
   req="$root/tests/sdk/requirements.txt"

@@ -9,6 +9,7 @@
 //! (`tokentap.probe/1`) to tokentap, which joins it to the proxy's record of the same trace.
 //!
 //! Code map:
+//! - [`playout`]: one answer's audio playback (heard, ran dry, stopped early).
 //! - [`turn`]: one turn's measurements, their caps, and the set of turns not yet reported
 //!   (which turn a paint, mark or long frame belongs to, and when a turn has settled).
 //! - [`report`]: the report's JSON, written by hand (no serde: it keeps the wasm small) and thinned
@@ -26,6 +27,7 @@
 //! records on the same machine; across machines the report carries the clock offset estimate.
 
 pub mod clock;
+pub mod playout;
 pub mod report;
 pub mod trace;
 pub mod turn;

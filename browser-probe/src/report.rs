@@ -18,8 +18,8 @@ pub const MAX_REPORT_BYTES: usize = 256 * 1024;
 /// When the full report is too big, the longer of the chunk and paint lists is thinned: every
 /// other entry between the first and the last is removed and counted as dropped, until it fits.
 /// First and last entries survive, so first/last paint and end-to-end byte counts stay exact.
-pub fn report_json(turn: &Turn, clock: Option<&ClockEstimate>) -> String {
-    let json = write_report(turn, clock);
+pub fn report_json(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> String {
+    let json = write_report(turn, clock, now_ms);
     if json.len() <= MAX_REPORT_BYTES {
         return json;
     }
@@ -30,7 +30,7 @@ pub fn report_json(turn: &Turn, clock: Option<&ClockEstimate>) -> String {
         } else {
             thinned.paints_dropped += thin(&mut thinned.paints);
         }
-        let json = write_report(&thinned, clock);
+        let json = write_report(&thinned, clock, now_ms);
         if json.len() <= MAX_REPORT_BYTES || (thinned.chunks.len() <= 2 && thinned.paints.len() <= 2) {
             return json;
         }
@@ -50,7 +50,7 @@ fn thin<T: Copy>(list: &mut Vec<T>) -> u64 {
     removed
 }
 
-fn write_report(turn: &Turn, clock: Option<&ClockEstimate>) -> String {
+fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> String {
     let mut w = Json(String::with_capacity(256 + 40 * (turn.chunks.len() + turn.paints.len())));
     let r = &turn.request;
     w.raw("{\"schema\":");
@@ -138,14 +138,28 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>) -> String {
     w.raw("]");
     w.dropped("long_frames_dropped", turn.long_frames_dropped);
     w.raw(",\"audio\":[");
-    for (i, a) in turn.audio.iter().enumerate() {
+    // A playback never heard (scheduled on a suspended context, stopped before its first sound)
+    // has no start to report.
+    for (i, (a, audible_ms)) in turn.audio.iter().filter_map(|a| Some((a, a.audible_ms?))).enumerate() {
         w.comma(i);
         w.raw("{\"kind\":");
         w.string(a.kind.as_str());
         w.raw(",\"audible_ms\":");
-        w.number(a.audible_ms);
+        w.number(audible_ms);
         w.raw(",\"output_latency_ms\":");
         w.opt_number(a.output_latency_ms);
+        w.raw(",\"end_ms\":");
+        w.opt_number(a.end_ms(now_ms));
+        w.raw(",\"underruns\":");
+        w.uint(u64::from(a.underruns));
+        w.raw(",\"starved_ms\":");
+        w.number(a.starved_ms);
+        w.raw(",\"interrupted\":");
+        w.raw(if a.interrupted_ms.is_some() { "true" } else { "false" });
+        if a.scheduled_audio_ms > 0.0 {
+            w.raw(",\"scheduled_audio_ms\":");
+            w.number(a.scheduled_audio_ms);
+        }
         w.raw("}");
     }
     w.raw("]");
@@ -282,7 +296,15 @@ mod tests {
     #[test]
     fn writes_the_schema() {
         let clock = ClockEstimate { offset_ms: -0.12, uncertainty_ms: 0.3, samples: 5 };
-        let json = report_json(&turn(), Some(&clock));
+        let mut t = turn();
+        // A second playback, scheduled on the context, stopped early by the user.
+        t.audio.push(crate::playout::Playout::new(AudioKind::MediaElement));
+        let media = t.audio.last_mut().unwrap();
+        media.heard(1795938040000.0, None);
+        media.waiting(1795938040100.0);
+        media.resumed(1795938040150.0);
+        media.stopped(1795938040300.0);
+        let json = report_json(&t, Some(&clock), 1795938041000.0);
         assert_eq!(
             json,
             concat!(
@@ -294,7 +316,10 @@ mod tests {
                 r#""chunks":[{"t_ms":1795938039820.125,"bytes":312},{"t_ms":1795938039830,"bytes":412}],"chunks_dropped":0},"#,
                 r#""paints":[{"t_ms":1795938039825,"chars":17,"presentation_ms":null}],"paints_dropped":0,"#,
                 r#""long_frames":[{"start_ms":1795938039821,"duration_ms":60,"blocking_ms":10}],"#,
-                r#""audio":[{"kind":"audio_context","audible_ms":1795938039900,"output_latency_ms":12.5}]}"#,
+                r#""audio":[{"kind":"audio_context","audible_ms":1795938039900,"output_latency_ms":12.5,"end_ms":null,"#,
+                r#""underruns":0,"starved_ms":0,"interrupted":false},"#,
+                r#"{"kind":"media_element","audible_ms":1795938040000,"output_latency_ms":null,"#,
+                r#""end_ms":1795938040300,"underruns":1,"starved_ms":50,"interrupted":true}]}"#,
             )
         );
     }
@@ -323,7 +348,7 @@ mod tests {
                 presentation_ms: Some(1795938040001.5),
             });
         }
-        let json = report_json(&t, None);
+        let json = report_json(&t, None, 0.0);
         assert!(json.len() <= MAX_REPORT_BYTES, "{} bytes", json.len());
         let last_bytes = format!("\"bytes\":{}", t.bytes);
         assert!(json.contains(&last_bytes), "the last chunk survives");

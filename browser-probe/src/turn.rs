@@ -2,7 +2,12 @@
 //!
 //! A turn starts when a tracked `fetch` is called and is reported once its stream has ended and
 //! its paints have settled ([`SETTLE_MS`] without a paint), or when the page is hidden or the app
-//! calls `flush()`. Every list in a turn is capped; what does not fit is counted, never stored.
+//! calls `flush()`. A turn whose audio is still playing waits for the playback's end (see
+//! [`Playout::busy_until`]). Every list in a turn is capped; what does not fit is counted, never
+//! stored.
+
+pub use crate::playout::AudioKind;
+use crate::playout::Playout;
 
 /// Chunk arrivals kept per turn.
 pub const MAX_CHUNKS: usize = 5000;
@@ -12,7 +17,7 @@ pub const MAX_PAINTS: usize = 5000;
 pub const MAX_MARKS: usize = 64;
 /// Long animation frames kept per turn.
 pub const MAX_LONG_FRAMES: usize = 256;
-/// Audio starts kept per turn.
+/// Audio playbacks kept per turn.
 pub const MAX_AUDIO: usize = 16;
 /// A mark name longer than this is cut (at a character boundary).
 pub const MAX_MARK_NAME_BYTES: usize = 64;
@@ -52,24 +57,6 @@ pub struct LongFrame {
     pub blocking_ms: f64,
 }
 
-/// Where an audio start was observed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AudioKind {
-    /// `AudioContext.getOutputTimestamp()`, mapped to the performance timeline.
-    AudioContext,
-    /// An `<audio>`/`<video>` element's `playing` event plus the latency estimate.
-    MediaElement,
-}
-
-impl AudioKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AudioKind::AudioContext => "audio_context",
-            AudioKind::MediaElement => "media_element",
-        }
-    }
-}
-
 /// When audio became audible.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AudioStart {
@@ -107,7 +94,7 @@ pub struct Turn {
     pub marks_dropped: u64,
     pub long_frames: Vec<LongFrame>,
     pub long_frames_dropped: u64,
-    pub audio: Vec<AudioStart>,
+    pub audio: Vec<Playout>,
     pub audio_dropped: u64,
 }
 
@@ -171,20 +158,46 @@ impl Turn {
         push_capped(&mut self.long_frames, &mut self.long_frames_dropped, MAX_LONG_FRAMES, frame);
     }
 
+    /// An audio start: the first sound of this turn's current playback of that kind.
     pub fn record_audio(&mut self, audio: AudioStart) {
-        push_capped(&mut self.audio, &mut self.audio_dropped, MAX_AUDIO, audio);
+        // A playback stopped before it was heard still gets its first sound (it was scheduled).
+        let unheard = self.audio.iter().rposition(|p| p.kind == audio.kind && p.audible_ms.is_none());
+        let playout = match unheard {
+            Some(i) => self.audio.get_mut(i),
+            None => self.playout(audio.kind),
+        };
+        if let Some(p) = playout {
+            p.heard(audio.audible_ms, audio.output_latency_ms);
+        }
+    }
+
+    /// The playback of `kind` still going on, or a new one (none past the cap: counted).
+    pub fn playout(&mut self, kind: AudioKind) -> Option<&mut Playout> {
+        match self.audio.iter().rposition(|p| p.kind == kind && !p.is_stopped()) {
+            Some(i) => self.audio.get_mut(i),
+            None if self.audio.len() < MAX_AUDIO => {
+                self.audio.push(Playout::new(kind));
+                self.audio.last_mut()
+            }
+            None => {
+                self.audio_dropped += 1;
+                None
+            }
+        }
     }
 
     pub fn stream_open(&self) -> bool {
         self.end_ms.is_none()
     }
 
-    /// The last moment anything happened to this turn's answer: the stream's end or a later paint.
-    /// `None` while the stream is open.
+    /// The last moment anything happened to this turn's answer: the stream's end, a later paint,
+    /// or the end of its audio (scheduled, or bounded while unknown). `None` while the stream is
+    /// open.
     pub fn quiet_since(&self) -> Option<f64> {
         let end = self.end_ms?;
         let last_paint = self.paints.last().map_or(end, |p| p.t_ms);
-        Some(end.max(last_paint))
+        let audio = self.audio.iter().filter_map(Playout::busy_until).fold(end, f64::max);
+        Some(end.max(last_paint).max(audio))
     }
 
     /// When this turn can be reported, if its stream has ended.
@@ -282,11 +295,22 @@ impl Turns {
         }
     }
 
-    pub fn audio(&mut self, audio: AudioStart) {
-        match self.open.last_mut() {
-            Some(turn) => turn.record_audio(audio),
-            None if self.waiting_audio.len() < MAX_AUDIO => self.waiting_audio.push(audio),
-            None => {}
+    /// An audio start for the turn `turn` (the fetch whose answer is playing), else the newest
+    /// unreported turn; before any turn, it waits for the next one.
+    pub fn audio(&mut self, audio: AudioStart, turn: Option<u32>) {
+        if let Some(t) = self.turn_or_newest(turn) {
+            t.record_audio(audio);
+        } else if turn.is_none() && self.waiting_audio.len() < MAX_AUDIO {
+            self.waiting_audio.push(audio);
+        }
+    }
+
+    /// The turn with id `turn` while it is unreported (`None` once reported: its audio is not
+    /// another turn's), or without an id the newest unreported turn.
+    pub fn turn_or_newest(&mut self, turn: Option<u32>) -> Option<&mut Turn> {
+        match turn {
+            Some(id) => self.open.iter_mut().find(|t| t.id == id),
+            None => self.open.last_mut(),
         }
     }
 
@@ -390,6 +414,42 @@ mod tests {
         assert_eq!(turns.get_mut(first).unwrap().long_frames.len(), 1);
         assert_eq!(turns.get_mut(second).unwrap().long_frames.len(), 1);
         assert_eq!(turns.get_mut(second).unwrap().long_frames[0].start_ms, 150.0);
+    }
+
+    #[test]
+    fn audio_goes_to_the_named_turn_and_holds_its_report_until_played_out() {
+        use crate::playout::MAX_PLAYOUT_WAIT_MS;
+        let mut turns = Turns::default();
+        let (first, _) = turns.start(request(), 0.0);
+        let (second, _) = turns.start(request(), 10.0);
+        turns.get_mut(first).unwrap().record_end(50.0);
+        turns.get_mut(second).unwrap().record_end(60.0);
+        // The first answer plays from 1 s to 3 s of wall time while the second request is open.
+        let wall = |s: f64| 1000.0 + s * 1000.0;
+        turns.turn_or_newest(Some(first)).unwrap().playout(AudioKind::AudioContext).unwrap().schedule(0.0, 2.0, wall);
+        turns.audio(
+            AudioStart { kind: AudioKind::AudioContext, audible_ms: 1000.0, output_latency_ms: None },
+            Some(first),
+        );
+        assert_eq!(turns.get_mut(second).unwrap().audio.len(), 0, "not the newest turn's audio");
+        let played = &turns.get_mut(first).unwrap().audio[0];
+        assert_eq!(played.audible_ms, Some(1000.0));
+        // The second turn settles on its own; the first waits for its playback's end.
+        let settled = turns.take_settled(60.0 + SETTLE_MS);
+        assert_eq!(settled.iter().map(|t| t.id).collect::<Vec<_>>(), vec![second]);
+        assert_eq!(turns.next_deadline(), Some(3000.0 + SETTLE_MS));
+        assert_eq!(turns.take_settled(3000.0 + SETTLE_MS).len(), 1);
+        // Audio for a turn already reported is not another turn's.
+        let (third, _) = turns.start(request(), 4000.0);
+        turns.audio(
+            AudioStart { kind: AudioKind::MediaElement, audible_ms: 4100.0, output_latency_ms: None },
+            Some(first),
+        );
+        assert!(turns.get_mut(third).unwrap().audio.is_empty());
+        // A media element whose end is never known holds its turn for a bounded time.
+        turns.audio(AudioStart { kind: AudioKind::MediaElement, audible_ms: 4100.0, output_latency_ms: None }, None);
+        turns.get_mut(third).unwrap().record_end(4050.0);
+        assert_eq!(turns.next_deadline(), Some(4100.0 + MAX_PLAYOUT_WAIT_MS + SETTLE_MS));
     }
 
     #[test]

@@ -72,6 +72,10 @@ fn print_banner(bound: &BoundAddrs, upstream: &str, is_mock: bool, data_dir: &st
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "tokentap demo is running (Ctrl-C to stop)");
     let _ = writeln!(out, "  chat page      {proxy}/_tokentap/demo/");
+    if is_mock {
+        let _ =
+            writeln!(out, "  voice page     {proxy}/_tokentap/demo/voice/   (hold to talk: speech → model → speech)");
+    }
     let _ =
         writeln!(out, "  proxy          {proxy}   (OpenAI SDK base_url: {proxy}/v1, Anthropic SDK base_url: {proxy})");
     let _ = writeln!(out, "  {}  {upstream}", if is_mock { "mock provider" } else { "upstream     " });

@@ -13,6 +13,7 @@ pub struct Page {
 }
 
 const DEMO_HTML: &[u8] = include_bytes!("../assets/demo.html");
+const VOICE_HTML: &[u8] = include_bytes!("../assets/voice.html");
 
 /// The browser probe, built by scripts/build-probe.sh (tests fail when these are stale).
 const PROBE_FILES: &[(&str, &str, &[u8])] = &[
@@ -32,7 +33,8 @@ const PROBE_FILES: &[(&str, &str, &[u8])] = &[
 /// The pages enabled for this run.
 #[derive(Debug, Default, Clone)]
 pub struct Pages {
-    /// Serve the demo chat page at `/_tokentap/demo/`, with the admin API at this base URL.
+    /// Serve the demo chat page at `/_tokentap/demo/` and the voice page at `/_tokentap/demo/voice/`,
+    /// with the admin API at this base URL.
     pub demo_admin_url: Option<String>,
     pub demo_enabled: bool,
     /// The model the demo page asks for when tokentap is in front of a real server; absent for the
@@ -51,6 +53,9 @@ impl Pages {
         match path {
             "/_tokentap/demo/" | "/_tokentap/demo" | "/_tokentap/demo/index.html" if self.demo_enabled => {
                 Page { status: 200, content_type: "text/html; charset=utf-8", body: Bytes::from_static(DEMO_HTML) }
+            }
+            "/_tokentap/demo/voice/" | "/_tokentap/demo/voice" if self.demo_enabled => {
+                Page { status: 200, content_type: "text/html; charset=utf-8", body: Bytes::from_static(VOICE_HTML) }
             }
             "/_tokentap/demo/config.json" if self.demo_enabled => Page {
                 status: 200,

@@ -103,6 +103,8 @@ try {
         steps: document.querySelectorAll("#turn-steps tbody tr").length,
         tool_rows: document.querySelectorAll("#turn-tools tbody tr").length,
         breakdown: [...document.querySelectorAll("#turn-breakdown rect")].map((r) => r.dataset.lane),
+        voice_lanes: [...document.querySelectorAll("#turn-voice rect.voice")].map((r) => r.dataset.lane),
+        voice_cards: [...document.querySelectorAll("#turn-voice-cards .card")].map((c) => c.textContent),
       }));
       await shot(page, `dashboard-turn-${id}.png`);
     }

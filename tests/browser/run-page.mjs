@@ -8,6 +8,7 @@
 //   origin           tokentap's proxy address; every request the page makes goes there
 //   path             the page's path (with query) on that origin
 //   page_file        serve this file at `path` instead of asking tokentap (test pages)
+//   chromium_args    more Chromium flags (e.g. a WAV file as the fake microphone)
 //   probe_dir        serve /_tokentap/probe/* from this folder when tokentap answers 404
 //   reports          how many probe reports to wait for (default 1)
 //   report_mode      "observe": reports go to tokentap, their bodies and answers are recorded;
@@ -48,7 +49,8 @@ try {
     executablePath,
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required"],
+      "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
+      ...(options.chromium_args ?? [])],
   });
   const page = context.pages()[0] ?? await context.newPage();
   page.on("console", (m) => out.console.push(`${m.type()}: ${m.text()}`));

@@ -42,6 +42,8 @@ pub struct PageRun {
     pub timeout_ms: u64,
     /// JS expression awaited in the page after load (default `window.__done`).
     pub result_expr: Option<String>,
+    /// More Chromium flags (e.g. a WAV file as the microphone).
+    pub chromium_args: Vec<String>,
 }
 
 impl PageRun {
@@ -56,6 +58,7 @@ impl PageRun {
             report_mode: Reports::Observe,
             timeout_ms: 60_000,
             result_expr: None,
+            chromium_args: Vec::new(),
         }
     }
 }
@@ -80,6 +83,7 @@ pub fn run_demo_page(origin: &str, send_and_wait: &str, timeout_ms: u64) -> serd
         report_mode: Reports::Observe,
         timeout_ms,
         result_expr: Some(send_and_wait.into()),
+        chromium_args: Vec::new(),
     };
     let out = run_page(&run);
     assert!(out["error"].is_null(), "{out:#}");
@@ -108,6 +112,9 @@ pub fn run_page(run: &PageRun) -> serde_json::Value {
     if let Some(expr) = &run.result_expr {
         options["result_expr"] = expr.clone().into();
     }
+    if !run.chromium_args.is_empty() {
+        options["chromium_args"] = run.chromium_args.clone().into();
+    }
     if run.probe_fallback {
         options["probe_dir"] = root.join("proxy/assets/probe").display().to_string().into();
     }
@@ -126,6 +133,29 @@ pub fn run_page(run: &PageRun) -> serde_json::Value {
         )
     });
     serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON from the browser driver ({e}): {line}"))
+}
+
+/// Runs tests/browser/dashboard.mjs (the dashboard in headless Chromium) and returns its JSON.
+pub fn run_dashboard(options: &serde_json::Value) -> serde_json::Value {
+    let dir = repo_root().join("tests/browser");
+    assert!(
+        dir.join("node_modules/playwright-core").exists(),
+        "playwright-core is not installed: run scripts/setup.sh test"
+    );
+    let output = Command::new("node")
+        .arg(dir.join("dashboard.mjs"))
+        .arg(options.to_string())
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node (scripts/setup.sh test installs it): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
+        panic!(
+            "the dashboard driver printed no JSON; stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    serde_json::from_str(line).unwrap()
 }
 
 /// The query of tests/browser/pages/stream.html for a mock schedule (x-mock-* request headers),

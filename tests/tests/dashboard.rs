@@ -7,10 +7,9 @@
 //! `tests/artifacts/dashboard/`.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::{json, Value};
-use tokentap_e2e::browser::{page_query, repo_root, run_page, PageRun};
+use tokentap_e2e::browser::{page_query, repo_root, run_dashboard as drive_dashboard, run_page, PageRun};
 use tokentap_e2e::{http1, Mock, Tokentap};
 
 const CHAT: &str = "/v1/chat/completions";
@@ -58,29 +57,6 @@ fn expected_hops(record: &Value) -> BTreeMap<String, usize> {
         }
     }
     counts
-}
-
-/// Runs tests/browser/dashboard.mjs and returns its JSON.
-fn drive_dashboard(options: &Value) -> Value {
-    let dir = repo_root().join("tests/browser");
-    assert!(
-        dir.join("node_modules/playwright-core").exists(),
-        "playwright-core is not installed: run scripts/setup.sh test"
-    );
-    let output = Command::new("node")
-        .arg(dir.join("dashboard.mjs"))
-        .arg(options.to_string())
-        .current_dir(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run node (scripts/setup.sh test installs it): {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
-        panic!(
-            "the dashboard driver printed no JSON; stdout:\n{stdout}\nstderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    serde_json::from_str(line).unwrap()
 }
 
 fn chat_body() -> Vec<u8> {

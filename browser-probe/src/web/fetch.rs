@@ -170,6 +170,8 @@ fn wrap_response(response: Response, turn: u32, url: &str) -> JsValue {
     let Ok(wrapped) = Response::new_with_opt_readable_stream_and_init(Some(&stream), &init) else {
         return response.into();
     };
+    // Audio calls may name this response to say whose answer is playing.
+    with_probe(|p| p.responses.set(&wrapped, &JsValue::from_f64(f64::from(turn))));
     // A constructed Response has an empty url; apps sometimes read it.
     for (key, value) in [("url", JsValue::from_str(url)), ("redirected", response.redirected().into())] {
         let descriptor = Object::new();

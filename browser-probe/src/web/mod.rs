@@ -1,5 +1,5 @@
 //! Everything that touches the browser, and the JS API (`init`, `observe`, `mark`, `trackAudio`,
-//! `observeMedia`, `flush`).
+//! `audioScheduled`, `stopAudio`, `observeMedia`, `flush`).
 //!
 //! All state lives in one `Probe` behind a thread-local `RefCell` (a page has one thread). Every
 //! callback borrows it briefly and never calls back into app code while holding it: the app's
@@ -50,6 +50,8 @@ struct Probe {
     paint: paint::PaintState,
     /// Output latency of the last tracked AudioContext, used for media elements too.
     audio_output_latency_ms: Option<f64>,
+    /// The responses the probe's `fetch` returned → their turn ids (so audio calls can name one).
+    responses: js_sys::WeakMap,
 }
 
 thread_local! {
@@ -72,6 +74,7 @@ impl Probe {
             on_settle_timer: None,
             paint: paint::PaintState::default(),
             audio_output_latency_ms: None,
+            responses: js_sys::WeakMap::new(),
         }
     }
 
@@ -186,18 +189,46 @@ pub fn mark(name: String, t_ms: Option<f64>) {
     });
 }
 
+/// The turn of a response the probe's `fetch` returned, if it is one.
+fn turn_of(response: Option<web_sys::Response>) -> Option<u32> {
+    let response = response?;
+    with_probe(|p| p.responses.get(&response).as_f64()).map(|id| id as u32)
+}
+
 /// When audio played through `context` becomes audible. `start_context_time` is the context time
 /// the app scheduled its first sound at; without it, the moment the output clock starts moving.
+/// `response` names the fetch whose answer this is (default: the newest unreported one).
 #[wasm_bindgen(js_name = trackAudio)]
-pub fn track_audio(context: web_sys::AudioContext, start_context_time: Option<f64>) {
-    audio::track_audio_context(context, start_context_time);
+pub fn track_audio(
+    context: web_sys::AudioContext,
+    start_context_time: Option<f64>,
+    response: Option<web_sys::Response>,
+) {
+    audio::track_audio_context(context, start_context_time, turn_of(response));
+}
+
+/// The app scheduled a buffer of `duration` seconds at context time `when` (what it passed to
+/// `AudioBufferSourceNode.start`) for `response`'s answer. The first buffer starts the playback
+/// and the watch for when it is heard; a buffer starting after the end of the ones before is an
+/// underrun (the listener heard silence); the last end is the playback's end.
+#[wasm_bindgen(js_name = audioScheduled)]
+pub fn audio_scheduled(context: web_sys::AudioContext, when: f64, duration: f64, response: Option<web_sys::Response>) {
+    audio::scheduled(context, when, duration, turn_of(response));
+}
+
+/// The app stopped playing `response`'s answer (barge-in): before the scheduled end, the playback
+/// is reported as interrupted.
+#[wasm_bindgen(js_name = stopAudio)]
+pub fn stop_audio(response: Option<web_sys::Response>) {
+    audio::stopped(turn_of(response));
 }
 
 /// When an `<audio>`/`<video>` element starts playing (its `playing` event, plus the output
-/// latency when a tracked AudioContext told us).
+/// latency when a tracked AudioContext told us), runs dry (`waiting` … `playing`), ends, or is
+/// paused before its end (interrupted). `response` names the fetch whose answer it plays.
 #[wasm_bindgen(js_name = observeMedia)]
-pub fn observe_media(element: web_sys::HtmlMediaElement) {
-    audio::observe_media_element(element);
+pub fn observe_media(element: web_sys::HtmlMediaElement, response: Option<web_sys::Response>) {
+    audio::observe_media_element(element, turn_of(response));
 }
 
 /// Sends the reports of every turn not reported yet, including streams still open.
@@ -211,9 +242,9 @@ fn send_reports(turns: Vec<Turn>) {
     if turns.is_empty() {
         return;
     }
-    let (endpoint, clock, fetch) = with_probe(|p| (p.endpoint.clone(), p.clock, p.fetch_fn()));
+    let (endpoint, clock, fetch, now) = with_probe(|p| (p.endpoint.clone(), p.clock, p.fetch_fn(), p.now_ms()));
     for turn in &turns {
-        send::send_report(&endpoint, &crate::report::report_json(turn, clock.as_ref()), &fetch);
+        send::send_report(&endpoint, &crate::report::report_json(turn, clock.as_ref(), now), &fetch);
     }
 }
 

@@ -8,7 +8,7 @@
 //   #/summary           percentiles, stall rate and goodput per group over a time window
 //                       (#/summary?window=15m&group_by=route,model&include_warmup=true)
 //   #/turns             user turns (agent tool loops): status, steps, tool calls, where the time went
-//   #/t/<turn_id>       one turn: breakdown bar, Gantt of model / tool / client lanes with the
+//   #/t/<turn_id>       one turn (voice turns add their lanes): breakdown bar, Gantt of model / tool / client lanes with the
 //                       critical path outlined, the steps and tool runs
 "use strict";
 
@@ -538,6 +538,65 @@ function turnGantt(t) {
   return f.root;
 }
 
+const VOICE_COLORS = {
+  after_speech: "#90a4ae", upload: "#4fc3f7", transcription: "#0288d1", to_model: "#b39ddb", first_token: "#7e57c2",
+  to_speech: "#ffb74d", speech_first_byte: "#f57c00", leading_silence: "#ffe082", playout: "#66bb6a",
+  speech: "#f57c00", played: "#16a34a", interrupted: "#dc2626", user: "#475569",
+};
+
+/// Voice lanes of a turn (ms since its voice t0): the chain of waits, the user's speech end, the
+/// transcription, the model call, each speech request (request → first audible sample on the wire)
+/// and its playback in the browser (start → end, red when interrupted; underruns in the title).
+function voiceGantt(v) {
+  const rows = [["wait", "chain"], ["you", "user"], ["transcription", "transcription"], ["model", "model"]];
+  v.speech.forEach((s, i) => { rows.push([`speech ${i + 1}`, "speech"]); rows.push([`heard ${i + 1}`, "played"]); });
+  const times = [0, v.user_speech_end_ms, ...v.segments.flatMap((s) => [s.start_ms, s.end_ms]),
+    ...v.speech.flatMap((s) => [s.start_ms, s.first_audible_ms, s.playout?.started_ms, s.playout?.end_ms])].filter((t) => typeof t === "number");
+  const xMin = Math.min(...times), xMax = Math.max(...times) + 1;
+  const f = frame({ xMin, xMax, yMax: rows.length, height: 28 + rows.length * 24 + 30, left: 130, yTicks: false, xLabel: "ms since the transcription request started" });
+  f.root.id = "turn-voice";
+  const rowY = (i) => f.inner.top + 6 + i * 24;
+  rows.forEach(([name], i) => f.root.append(svg("text", { x: 124, y: rowY(i) + 13, "text-anchor": "end" }, name)));
+  const bar = (lane, i, s, e, color, label) => {
+    if (typeof s !== "number" || typeof e !== "number") return;
+    f.root.append(svg("rect", { class: "voice", "data-lane": lane, x: f.x(s), y: rowY(i), width: Math.max(2, f.x(e) - f.x(s)), height: 16, fill: color },
+      svg("title", {}, `${label}: ${fmt(s, 1)} → ${fmt(e, 1)} ms (${fmt(e - s, 1)} ms)`)));
+  };
+  for (const seg of v.segments) bar(seg.kind, 0, seg.start_ms, seg.end_ms, VOICE_COLORS[seg.kind] ?? "#999", seg.kind.replaceAll("_", " "));
+  if (typeof v.user_speech_end_ms === "number") bar("speech_end", 1, v.user_speech_end_ms, v.user_speech_end_ms, VOICE_COLORS.user, "end of speech");
+  const t = v.transcription;
+  if (t) bar("transcription", 2, 0, t.transcript_done_ms ?? t.upload_end_ms, VOICE_COLORS.transcription, "transcription request");
+  if (typeof v.model_start_ms === "number") bar("model", 3, v.model_start_ms, v.first_answer_token_ms ?? v.model_start_ms, LANE_COLORS.model, "model call to its first answer token");
+  v.speech.forEach((s, i) => {
+    bar("speech", 4 + 2 * i, s.start_ms, s.first_audible_ms ?? s.first_audio_ms ?? s.start_ms, VOICE_COLORS.speech,
+      `speech request ${i + 1} to its first audible sample (predicted underruns ${s.predicted_underruns ?? "?"})`);
+    const p = s.playout;
+    if (p) bar(p.interrupted ? "interrupted" : "played", 5 + 2 * i, p.started_ms, p.end_ms ?? p.heard_ms, p.interrupted ? VOICE_COLORS.interrupted : VOICE_COLORS.played,
+      `played in the browser${p.interrupted ? ", interrupted" : ""}; underruns ${p.underruns} (${fmt(p.starved_ms, 1)} ms starved)`);
+  });
+  return f.root;
+}
+
+function voiceSection(v) {
+  if (!v) return [];
+  const card = (k, val) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, val));
+  const first = v.speech[0];
+  const predicted = v.speech.reduce((a, s) => a + (s.predicted_underruns ?? 0), 0);
+  const heard = v.speech.filter((s) => s.playout).reduce((a, s) => a + s.playout.underruns, 0);
+  return [
+    el("h3", {}, "Voice"),
+    el("div", { class: "cards", id: "turn-voice-cards" },
+      card("voice to voice (end of speech → heard)", v.voice_to_voice_ms === undefined ? "– (needs the browser probe)" : `${fmt(v.voice_to_voice_ms)} ms`),
+      card("to first audible sample (wire)", v.first_audible_ms === undefined ? "–" : `${fmt(v.first_audible_ms)} ms`),
+      card("leading silence", first?.leading_silence_ms === undefined ? "–" : `${fmt(first.leading_silence_ms)} ms`),
+      card("underruns predicted / heard", `${predicted} / ${v.speech.some((s) => s.playout) ? heard : "–"}`),
+      card("interrupted", v.speech.some((s) => s.playout?.interrupted) ? "yes" : "no"),
+    ),
+    el("div", { class: "legend" }, Object.keys(VOICE_COLORS).filter((k) => v.segments.some((s) => s.kind === k)).map((k) => el("span", { style: `--c:${VOICE_COLORS[k]}` }, k.replaceAll("_", " ")))),
+    voiceGantt(v),
+  ];
+}
+
 async function loadTurn(id) {
   view.replaceChildren(el("p", { class: "muted" }, "loading…"));
   let t;
@@ -563,6 +622,7 @@ async function loadTurn(id) {
     el("h3", {}, "Timeline"),
     el("div", { class: "legend" }, ["model", "tool", "client"].map((l) => el("span", { style: `--c:${LANE_COLORS[l]}` }, l)), el("span", { class: "muted" }, "outlined: the critical path")),
     turnGantt(t),
+    ...voiceSection(t.voice),
     el("h3", {}, "Steps"),
     el("table", { id: "turn-steps" },
       el("thead", {}, el("tr", {}, ["step", "linked by", "request", "outcome", "model"].map((h) => el("th", {}, h)), ["start ms", "end ms", "first answer ms", "first tool call ms", "tool calls"].map((h) => el("th", { class: "n" }, h)))),

@@ -27,20 +27,40 @@ export function observe(element) {
   whenReady(() => probe.observe(element));
 }
 
-/** Records a user-level moment (`user_send`, `user_speech_end`, ...) at the time of the call. */
-export function mark(name) {
-  const t = performance.timeOrigin + performance.now();
+/**
+ * Records a user-level moment (`user_send`, `user_speech_end`, ...) at the time of the call, or at
+ * `tMs` (wall-clock ms, `performance.timeOrigin + performance.now()` of the moment) when given,
+ * e.g. the last loud frame an app's own end-of-speech detection saw.
+ */
+export function mark(name, tMs) {
+  const t = Number.isFinite(tMs) ? tMs : performance.timeOrigin + performance.now();
   whenReady(() => probe.mark(String(name), t));
 }
 
-/** Records when audio played through `audioContext` becomes audible. */
-export function trackAudio(audioContext, startContextTime) {
-  whenReady(() => probe.trackAudio(audioContext, startContextTime));
+/**
+ * Records when audio played through `audioContext` becomes audible. `response` (optional) is the
+ * Response the probe's fetch returned for the answer being played.
+ */
+export function trackAudio(audioContext, startContextTime, response) {
+  whenReady(() => probe.trackAudio(audioContext, startContextTime, response));
 }
 
-/** Records when a media element starts playing. */
-export function observeMedia(element) {
-  whenReady(() => probe.observeMedia(element));
+/**
+ * Records a buffer the app scheduled on `audioContext` at context time `when` for `duration`
+ * seconds, playing `response`'s answer: the playback's start, its underruns and its end.
+ */
+export function audioScheduled(audioContext, when, duration, response) {
+  whenReady(() => probe.audioScheduled(audioContext, when, duration, response));
+}
+
+/** The app stopped playing `response`'s answer (barge-in): before its end, it was interrupted. */
+export function stopAudio(response) {
+  whenReady(() => probe.stopAudio(response));
+}
+
+/** Records when a media element starts playing, runs dry, ends or is stopped early. */
+export function observeMedia(element, response) {
+  whenReady(() => probe.observeMedia(element, response));
 }
 
 /** Sends the reports of all turns now, even unfinished ones. */

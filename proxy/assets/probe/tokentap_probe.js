@@ -1,4 +1,20 @@
 /**
+ * The app scheduled a buffer of `duration` seconds at context time `when` (what it passed to
+ * `AudioBufferSourceNode.start`) for `response`'s answer. The first buffer starts the playback
+ * and the watch for when it is heard; a buffer starting after the end of the ones before is an
+ * underrun (the listener heard silence); the last end is the playback's end.
+ * @param {AudioContext} context
+ * @param {number} when
+ * @param {number} duration
+ * @param {Response | null} [response]
+ */
+export function audioScheduled(context, when, duration, response) {
+    const val1 = +when;
+    const val2 = +duration;
+    wasm.audioScheduled(context, val1, val2, isLikeNone(response) ? 0 : addToExternrefTable0(response));
+}
+
+/**
  * Sends the reports of every turn not reported yet, including streams still open.
  */
 export function flush() {
@@ -41,21 +57,35 @@ export function observe(element) {
 
 /**
  * When an `<audio>`/`<video>` element starts playing (its `playing` event, plus the output
- * latency when a tracked AudioContext told us).
+ * latency when a tracked AudioContext told us), runs dry (`waiting` … `playing`), ends, or is
+ * paused before its end (interrupted). `response` names the fetch whose answer it plays.
  * @param {HTMLMediaElement} element
+ * @param {Response | null} [response]
  */
-export function observeMedia(element) {
-    wasm.observeMedia(element);
+export function observeMedia(element, response) {
+    wasm.observeMedia(element, isLikeNone(response) ? 0 : addToExternrefTable0(response));
+}
+
+/**
+ * The app stopped playing `response`'s answer (barge-in): before the scheduled end, the playback
+ * is reported as interrupted.
+ * @param {Response | null} [response]
+ */
+export function stopAudio(response) {
+    wasm.stopAudio(isLikeNone(response) ? 0 : addToExternrefTable0(response));
 }
 
 /**
  * When audio played through `context` becomes audible. `start_context_time` is the context time
  * the app scheduled its first sound at; without it, the moment the output clock starts moving.
+ * `response` names the fetch whose answer this is (default: the newest unreported one).
  * @param {AudioContext} context
  * @param {number | null} [start_context_time]
+ * @param {Response | null} [response]
  */
-export function trackAudio(context, start_context_time) {
-    wasm.trackAudio(context, !isLikeNone(start_context_time), isLikeNone(start_context_time) ? 0 : start_context_time);
+export function trackAudio(context, start_context_time, response) {
+    const val1 = +(isLikeNone(start_context_time) ? 0 : start_context_time);
+    wasm.trackAudio(context, !isLikeNone(start_context_time), val1, isLikeNone(response) ? 0 : addToExternrefTable0(response));
 }
 function __wbg_get_imports() {
     const import0 = {
@@ -149,6 +179,10 @@ function __wbg_get_imports() {
             const ret = arg0.duration;
             return ret;
         },
+        __wbg_ended_fbd09c06f146ec0f: function(arg0) {
+            const ret = arg0.ended;
+            return ret;
+        },
         __wbg_enqueue_c11626eae1c54509: function() { return handleError(function (arg0, arg1) {
             arg0.enqueue(arg1);
         }, arguments); },
@@ -174,6 +208,10 @@ function __wbg_get_imports() {
             getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 1, len1, true);
             getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 0, ptr1, true);
         }, arguments); },
+        __wbg_get_69a1ae6cfbf20256: function(arg0, arg1) {
+            const ret = arg0.get(arg1);
+            return ret;
+        },
         __wbg_get_unchecked_e6325ad374eff861: function(arg0, arg1) {
             const ret = arg0[arg1 >>> 0];
             return ret;
@@ -239,6 +277,10 @@ function __wbg_get_imports() {
         },
         __wbg_navigator_c17f443a6fe5d38d: function(arg0) {
             const ret = arg0.navigator;
+            return ret;
+        },
+        __wbg_new_02a12cbe3db795af: function() {
+            const ret = new WeakMap();
             return ret;
         },
         __wbg_new_277c27c26f94cbc2: function() { return handleError(function () {
@@ -414,6 +456,10 @@ function __wbg_get_imports() {
         __wbg_set_bcb0ec2400cfa22e: function() { return handleError(function (arg0, arg1, arg2, arg3, arg4) {
             arg0.set(getStringFromWasm0(arg1, arg2), getStringFromWasm0(arg3, arg4));
         }, arguments); },
+        __wbg_set_c54db956e8b63026: function(arg0, arg1, arg2) {
+            const ret = arg0.set(arg1, arg2);
+            return ret;
+        },
         __wbg_set_character_data_862869d46bd42855: function(arg0, arg1) {
             arg0.characterData = arg1 !== 0;
         },
@@ -525,7 +571,12 @@ function __wbg_get_imports() {
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hdac494d528d93951);
             return ret;
         },
-        __wbindgen_generic_0000000000000007: function(arg0, arg1) {
+        __wbindgen_generic_0000000000000007: function(arg0) {
+            // Cast intrinsic for `F64 -> Externref`.
+            const ret = arg0;
+            return ret;
+        },
+        __wbindgen_generic_0000000000000008: function(arg0, arg1) {
             // Cast intrinsic for `Ref(String) -> Externref`.
             const ret = getStringFromWasm0(arg0, arg1);
             return ret;

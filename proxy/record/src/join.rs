@@ -117,6 +117,11 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
                 kind: a.kind.clone(),
                 audible_ms: rel(a.audible_ms),
                 output_latency_ms: a.output_latency_ms,
+                end_ms: a.end_ms.map(rel),
+                underruns: a.underruns,
+                starved_ms: a.starved_ms,
+                interrupted: a.interrupted,
+                scheduled_audio_ms: a.scheduled_audio_ms,
             })
             .collect(),
         browser_bytes,

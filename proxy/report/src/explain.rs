@@ -241,11 +241,23 @@ voice (ms since the transcription request started, else the turn):"
             opt(s.audio_ms),
             s.predicted_underruns.map_or("?".to_owned(), |n| n.to_string())
         );
+        if let Some(p) = &s.playout {
+            let _ = writeln!(
+                w,
+                "    in the browser: playing {}, heard {}, {} underruns ({} ms starved){}",
+                number(p.started_ms),
+                number(p.heard_ms),
+                p.underruns,
+                number(p.starved_ms),
+                if p.interrupted { ", interrupted" } else { "" }
+            );
+        }
     }
     if !v.segments.is_empty() {
         let _ = writeln!(w, "  the wait, in order:");
         for seg in &v.segments {
             let what = match seg.kind {
+                K::AfterSpeech => "after the end of speech (the app's detection and sending)",
                 K::Upload => "upload",
                 K::Transcription => "transcription",
                 K::ToModel => "to the model call (the app)",
@@ -253,6 +265,7 @@ voice (ms since the transcription request started, else the turn):"
                 K::ToSpeech => "to the first speech request (the app)",
                 K::SpeechFirstByte => "to the first audio byte",
                 K::LeadingSilence => "to the first audible sample",
+                K::Playout => "to the answer heard in the browser (delivery, decoding, output)",
             };
             let _ = writeln!(
                 w,
@@ -265,6 +278,9 @@ voice (ms since the transcription request started, else the turn):"
     }
     if let Some(ms) = v.first_audible_ms {
         let _ = writeln!(w, "  voice to first audible sample (wire): {} ms", number(ms));
+    }
+    if let Some(ms) = v.voice_to_voice_ms {
+        let _ = writeln!(w, "  voice to voice (end of speech → heard in the browser): {} ms", number(ms));
     }
 }
 

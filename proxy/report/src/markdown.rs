@@ -275,12 +275,13 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
     if summary.voice_turns > 0 {
         let _ = writeln!(
             w,
-            "\n- voice turns: {}; speech requests with predicted underruns: {}; times from the transcription request's start, as the wire shows them (the browser's playout comes after)\n",
-            summary.voice_turns, summary.speech_with_underruns
+            "\n- voice turns: {}; speech requests with predicted underruns: {}, with underruns heard in the browser: {}, interrupted: {}; times from the transcription request's start as the wire shows them, except voice to voice (the browser probe's end of speech → heard)\n",
+            summary.voice_turns, summary.speech_with_underruns, summary.speech_with_observed_underruns, summary.speech_interrupted
         );
         let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
         let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
-        let rows: [(&str, &Option<Distribution>); 3] = [
+        let rows: [(&str, &Option<Distribution>); 4] = [
+            ("voice to voice: end of speech → heard (ms)", &summary.voice_to_voice_ms),
             ("voice to first audible sample (ms)", &summary.voice_to_first_audible_ms),
             ("transcription (ms)", &summary.transcription_ms),
             ("speech request to first audible (ms)", &summary.speech_to_first_audible_ms),

@@ -58,6 +58,11 @@ pub struct TurnSummary {
     pub speech_to_first_audible_ms: Option<Distribution>,
     /// Speech requests of voice turns with at least one predicted underrun.
     pub speech_with_underruns: u64,
+    /// Over voice turns the browser probe saw both ends of: end of speech → heard, ms.
+    pub voice_to_voice_ms: Option<Distribution>,
+    /// Speech requests whose playback in the browser ran dry at least once, and those interrupted.
+    pub speech_with_observed_underruns: u64,
+    pub speech_interrupted: u64,
 }
 
 /// Aggregates the turns that started in `[since, until)`.
@@ -108,6 +113,19 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
             .iter()
             .flat_map(|v| v.speech.iter())
             .filter(|s| s.predicted_underruns.is_some_and(|n| n > 0))
+            .count() as u64,
+        voice_to_voice_ms: Distribution::from_samples(
+            &voice.iter().filter_map(|v| v.voice_to_voice_ms).collect::<Vec<_>>(),
+        ),
+        speech_with_observed_underruns: voice
+            .iter()
+            .flat_map(|v| v.speech.iter())
+            .filter(|s| s.playout.as_ref().is_some_and(|p| p.underruns > 0))
+            .count() as u64,
+        speech_interrupted: voice
+            .iter()
+            .flat_map(|v| v.speech.iter())
+            .filter(|s| s.playout.as_ref().is_some_and(|p| p.interrupted))
             .count() as u64,
     }
 }

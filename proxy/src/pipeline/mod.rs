@@ -391,7 +391,11 @@ fn emit_turn(mut turn: TurnRecord, voice: &VoiceLinker, store: &RecordStore, tel
     }
     point_voice_records(&turn, store);
     with_browser(&mut turn, store);
+    with_voice_browser(&mut turn, store);
     telemetry.observe_turn(&turn);
+    if voice_to_voice(&turn).is_some() {
+        telemetry.observe_voice_turn(&turn);
+    }
     if let Err(e) = store.append_turn(turn) {
         tracing::warn!(error = %e, "could not write a turn");
     }
@@ -433,12 +437,31 @@ fn with_browser(turn: &mut TurnRecord, store: &RecordStore) -> bool {
     turn.apply_browser(first.as_ref().map(|s| &s.record), last.as_ref().map(|s| &s.record))
 }
 
-/// A browser report joined a step of a turn that is already written: the turn is written again
-/// with what the browser saw (the last line for a turn id wins).
-fn rejoin_turn(turn_id: &str, store: &RecordStore) {
+/// Adds what the browser saw of the turn's voice requests (end of speech, playback), from their
+/// records in the store.
+fn with_voice_browser(turn: &mut TurnRecord, store: &RecordStore) -> bool {
+    let Some(voice) = turn.voice.as_mut() else { return false };
+    voice.apply_browser(|request_id| {
+        let stored = store.get(request_id)?;
+        Some((stored.record.timeline.t0_unix_ns, stored.record.browser.clone()?))
+    })
+}
+
+fn voice_to_voice(turn: &TurnRecord) -> Option<f64> {
+    turn.voice.as_ref()?.voice_to_voice_ms
+}
+
+/// A browser report joined a step or a voice request of a turn that is already written: the turn
+/// is written again with what the browser saw (the last line for a turn id wins).
+fn rejoin_turn(turn_id: &str, store: &RecordStore, telemetry: &Telemetry) {
     let Some(stored) = store.get_turn(turn_id) else { return };
     let mut turn = stored.turn.clone();
-    if with_browser(&mut turn, store) {
+    let steps = with_browser(&mut turn, store);
+    let had_voice_to_voice = voice_to_voice(&turn).is_some();
+    if with_voice_browser(&mut turn, store) | steps {
+        if !had_voice_to_voice && voice_to_voice(&turn).is_some() {
+            telemetry.observe_voice_turn(&turn);
+        }
         if let Err(e) = store.update_turn(turn) {
             tracing::warn!(error = %e, "could not write a turn joined to its browser report");
         }
@@ -548,6 +571,7 @@ fn handle_item(
                 if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {
                     turn.voice = Some(v);
                 }
+                with_voice_browser(&mut turn, store);
                 if let Err(e) = store.update_turn(turn) {
                     tracing::warn!(error = %e, "could not write a turn joined to a speech request");
                 }
@@ -586,7 +610,7 @@ fn join_report(
         Err(e) => tracing::warn!(error = %e, "could not write a joined record"),
     }
     if let Some(turn_id) = turn_id {
-        rejoin_turn(&turn_id, store);
+        rejoin_turn(&turn_id, store, telemetry);
     }
 }
 

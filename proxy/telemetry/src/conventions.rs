@@ -39,6 +39,7 @@ pub enum MetricId {
     VoiceTimeToFirstAudio,
     VoiceTimeToFirstAudible,
     VoiceTranscriptDone,
+    VoiceToVoice,
     ConnectionsRefused,
     TelemetryExported,
     TelemetrySpooled,
@@ -251,6 +252,14 @@ pub const METRICS: &[MetricDef] = &[
         prometheus_name: "tokentap_voice_transcript_done_seconds",
     },
     MetricDef {
+        id: MetricId::VoiceToVoice,
+        name: "tokentap.voice.voice_to_voice",
+        unit: "s",
+        description: "Voice turn: the user's end of speech to the answer heard in the browser (browser probe).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_voice_voice_to_voice_seconds",
+    },
+    MetricDef {
         id: MetricId::ConnectionsRefused,
         name: "tokentap.connections.refused",
         unit: "{connection}",
@@ -434,6 +443,12 @@ pub mod attr {
     pub const VOICE_TIME_TO_FIRST_TRANSCRIPT_DELTA_MS: &str = "tokentap.voice.time_to_first_transcript_delta_ms";
     pub const VOICE_TRANSCRIPT_DONE_MS: &str = "tokentap.voice.transcript_done_ms";
     pub const VOICE_UPLOAD_AUDIO_MS: &str = "tokentap.voice.upload_audio_ms";
+    pub const VOICE_PLAYOUT_KIND: &str = "tokentap.voice.playout_kind";
+    pub const VOICE_OBSERVED_UNDERRUNS: &str = "tokentap.voice.observed_underruns";
+    pub const VOICE_OBSERVED_STARVED_MS: &str = "tokentap.voice.observed_starved_ms";
+    pub const VOICE_INTERRUPTED: &str = "tokentap.voice.interrupted";
+    pub const VOICE_OUTPUT_LATENCY_MS: &str = "tokentap.voice.output_latency_ms";
+    pub const VOICE_TO_VOICE_MS: &str = "tokentap.voice.voice_to_voice_ms";
     pub const TTFT_ANSWER_MS: &str = "tokentap.ttft_answer_ms";
     pub const TTFT_REASONING_MS: &str = "tokentap.ttft_reasoning_ms";
     pub const TTFT_TOOL_MS: &str = "tokentap.ttft_tool_ms";
@@ -1049,6 +1064,39 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
             status: SpanStatus::Unset,
         });
     }
+    // One `playout` span per playback the page heard: from its first sound to its end (or its
+    // first sound, when the page did not know the end when it reported).
+    for (i, a) in b.audio.iter().enumerate() {
+        let mut attributes: Attributes = vec![
+            (attr::PHASE, AttrValue::Str("playout".into())),
+            (attr::VOICE_PLAYOUT_KIND, AttrValue::Str(a.kind.clone())),
+            (attr::VOICE_OBSERVED_UNDERRUNS, AttrValue::Int(i64::try_from(a.underruns).unwrap_or(i64::MAX))),
+            (attr::VOICE_OBSERVED_STARVED_MS, AttrValue::F64(a.starved_ms)),
+            (attr::VOICE_INTERRUPTED, AttrValue::Bool(a.interrupted)),
+        ];
+        if let Some(l) = a.output_latency_ms {
+            attributes.push((attr::VOICE_OUTPUT_LATENCY_MS, AttrValue::F64(l)));
+        }
+        if let Some(c) = &b.clock {
+            attributes.push((attr::BROWSER_CLOCK_UNCERTAINTY_MS, AttrValue::F64(c.uncertainty_ms)));
+        }
+        let heard = at(a.audible_ms);
+        let playout_end = a.end_ms.map_or(heard, at).max(heard);
+        spans.push(SpanPlan {
+            trace_id,
+            span_id: child_span_id(fetch_span, &format!("playout:{i}")),
+            parent_span_id: Some(fetch_span),
+            sampled: true,
+            name: "playout".into(),
+            kind: SpanKind::Internal,
+            start_unix_ns: heard,
+            end_unix_ns: playout_end,
+            attributes,
+            events: Vec::new(),
+            dropped_events: 0,
+            status: SpanStatus::Unset,
+        });
+    }
     spans
 }
 
@@ -1410,7 +1458,7 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
 }
 
 mod turn;
-pub use turn::{turn_observations, turn_spans};
+pub use turn::{turn_observations, turn_spans, voice_turn_observations};
 
 #[cfg(test)]
 mod tests;

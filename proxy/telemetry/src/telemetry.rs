@@ -158,6 +158,11 @@ impl Telemetry {
         }
     }
 
+    /// A voice turn that just got its end-of-speech to heard time from the browser.
+    pub fn observe_voice_turn(&self, turn: &tokentap_record::turn::TurnRecord) {
+        self.metrics.registry.record(&conventions::voice_turn_observations(turn));
+    }
+
     /// Takes a record that a browser report has just joined: queues the browser's spans (the
     /// request's own spans and metrics went out when the record was first built).
     pub fn observe_browser(&self, record: &Record) {

@@ -133,6 +133,20 @@ pub struct AudioStart {
     pub audible_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_latency_ms: Option<f64>,
+    /// When the playback ended or was stopped (absent: not known when the report was sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
+    /// Times the playback ran dry in the page, and for how long in total.
+    #[serde(default)]
+    pub underruns: u64,
+    #[serde(default)]
+    pub starved_ms: f64,
+    /// Stopped before its end (barge-in).
+    #[serde(default)]
+    pub interrupted: bool,
+    /// Audio the app scheduled on an AudioContext (ms of audio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_audio_ms: Option<f64>,
 }
 
 /// Why a report was refused; the message goes back to the sender.
@@ -310,6 +324,14 @@ impl ProbeReport {
             span.time("audio.audible_ms", a.audible_ms)?;
             if let Some(l) = a.output_latency_ms {
                 duration("audio.output_latency_ms", l)?;
+            }
+            if let Some(end) = a.end_ms {
+                span.time("audio.end_ms", end)?;
+            }
+            count("audio.underruns", a.underruns)?;
+            duration("audio.starved_ms", a.starved_ms)?;
+            if let Some(d) = a.scheduled_audio_ms {
+                duration("audio.scheduled_audio_ms", d)?;
             }
         }
         for path in

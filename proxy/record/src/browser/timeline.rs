@@ -39,9 +39,23 @@ pub struct BrowserLongFrame {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BrowserAudio {
     pub kind: String,
+    /// When the first sound left the output (ms since t0, tokentap's clock).
     pub audible_ms: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_latency_ms: Option<f64>,
+    /// When the playback ended or was stopped, when the page knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
+    /// Times the page's playback ran dry (observed, not predicted), and for how long in total.
+    #[serde(default)]
+    pub underruns: u64,
+    #[serde(default)]
+    pub starved_ms: f64,
+    /// Stopped before its end (barge-in).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_audio_ms: Option<f64>,
 }
 
 /// The browser's part of a request, on tokentap's timeline (ms since t0).

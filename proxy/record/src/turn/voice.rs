@@ -163,9 +163,20 @@ pub struct TurnVoice {
     /// shows (the browser's playout is later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_audible_ms: Option<f64>,
-    /// The wait in order, each from the end of the one before: upload, transcription, to the
-    /// model call, to the first answer token, to the first speech request, to its first audio
-    /// byte, to its first audible sample. Stages that are unknown are left out.
+    /// The user's end of speech, from the browser probe's `user_speech_end` mark on the
+    /// transcription request (negative: before that request started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_speech_end_ms: Option<f64>,
+    /// When the first speech request's first audible sample was heard in the browser.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heard_ms: Option<f64>,
+    /// End of speech → heard: the wait the user had.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice_to_voice_ms: Option<f64>,
+    /// The wait in order, each from the end of the one before: after the end of speech, upload,
+    /// transcription, to the model call, to the first answer token, to the first speech request,
+    /// to its first audio byte, to its first audible sample, to when it was heard. Stages that are
+    /// unknown are left out.
     #[serde(default)]
     pub segments: Vec<VoiceSegment>,
 }
@@ -211,11 +222,37 @@ pub struct SpeechStage {
     pub predicted_underruns: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_starved_ms: Option<f64>,
+    /// What the browser probe saw of this answer's playback, when its report joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playout: Option<SpeechPlayout>,
+}
+
+/// One speech request's playback in the browser (ms since the voice part's t0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeechPlayout {
+    /// When the playback's first sample left the output device (the probe's audio start).
+    pub started_ms: f64,
+    /// When its first audible sample did: the start plus the answer's leading silence (the
+    /// onset's audio position, found on the wire; the start itself when the onset is unknown).
+    pub heard_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
+    /// Observed in the page: times playback ran dry, and for how long in total.
+    pub underruns: u64,
+    pub starved_ms: f64,
+    /// Stopped before its end (barge-in).
+    pub interrupted: bool,
+    /// The browser clock's uncertainty against tokentap's (±).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_uncertainty_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VoiceSegmentKind {
+    /// The user's end of speech (browser) → the transcription request's start: the app's own
+    /// end-of-speech detection, encoding and sending.
+    AfterSpeech,
     /// The transcription request's start → its body's end.
     Upload,
     /// Upload end → transcript done.
@@ -230,6 +267,9 @@ pub enum VoiceSegmentKind {
     SpeechFirstByte,
     /// First audio byte → first audible sample (leading silence, and waiting for audio).
     LeadingSilence,
+    /// First audible sample (as the wire shows it) → heard in the browser: delivery, decoding,
+    /// the app's scheduling and the output device.
+    Playout,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -547,37 +587,16 @@ fn breakdown(state: &VoiceState, turn_t0: u64) -> TurnVoice {
                 real_time_factor: *real_time_factor,
                 predicted_underruns: *underruns,
                 predicted_starved_ms: *starved_ms,
+                playout: None,
             })
         })
         .collect();
     speech.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
-    let first_speech = speech.first();
     let first_audible_ms = speech.iter().filter_map(|s| s.first_audible_ms).min_by(f64::total_cmp);
     let model_start_ms = state.model_start_unix_ns.map(rel);
     let first_answer_token_ms = state.first_answer_unix_ns.map(rel);
 
-    // The chain of waits, each stage from the end of the last known one.
-    let mut points: Vec<(VoiceSegmentKind, Option<f64>)> = Vec::new();
-    if let Some(t) = &transcription {
-        points.push((VoiceSegmentKind::Upload, t.upload_end_ms));
-        points.push((VoiceSegmentKind::Transcription, t.transcript_done_ms));
-    }
-    points.push((VoiceSegmentKind::ToModel, model_start_ms));
-    points.push((VoiceSegmentKind::FirstToken, first_answer_token_ms));
-    points.push((VoiceSegmentKind::ToSpeech, first_speech.map(|s| s.start_ms)));
-    points.push((VoiceSegmentKind::SpeechFirstByte, first_speech.and_then(|s| s.first_audio_ms)));
-    points.push((VoiceSegmentKind::LeadingSilence, first_speech.and_then(|s| s.first_audible_ms)));
-    let mut segments = Vec::new();
-    let mut last = if transcription.is_some() { Some(0.0) } else { model_start_ms };
-    for (kind, end) in points {
-        let (Some(start), Some(end)) = (last, end) else { continue };
-        if kind == VoiceSegmentKind::ToModel && transcription.is_none() {
-            continue;
-        }
-        segments.push(VoiceSegment { kind, start_ms: start, end_ms: end.max(start) });
-        last = Some(end.max(start));
-    }
-    TurnVoice {
+    let mut voice = TurnVoice {
         t0_unix_ns: t0,
         transcription,
         model_start_ms,
@@ -585,7 +604,98 @@ fn breakdown(state: &VoiceState, turn_t0: u64) -> TurnVoice {
         speech,
         speech_not_listed: state.speech_not_listed,
         first_audible_ms,
-        segments,
+        user_speech_end_ms: None,
+        heard_ms: None,
+        voice_to_voice_ms: None,
+        segments: Vec::new(),
+    };
+    voice.segments = voice.chain();
+    voice
+}
+
+/// What the browser probe joined to one voice request: the request's t0 and its browser section.
+pub type VoiceBrowser = (u64, crate::browser::BrowserTimeline);
+
+/// The name of the probe mark that says when the user stopped speaking.
+pub const USER_SPEECH_END: &str = "user_speech_end";
+
+impl TurnVoice {
+    /// The chain of waits, each stage from the end of the last known one.
+    fn chain(&self) -> Vec<VoiceSegment> {
+        let first_speech = self.speech.first();
+        let mut points: Vec<(VoiceSegmentKind, Option<f64>)> = Vec::new();
+        if let Some(t) = &self.transcription {
+            if self.user_speech_end_ms.is_some() {
+                points.push((VoiceSegmentKind::AfterSpeech, Some(0.0)));
+            }
+            points.push((VoiceSegmentKind::Upload, t.upload_end_ms));
+            points.push((VoiceSegmentKind::Transcription, t.transcript_done_ms));
+        }
+        points.push((VoiceSegmentKind::ToModel, self.model_start_ms));
+        points.push((VoiceSegmentKind::FirstToken, self.first_answer_token_ms));
+        points.push((VoiceSegmentKind::ToSpeech, first_speech.map(|s| s.start_ms)));
+        points.push((VoiceSegmentKind::SpeechFirstByte, first_speech.and_then(|s| s.first_audio_ms)));
+        points.push((VoiceSegmentKind::LeadingSilence, first_speech.and_then(|s| s.first_audible_ms)));
+        points.push((VoiceSegmentKind::Playout, first_speech.and_then(|s| s.playout.as_ref()).map(|p| p.heard_ms)));
+        let mut segments = Vec::new();
+        let mut last = match (&self.transcription, self.user_speech_end_ms) {
+            (Some(_), Some(end)) => Some(end.min(0.0)),
+            (Some(_), None) => Some(0.0),
+            (None, _) => self.model_start_ms,
+        };
+        for (kind, end) in points {
+            let (Some(start), Some(end)) = (last, end) else { continue };
+            if kind == VoiceSegmentKind::ToModel && self.transcription.is_none() {
+                continue;
+            }
+            segments.push(VoiceSegment { kind, start_ms: start, end_ms: end.max(start) });
+            last = Some(end.max(start));
+        }
+        segments
+    }
+
+    /// Adds what the browser probe saw: the end of speech (the `user_speech_end` mark joined to the
+    /// transcription request) and each answer's playback (joined to its speech request), then
+    /// rebuilds the chain. `browser_of` looks a voice request's browser section up by request id.
+    /// Returns whether anything changed.
+    pub fn apply_browser(&mut self, browser_of: impl Fn(&str) -> Option<VoiceBrowser>) -> bool {
+        let before = self.clone();
+        let t0 = self.t0_unix_ns;
+        // A time of a request whose own t0 is `request_t0`, as ms since this voice part's t0.
+        let here = |request_t0: u64, ms: f64| (request_t0 as f64 - t0 as f64) / 1e6 + ms;
+        self.user_speech_end_ms = self.transcription.as_ref().and_then(|t| {
+            let (request_t0, browser) = browser_of(&t.request_id)?;
+            let mark = browser.marks.iter().rev().find(|m| m.name == USER_SPEECH_END)?;
+            Some(here(request_t0, mark.t_ms))
+        });
+        for stage in &mut self.speech {
+            stage.playout = browser_of(&stage.request_id).and_then(|(request_t0, browser)| {
+                let uncertainty = browser.clock.as_ref().map(|c| c.uncertainty_ms);
+                let audio = browser.audio.iter().min_by(|a, b| a.audible_ms.total_cmp(&b.audible_ms))?;
+                let started_ms = here(request_t0, audio.audible_ms);
+                Some(SpeechPlayout {
+                    started_ms,
+                    heard_ms: started_ms + stage.leading_silence_ms.unwrap_or(0.0),
+                    end_ms: browser
+                        .audio
+                        .iter()
+                        .filter_map(|a| a.end_ms)
+                        .max_by(f64::total_cmp)
+                        .map(|e| here(request_t0, e)),
+                    underruns: browser.audio.iter().map(|a| a.underruns).sum(),
+                    starved_ms: browser.audio.iter().map(|a| a.starved_ms).sum(),
+                    interrupted: browser.audio.iter().any(|a| a.interrupted),
+                    clock_uncertainty_ms: uncertainty,
+                })
+            });
+        }
+        self.heard_ms = self.speech.first().and_then(|s| s.playout.as_ref()).map(|p| p.heard_ms);
+        self.voice_to_voice_ms = match (self.user_speech_end_ms, self.heard_ms) {
+            (Some(end), Some(heard)) => Some((heard - end).max(0.0)),
+            _ => None,
+        };
+        self.segments = self.chain();
+        *self != before
     }
 }
 
@@ -680,6 +790,90 @@ mod tests {
         assert_eq!(voice.segments.last().unwrap().end_ms, 1_020.0);
         assert_eq!(v.counters().transcriptions_linked, 1);
         assert_eq!(v.counters().speech_linked, 2);
+    }
+
+    fn browser(marks: &[(&str, f64)], audio: &[(f64, Option<f64>, u64, f64, bool)]) -> crate::browser::BrowserTimeline {
+        use crate::browser::timeline::{BrowserAudio, BrowserClock, BrowserMark};
+        let mut b: crate::browser::BrowserTimeline = serde_json::from_value(serde_json::json!({
+            "probe_span_id": "b7ad6b7169203331", "marks": [], "chunks": [], "long_frames": [], "audio": [],
+            "browser_bytes": 0, "bytes_match": true, "painted_chars": 0, "answer_chars": 0,
+            "chunks_dropped": 0, "paints_dropped": 0
+        }))
+        .unwrap();
+        b.clock = Some(BrowserClock { offset_ms: 0.5, uncertainty_ms: 0.25, samples: 5 });
+        b.marks = marks.iter().map(|(n, t)| BrowserMark { name: (*n).into(), t_ms: *t }).collect();
+        b.audio = audio
+            .iter()
+            .map(|&(audible_ms, end_ms, underruns, starved_ms, interrupted)| BrowserAudio {
+                kind: "audio_context".into(),
+                audible_ms,
+                output_latency_ms: None,
+                end_ms,
+                underruns,
+                starved_ms,
+                interrupted,
+                scheduled_audio_ms: None,
+            })
+            .collect();
+        b
+    }
+
+    #[test]
+    fn the_browser_adds_end_of_speech_and_playout_to_the_chain() {
+        let mut v = VoiceLinker::default();
+        v.observe(transcription("stt", 0, "What is the weather in Paris?"));
+        let answer = TextHashes::of("It is sunny in Paris. Highs of 21 degrees.");
+        v.on_model_call(&call("turn-1", 350, "What is the weather in Paris?", &answer));
+        v.observe(speech("tts-1", 700, "It is sunny in Paris."));
+        v.observe(speech("tts-2", 900, "Highs of 21 degrees."));
+        let mut voice = v.voice_of("turn-1", T + 350 * MS).unwrap();
+        let without = voice.clone();
+        assert!(!voice.apply_browser(|_| None), "nothing joined, nothing changes");
+        // The user stopped speaking 180 ms before the upload started (the mark is before the
+        // transcription's t0). The first answer's request started at 700 ms; on the wire its first
+        // audible sample is at 320 ms of it; the page started playing it at 410 ms of it, so its
+        // first audible sample (200 ms of leading silence) was heard at 610 ms of it. It ran dry
+        // twice and was cut off; the second played out.
+        let lookup = |id: &str| match id {
+            "stt" => Some((T, browser(&[("user_send", -500.0), (USER_SPEECH_END, -180.0)], &[]))),
+            "tts-1" => Some((T + 700 * MS, browser(&[], &[(410.0, Some(2_000.0), 2, 130.0, true)]))),
+            "tts-2" => Some((T + 900 * MS, browser(&[], &[(900.0, Some(2_800.0), 0, 0.0, false)]))),
+            _ => None,
+        };
+        assert!(voice.apply_browser(lookup));
+        assert_eq!(voice.user_speech_end_ms, Some(-180.0));
+        assert_eq!(voice.heard_ms, Some(1_310.0));
+        assert_eq!(voice.voice_to_voice_ms, Some(1_490.0));
+        let first = voice.speech[0].playout.as_ref().unwrap();
+        assert_eq!(first.started_ms, 1_110.0);
+        assert_eq!((first.underruns, first.starved_ms, first.interrupted), (2, 130.0, true));
+        assert_eq!((first.end_ms, first.clock_uncertainty_ms), (Some(2_700.0), Some(0.25)));
+        assert!(!voice.speech[1].playout.as_ref().unwrap().interrupted);
+        use VoiceSegmentKind::*;
+        let kinds: Vec<_> = voice.segments.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                AfterSpeech,
+                Upload,
+                Transcription,
+                ToModel,
+                FirstToken,
+                ToSpeech,
+                SpeechFirstByte,
+                LeadingSilence,
+                Playout
+            ]
+        );
+        assert_eq!((voice.segments[0].start_ms, voice.segments[0].end_ms), (-180.0, 0.0));
+        for w in voice.segments.windows(2) {
+            assert_eq!(w[0].end_ms, w[1].start_ms);
+        }
+        let last = voice.segments.last().unwrap();
+        assert_eq!((last.start_ms, last.end_ms), (1_020.0, 1_310.0));
+        // The same join again changes nothing; and the wire part is as before.
+        assert!(!voice.apply_browser(lookup));
+        assert_eq!(voice.segments[1..8], without.segments[..]);
     }
 
     #[test]

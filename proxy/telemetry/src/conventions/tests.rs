@@ -416,6 +416,36 @@ fn browser_spans_continue_the_trace_from_the_probe() {
 }
 
 #[test]
+fn each_playback_the_page_heard_is_a_playout_span() {
+    let mut json = record_json();
+    json["browser"] = serde_json::json!({
+        "probe_span_id": "00f067aa0ba902b7", "marks": [], "fetch_start_ms": -5.0, "fetch_end_ms": 300.0,
+        "clock": {"offset_ms": 0.1, "uncertainty_ms": 0.4, "samples": 5},
+        "chunks": [], "long_frames": [],
+        "audio": [
+            {"kind": "audio_context", "audible_ms": 350.0, "end_ms": 2350.0, "underruns": 2, "starved_ms": 120.5, "interrupted": true},
+            {"kind": "media_element", "audible_ms": 400.0, "underruns": 0, "starved_ms": 0.0}
+        ],
+        "browser_bytes": 10, "bytes_match": true, "painted_chars": 0, "answer_chars": 0,
+        "chunks_dropped": 0, "paints_dropped": 0
+    });
+    let spans = browser_spans(&record(json), &SpanOptions::default());
+    let playouts: Vec<_> = spans.iter().filter(|s| s.name == "playout").collect();
+    assert_eq!(playouts.len(), 2);
+    let (first, second) = (playouts[0], playouts[1]);
+    assert_eq!(first.parent_span_id, Some(spans[0].span_id), "under the page's fetch span");
+    assert_ne!(first.span_id, second.span_id);
+    assert_eq!((first.start_unix_ns, first.end_unix_ns), (ms(350), ms(2350)));
+    assert_eq!(first.attribute(attr::VOICE_OBSERVED_UNDERRUNS), Some(&AttrValue::Int(2)));
+    assert_eq!(first.attribute(attr::VOICE_OBSERVED_STARVED_MS), Some(&AttrValue::F64(120.5)));
+    assert_eq!(first.attribute(attr::VOICE_INTERRUPTED), Some(&AttrValue::Bool(true)));
+    assert_eq!(first.attribute(attr::BROWSER_CLOCK_UNCERTAINTY_MS), Some(&AttrValue::F64(0.4)));
+    // The end not known when the page reported: a span of no length at the first sound.
+    assert_eq!((second.start_unix_ns, second.end_unix_ns), (ms(400), ms(400)));
+    assert_eq!(second.attribute(attr::VOICE_INTERRUPTED), Some(&AttrValue::Bool(false)));
+}
+
+#[test]
 fn the_rebuffering_verdict_is_a_span_attribute_and_a_metric() {
     let mut r = record(record_json());
     r.diagnosis = tokentap_record::diagnosis::diagnose(&r);

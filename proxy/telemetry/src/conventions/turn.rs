@@ -98,6 +98,14 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
     spans
 }
 
+/// A voice turn's end-of-speech to heard time, once the browser joined both ends (observed once
+/// per turn by the caller: when the turn first gets it).
+pub fn voice_turn_observations(turn: &TurnRecord) -> Vec<Observation> {
+    let Some(v) = turn.voice.as_ref().and_then(|v| v.voice_to_voice_ms) else { return Vec::new() };
+    let labels: Labels = vec![(attr::ROUTE, label(&turn.route))];
+    vec![Observation { metric: MetricId::VoiceToVoice, labels, value: v / 1e3 }]
+}
+
 /// The turn's metric observations. Durations of agent turns only (turns with tool calls) go to
 /// `gen_ai.invoke_agent.duration`; every turn feeds the `tokentap.turn.*` histograms.
 pub fn turn_observations(turn: &TurnRecord) -> Vec<Observation> {

@@ -1,0 +1,230 @@
+//! The voice demo page in headless Chromium, with a WAV file of real speech (made by espeak-ng) as
+//! the microphone: the page detects the end of speech itself, sends the recording to speech to
+//! text, the transcript to the model and each sentence of the answer to text to speech, all
+//! through tokentap to the mock, and plays the answer through an AudioContext with the probe
+//! watching. tokentap joins the three kinds of request and the probe's reports into one voice
+//! turn, from the end of speech to the answer heard.
+//!
+//! The checks are orderings, the mock's configured leading silence (a property of the audio, not
+//! of the machine's speed), and counts; never how fast anything was.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tokentap_e2e::browser::{run_dashboard, run_page, PageRun, Reports};
+use tokentap_e2e::{Mock, Tokentap};
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// espeak-ng's speech with 300 ms of silence before it and 2 s after it (Chromium loops the file:
+/// the trailing silence lets the page's end-of-speech detection fire before the speech repeats).
+fn speech_wav(dir: &Path) -> PathBuf {
+    let raw = dir.join("espeak.wav");
+    let status = Command::new("espeak-ng")
+        .args(["-w", raw.to_str().unwrap(), "What is the weather in Paris today?"])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run espeak-ng (scripts/setup.sh test installs it): {e}"));
+    assert!(status.success(), "espeak-ng failed");
+    let bytes = std::fs::read(&raw).unwrap();
+    let (format, data) = wav_chunks(&bytes);
+    let rate = u32::from_le_bytes(format[4..8].try_into().unwrap()) as usize;
+    let block = u16::from_le_bytes(format[12..14].try_into().unwrap()) as usize;
+    let silence = |ms: usize| vec![0u8; rate * ms / 1000 * block];
+    let mut samples = silence(300);
+    samples.extend_from_slice(data);
+    samples.extend(silence(2_000));
+    let mut out = Vec::new();
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + samples.len() as u32).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&(format.len() as u32).to_le_bytes());
+    out.extend_from_slice(format);
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&(samples.len() as u32).to_le_bytes());
+    out.extend_from_slice(&samples);
+    let path = dir.join("speech.wav");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// The `fmt ` and `data` chunks of a RIFF/WAVE file.
+fn wav_chunks(bytes: &[u8]) -> (&[u8], &[u8]) {
+    assert_eq!(&bytes[0..4], b"RIFF");
+    assert_eq!(&bytes[8..12], b"WAVE");
+    let (mut format, mut data) = (None, None);
+    let mut at = 12;
+    while at + 8 <= bytes.len() {
+        let size = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+        let body = &bytes[at + 8..(at + 8 + size).min(bytes.len())];
+        match &bytes[at..at + 4] {
+            b"fmt " => format = Some(body),
+            b"data" => data = Some(body),
+            _ => {}
+        }
+        at += 8 + size + size % 2;
+    }
+    (format.expect("fmt chunk"), data.expect("data chunk"))
+}
+
+/// Runs one voice turn on the page and returns what the page resolved with (the turn as the admin
+/// API served it, once the browser's playback had joined it).
+fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Tokentap, Mock) {
+    let mock = Mock::start(&["--ttft-ms", "40", "--itl-ms", "5", "--tokens", "24"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    std::fs::write(&config, "demo_page = true\n").unwrap();
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+    let wav = speech_wav(dir.path());
+    let headers: serde_json::Map<String, Value> =
+        mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
+    let query: String = url_encode(&Value::Object(headers).to_string());
+    let run = PageRun {
+        origin: format!("http://{}", tokentap.addr),
+        path: format!("/_tokentap/demo/voice/?auto=1&talk_ms=6000&mock={query}{extra_query}"),
+        page_file: None,
+        probe_fallback: false,
+        // The transcription, the model call and at least one speech request report.
+        reports: 3,
+        report_mode: Reports::Observe,
+        timeout_ms: 60_000,
+        result_expr: None,
+        chromium_args: vec![
+            "--use-fake-ui-for-media-stream".into(),
+            "--use-fake-device-for-media-stream".into(),
+            format!("--use-file-for-fake-audio-capture={}", wav.display()),
+        ],
+    };
+    let out = run_page(&run);
+    assert!(out["error"].is_null(), "browser run failed: {out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let result = out["result"].clone();
+    assert!(result["error"].is_null(), "the page failed: {out:#}");
+    assert!(!result["turn"].is_null(), "the page never got its turn: {out:#}");
+    assert!(out["report_answers"].as_array().unwrap().iter().all(|a| a["status"] == 202), "{out:#}");
+    (result, tokentap, mock)
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_spoken_question_is_one_voice_turn_from_the_end_of_speech_to_the_answer_heard() {
+    // Each answer opens with 300 ms of silence and arrives five times faster than it plays.
+    let (result, tokentap, _mock) =
+        voice_turn(&[("x-mock-tts-silence-ms", "300"), ("x-mock-tts-audio-ms", "700"), ("x-mock-tts-rtf", "0.2")], "");
+    let turn = &result["turn"];
+    let voice = &turn["voice"];
+    assert!(!result["transcript"].as_str().unwrap().is_empty(), "{result}");
+    // One trace for the whole turn: every voice request joined by it.
+    assert_eq!(voice["transcription"]["link"], "trace_id", "{voice:#}");
+    let speech = voice["speech"].as_array().unwrap();
+    assert!(!speech.is_empty(), "{voice:#}");
+    assert!(speech.iter().all(|s| s["link"] == "trace_id"), "{voice:#}");
+
+    // Every stage is present, in order, contiguous, from the end of speech to the answer heard.
+    let kinds: Vec<&str> = voice["segments"].as_array().unwrap().iter().map(|s| s["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "after_speech",
+            "upload",
+            "transcription",
+            "to_model",
+            "first_token",
+            "to_speech",
+            "speech_first_byte",
+            "leading_silence",
+            "playout"
+        ],
+        "{voice:#}"
+    );
+    let segments = voice["segments"].as_array().unwrap();
+    for pair in segments.windows(2) {
+        assert_eq!(pair[0]["end_ms"], pair[1]["start_ms"], "{voice:#}");
+    }
+    let speech_end = f(&voice["user_speech_end_ms"]);
+    assert!(speech_end <= 0.0, "the end of speech comes before the upload starts: {voice:#}");
+    assert_eq!(f(&segments[0]["start_ms"]), speech_end);
+    let heard = f(&voice["heard_ms"]);
+    assert_eq!(f(&segments.last().unwrap()["end_ms"]), heard.max(f(&segments[7]["end_ms"])));
+    assert!((f(&voice["voice_to_voice_ms"]) - (heard - speech_end)).abs() < 1e-6, "{voice:#}");
+    assert!(heard > f(&voice["first_answer_token_ms"]), "{voice:#}");
+
+    // The mock's 300 ms of leading silence: first audible − first byte on the wire (the onset rule
+    // resolves 10 ms windows), and the same silence between playback start and heard in the page.
+    let first = &speech[0];
+    let silence = f(&first["leading_silence_ms"]);
+    assert!((290.0..=310.0).contains(&silence), "leading silence {silence}: {first:#}");
+    let wire_gap = f(&first["first_audible_ms"]) - f(&first["first_audio_ms"]);
+    assert!((silence - 1.0..=silence + 15.0).contains(&wire_gap), "first audible − first byte {wire_gap}: {first:#}");
+    let playout = &first["playout"];
+    assert!((f(&playout["heard_ms"]) - f(&playout["started_ms"]) - silence).abs() < 1e-6, "{playout:#}");
+    assert!(f(&playout["started_ms"]) > f(&first["first_audio_ms"]), "played after it arrived: {first:#}");
+    assert_eq!(playout["interrupted"], false, "{playout:#}");
+    assert_eq!(first["predicted_underruns"], 0, "{first:#}");
+    assert_eq!(playout["underruns"], 0, "{playout:#}");
+    assert_eq!(result["interrupted"], false);
+
+    // The dashboard's turn page draws the voice lanes.
+    let turn_id = turn["turn_id"].as_str().unwrap();
+    let out =
+        run_dashboard(&serde_json::json!({ "admin": format!("http://{}", tokentap.admin), "turn_ids": [turn_id] }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let page = &out["turn_pages"][turn_id];
+    let lanes: Vec<&str> = page["voice_lanes"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    for lane in ["after_speech", "playout", "speech_end", "transcription", "model", "speech", "played"] {
+        assert!(lanes.contains(&lane), "no {lane} lane: {page:#}");
+    }
+    assert!(page["voice_cards"][0].as_str().unwrap().contains(" ms"), "voice to voice shown: {page:#}");
+}
+
+#[test]
+fn speech_slower_than_real_time_runs_dry_as_predicted_and_as_heard() {
+    // 1.5 s of audio delivered at half real-time speed, in 100 ms chunks.
+    let (result, _tokentap, _mock) = voice_turn(
+        &[
+            ("x-mock-tts-silence-ms", "100"),
+            ("x-mock-tts-audio-ms", "1500"),
+            ("x-mock-tts-rtf", "2"),
+            ("x-mock-tts-chunk-ms", "100"),
+        ],
+        "",
+    );
+    let speech = result["turn"]["voice"]["speech"].as_array().unwrap().clone();
+    let first = &speech[0];
+    assert!(f(&first["real_time_factor"]) > 1.5, "{first:#}");
+    assert!(first["predicted_underruns"].as_u64().unwrap() > 0, "tokentap predicts underruns: {first:#}");
+    assert!(f(&first["predicted_starved_ms"]) > 0.0, "{first:#}");
+    let playout = &first["playout"];
+    assert!(playout["underruns"].as_u64().unwrap() > 0, "the page heard it run dry: {first:#}");
+    assert!(f(&playout["starved_ms"]) > 0.0, "{playout:#}");
+}
+
+#[test]
+fn barge_in_is_recorded_as_an_interrupted_playback() {
+    // The user interrupts 150 ms into the first answer's 2 s of audio (which arrived long before).
+    let (result, _tokentap, _mock) = voice_turn(
+        &[("x-mock-tts-silence-ms", "50"), ("x-mock-tts-audio-ms", "2000"), ("x-mock-tts-rtf", "0.1")],
+        "&interrupt_ms=150",
+    );
+    assert_eq!(result["interrupted"], true, "{result}");
+    let first = &result["turn"]["voice"]["speech"][0];
+    let playout = &first["playout"];
+    assert_eq!(playout["interrupted"], true, "{first:#}");
+    let (started, end) = (f(&playout["started_ms"]), f(&playout["end_ms"]));
+    assert!(end > started, "{playout:#}");
+    assert!(end - started < f(&first["audio_ms"]), "stopped before its end: {first:#}");
+}
