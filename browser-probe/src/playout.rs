@@ -168,7 +168,8 @@ impl Playout {
 
     /// Until when this playback holds its turn's report: its end (known or scheduled), or, for a
     /// media element whose end is not known yet, [`MAX_PLAYOUT_WAIT_MS`] after it was heard.
-    /// `None` when it never started (nothing to wait for).
+    /// `None` when there is nothing to wait for: it never started, or it is an AudioContext
+    /// playback known only by `trackAudio` (no scheduled buffers, so no end).
     pub fn busy_until(&self) -> Option<f64> {
         if let Some(end) = self.ended_ms.or(self.interrupted_ms) {
             return Some(end);
@@ -176,7 +177,12 @@ impl Playout {
         if let Some(end) = self.expected_end_ms {
             return Some(end);
         }
-        self.audible_ms.map(|t| t + MAX_PLAYOUT_WAIT_MS)
+        match self.kind {
+            // A media element says when it ends (or pauses).
+            AudioKind::MediaElement => self.audible_ms.map(|t| t + MAX_PLAYOUT_WAIT_MS),
+            // A context the app schedules nothing on through the probe has no end to wait for.
+            AudioKind::AudioContext => None,
+        }
     }
 }
 
@@ -270,6 +276,14 @@ mod tests {
         assert_eq!(p.output_latency_ms, Some(12.0));
         p.ended(1500.0);
         assert_eq!(p.ended_ms, None, "the first stop wins");
+    }
+
+    #[test]
+    fn a_context_known_only_by_its_first_sound_holds_nothing() {
+        let mut p = Playout::new(AudioKind::AudioContext);
+        p.heard(1000.0, None);
+        assert_eq!(p.busy_until(), None);
+        assert_eq!(p.end_ms(5000.0), None);
     }
 
     #[test]
