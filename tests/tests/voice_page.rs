@@ -126,6 +126,9 @@ fn a_spoken_question_is_one_voice_turn_from_the_end_of_speech_to_the_answer_hear
         voice_turn(&[("x-mock-tts-silence-ms", "300"), ("x-mock-tts-audio-ms", "700"), ("x-mock-tts-rtf", "0.2")], "");
     let turn = &result["turn"];
     let voice = &turn["voice"];
+    // Shown with --no-capture: the breakdown this run measured.
+    eprintln!("voice turn segments: {}", voice["segments"]);
+    eprintln!("voice to voice: {} ms; first speech: {}", voice["voice_to_voice_ms"], voice["speech"][0]);
     assert!(!result["transcript"].as_str().unwrap().is_empty(), "{result}");
     // One trace for the whole turn: every voice request joined by it.
     assert_eq!(voice["transcription"]["link"], "trace_id", "{voice:#}");
