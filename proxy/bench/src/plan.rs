@@ -101,12 +101,12 @@ mod tests {
     #[test]
     fn cells_are_the_cross_product_in_run_order() {
         let c = config(&["--concurrency", "1,4", "--output-tokens", "64,512,2048", "--prompt-tokens", "128,1024"]);
-        let cells = cells(&c);
-        assert_eq!(cells.len(), 2 * 3 * 2);
-        assert_eq!(cells[0], Cell { index: 0, load: Load::Concurrency(1), output_tokens: 64, prompt_tokens: 128 });
-        assert_eq!(cells[1].load, Load::Concurrency(4));
-        assert_eq!(cells[2].output_tokens, 512);
-        assert_eq!(cells[11], Cell { index: 11, load: Load::Concurrency(4), output_tokens: 2048, prompt_tokens: 1024 });
+        let list = cells(&c);
+        assert_eq!(list.len(), 2 * 3 * 2);
+        assert_eq!(list[0], Cell { index: 0, load: Load::Concurrency(1), output_tokens: 64, prompt_tokens: 128 });
+        assert_eq!(list[1].load, Load::Concurrency(4));
+        assert_eq!(list[2].output_tokens, 512);
+        assert_eq!(list[11], Cell { index: 11, load: Load::Concurrency(4), output_tokens: 2048, prompt_tokens: 1024 });
         assert_eq!(planned_requests(&c), 3 + 12 * 20);
         let c = config(&["--rate", "2,5", "--output-tokens", "64", "--requests", "7", "--warmup", "0"]);
         assert_eq!(planned_requests(&c), 14);

@@ -171,14 +171,14 @@ mod tests {
             "--header",
             "Authorization: Bearer sk-1",
             "--header",
-            "x-mock-tokens: 5",
+            "x-mock-ttft-ms: 5",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
         let command = reproduce_command(&args, 99);
         assert!(!command.contains("sk-1"), "{command}");
-        assert!(command.contains("'x-mock-tokens: 5'"));
+        assert!(command.contains("'x-mock-ttft-ms: 5'"));
         assert!(command.ends_with("--seed 99"));
         let with_seed: Vec<String> = ["tokentap", "bench", "--seed", "5"].iter().map(|s| s.to_string()).collect();
         assert_eq!(reproduce_command(&with_seed, 99), "tokentap bench --seed 5");
