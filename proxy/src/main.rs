@@ -178,7 +178,7 @@ impl ServeArgs {
 /// keys, cookies): capped at `info` whatever `TOKENTAP_LOG` asks for.
 const HEAD_LOGGING_CRATES: &[&str] = &["pingora", "pingora_core", "pingora_proxy", "pingora_http", "h2", "hyper"];
 
-fn init_logging(default_filter: &str) -> anyhow::Result<()> {
+fn init_logging(default_filter: &str, head_crates_cap: &str) -> anyhow::Result<()> {
     // Logs go to stderr. They never contain header values or bodies (see forward/privacy.rs).
     let mut filter = match std::env::var("TOKENTAP_LOG") {
         Ok(text) => tracing_subscriber::EnvFilter::try_new(&text).with_context(|| {
@@ -187,7 +187,7 @@ fn init_logging(default_filter: &str) -> anyhow::Result<()> {
         Err(_) => tracing_subscriber::EnvFilter::new(default_filter),
     };
     for name in HEAD_LOGGING_CRATES {
-        filter = filter.add_directive(format!("{name}=info").parse().context("built-in log directive")?);
+        filter = filter.add_directive(format!("{name}={head_crates_cap}").parse().context("built-in log directive")?);
     }
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     Ok(())
@@ -437,7 +437,11 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The bench draws progress on stderr: only warnings from the embedded tokentap.
     let is_bench = matches!(cli.command, Some(Command::Bench(_)));
-    init_logging(if is_bench { "warn" } else { "warn,tokentap=info" })?;
+    if is_bench {
+        init_logging("warn", "warn")?;
+    } else {
+        init_logging("warn,tokentap=info", "info")?;
+    }
     match cli.command {
         None => serve(&cli.serve),
         Some(Command::Serve(args)) => serve(&args),
