@@ -213,7 +213,6 @@ impl Client {
                 self.give_back(sender);
             }
         }
-        let _ = t_headers;
         out.analysis = Some(analysis);
         out
     }

@@ -104,10 +104,15 @@ pub fn render(r: &BenchResults, records: &[RequestRecord]) -> String {
     out
 }
 
+/// Output and prompt lengths of a group of cells.
+type Lengths = (u32, u64);
+/// (concurrency, p50, p95).
+type Percentiles = (f64, f64, f64);
+
 /// p50 (solid) and p95 (dashed) of TTFT or TPOT against concurrency, one pair per output and
 /// prompt length.
 fn percentile_series(r: &BenchResults, metric: &str) -> Vec<Series> {
-    let mut groups: Vec<((u32, u64), Vec<(f64, f64, f64)>)> = Vec::new();
+    let mut groups: Vec<(Lengths, Vec<Percentiles>)> = Vec::new();
     for c in &r.cells {
         let Load::Concurrency(users) = c.cell.load else { continue };
         let d = if metric == "ttft" { &c.stats.ttft_answer_ms } else { &c.stats.tpot_ms };

@@ -65,9 +65,12 @@ fn concurrency(cell: &Cell) -> Option<u32> {
     }
 }
 
+/// Output and prompt lengths of a group of cells.
+type Lengths = (u32, u64);
+
 /// Closed-loop groups of the same lengths, each sorted by concurrency (two levels at least).
 fn concurrency_groups<'a>(cells: &[(&'a Cell, &'a CellStats)]) -> Vec<(String, Vec<(u32, &'a CellStats)>)> {
-    let mut groups: Vec<((u32, u64), Vec<(u32, &CellStats)>)> = Vec::new();
+    let mut groups: Vec<(Lengths, Vec<(u32, &CellStats)>)> = Vec::new();
     for (cell, stats) in cells {
         let Some(c) = concurrency(cell) else { continue };
         let key = (cell.output_tokens, cell.prompt_tokens);
