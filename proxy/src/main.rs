@@ -33,7 +33,7 @@ enum Command {
     Explain(ExplainArgs),
     /// Load-test a streaming LLM endpoint (a concurrency or rate sweep × output × prompt lengths)
     /// and write the report; `bench compare A.json B.json` compares two runs.
-    Bench(BenchCommand),
+    Bench(Box<BenchCommand>),
 }
 
 #[derive(Args, Debug, Clone)]
