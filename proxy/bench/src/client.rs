@@ -22,6 +22,12 @@ use tokio_rustls::rustls;
 use crate::config::{BenchConfig, Target};
 use crate::record::{stream_failure, truncate, Failure, FailureKind};
 
+/// A kept-alive connection idle longer than this is closed rather than reused. Servers close idle
+/// connections on their own clock (cpp-httplib, which llama.cpp uses, after 5 s; many proxies after
+/// 5–60 s), and a request written into a connection the server is closing fails although the
+/// server never saw it: since nothing is retried, the bench avoids the race instead.
+const IDLE_REUSE_LIMIT: Duration = Duration::from_secs(2);
+
 /// The most of a non-2xx body read for the failure's detail.
 const ERROR_BODY_BYTES: usize = 16 * 1024;
 
@@ -43,9 +49,11 @@ pub(crate) struct Client {
     provider_hint: &'static str,
     headers: http::HeaderMap,
     tls: Option<tokio_rustls::TlsConnector>,
-    idle: Mutex<Vec<SendRequest<Full<Bytes>>>>,
+    /// Kept-alive connections and since when they are idle.
+    idle: Mutex<Vec<(SendRequest<Full<Bytes>>, Instant)>>,
     timeout: Duration,
     max_response_bytes: u64,
+    fresh_connections: bool,
 }
 
 impl Client {
@@ -90,6 +98,7 @@ impl Client {
             idle: Mutex::new(Vec::new()),
             timeout: config.timeout,
             max_response_bytes: config.max_response_bytes,
+            fresh_connections: config.fresh_connections,
         }))
     }
 
@@ -105,8 +114,8 @@ impl Client {
         let fail = |out: &mut Exchange, kind, detail: String| {
             out.failure = Some(Failure { kind, detail: truncate(&detail, 300) });
         };
-        let mut sender = match tokio::time::timeout_at(deadline, self.connection()).await {
-            Ok(Ok(sender)) => sender,
+        let (mut sender, reused) = match tokio::time::timeout_at(deadline, self.connection()).await {
+            Ok(Ok(pair)) => pair,
             Ok(Err(e)) => {
                 fail(&mut out, FailureKind::Connect, e.to_string());
                 return out;
@@ -129,7 +138,11 @@ impl Client {
         let response = match tokio::time::timeout_at(deadline, sender.send_request(request)).await {
             Ok(Ok(response)) => response,
             Ok(Err(e)) => {
-                fail(&mut out, FailureKind::Transport, e.to_string());
+                // A kept-alive connection the server closed as the request went out: the server
+                // did not answer it. Counted as its own kind (never retried); `--fresh-connections`
+                // avoids it with servers that close connections after a streamed response.
+                let kind = if reused { FailureKind::StaleConnection } else { FailureKind::Transport };
+                fail(&mut out, kind, e.to_string());
                 return out;
             }
             Err(_) => {
@@ -144,6 +157,8 @@ impl Client {
         out.tokentap_request_id = header("x-tokentap-request-id");
         out.server_header = header("server");
         let content_type = header("content-type");
+        // The server's last response on this connection: do not reuse it.
+        let server_closes = header("connection").is_some_and(|v| v.to_ascii_lowercase().contains("close"));
         let mut body = response.into_body();
         if !(200..300).contains(&status) {
             let mut text = Vec::new();
@@ -209,7 +224,7 @@ impl Client {
         });
         if complete {
             out.failure = stream_failure(&analysis);
-            if out.failure.is_none() {
+            if out.failure.is_none() && !server_closes {
                 self.give_back(sender);
             }
         }
@@ -217,14 +232,14 @@ impl Client {
         out
     }
 
-    /// An idle kept-alive connection, else a new one.
-    async fn connection(&self) -> Result<SendRequest<Full<Bytes>>, ClientError> {
+    /// An idle kept-alive connection (true), else a new one (false).
+    async fn connection(&self) -> Result<(SendRequest<Full<Bytes>>, bool), ClientError> {
         loop {
             let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
             match idle {
-                Some(mut sender) => {
-                    if !sender.is_closed() && sender.ready().await.is_ok() {
-                        return Ok(sender);
+                Some((mut sender, idle_since)) => {
+                    if idle_since.elapsed() < IDLE_REUSE_LIMIT && !sender.is_closed() && sender.ready().await.is_ok() {
+                        return Ok((sender, true));
                     }
                 }
                 None => break,
@@ -234,8 +249,8 @@ impl Client {
             .await
             .map_err(|e| ClientError::Connect(format!("{}:{}: {e}", self.target.host, self.target.port)))?;
         let _ = stream.set_nodelay(true);
-        match &self.tls {
-            None => handshake(stream).await,
+        let sender = match &self.tls {
+            None => handshake(stream).await?,
             Some(connector) => {
                 let name = rustls::pki_types::ServerName::try_from(self.target.host.clone())
                     .map_err(|e| ClientError::Connect(format!("{}: {e}", self.target.host)))?;
@@ -243,14 +258,18 @@ impl Client {
                     .connect(name, stream)
                     .await
                     .map_err(|e| ClientError::Connect(format!("TLS with {}: {e}", self.target.host)))?;
-                handshake(tls).await
+                handshake(tls).await?
             }
-        }
+        };
+        Ok((sender, false))
     }
 
     fn give_back(&self, sender: SendRequest<Full<Bytes>>) {
+        if self.fresh_connections {
+            return;
+        }
         if let Ok(mut idle) = self.idle.lock() {
-            idle.push(sender);
+            idle.push((sender, Instant::now()));
         }
     }
 }

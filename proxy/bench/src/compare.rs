@@ -154,6 +154,7 @@ mod tests {
                 ignore_eos: false,
                 slo: Slo::default(),
                 timeout_s: 300.0,
+                fresh_connections: false,
                 seed,
                 extra_headers: vec![],
             },

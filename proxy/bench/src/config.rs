@@ -111,6 +111,10 @@ pub struct BenchArgs {
     /// Write the report: HTML when the name ends in .html, else markdown.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Open a new connection for every request instead of reusing kept-alive ones (for servers that
+    /// close a connection after a streamed response without saying so, such as llama.cpp's).
+    #[arg(long)]
+    pub fresh_connections: bool,
     /// Send straight to the target, without the embedded tokentap.
     #[arg(long)]
     pub direct: bool,
@@ -288,6 +292,7 @@ pub struct BenchConfig {
     pub slo: Slo,
     pub timeout: Duration,
     pub max_response_bytes: u64,
+    pub fresh_connections: bool,
     pub seed: u64,
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
     pub json: Option<PathBuf>,
@@ -374,6 +379,7 @@ impl BenchArgs {
             slo: self.slo.as_deref().map(Slo::parse).transpose()?.unwrap_or_default(),
             timeout: self.timeout.into(),
             max_response_bytes: self.max_response_bytes,
+            fresh_connections: self.fresh_connections,
             seed,
             headers,
             json: self.json.clone(),

@@ -12,6 +12,8 @@ pub enum FailureKind {
     Connect,
     /// The request could not be written or the response head not read.
     Transport,
+    /// A reused kept-alive connection turned out closed by the server as the request went out.
+    StaleConnection,
     /// The response status was not 2xx.
     HttpStatus,
     /// The request had not ended within `--timeout`.
@@ -31,6 +33,7 @@ impl FailureKind {
         match self {
             FailureKind::Connect => "connect",
             FailureKind::Transport => "transport",
+            FailureKind::StaleConnection => "stale_connection",
             FailureKind::HttpStatus => "http_status",
             FailureKind::Timeout => "timeout",
             FailureKind::Truncated => "truncated",

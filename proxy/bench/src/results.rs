@@ -74,6 +74,9 @@ pub struct Conditions {
     pub ignore_eos: bool,
     pub slo: Slo,
     pub timeout_s: f64,
+    /// A new connection per request (`--fresh-connections`).
+    #[serde(default)]
+    pub fresh_connections: bool,
     pub seed: u64,
     /// Names of the extra request headers (values are not recorded).
     pub extra_headers: Vec<String>,
@@ -94,6 +97,7 @@ impl Conditions {
             ignore_eos: config.ignore_eos,
             slo: config.slo.clone(),
             timeout_s: config.timeout.as_secs_f64(),
+            fresh_connections: config.fresh_connections,
             seed: config.seed,
             extra_headers: config.headers.iter().map(|(n, _)| n.to_string()).collect(),
         }
