@@ -21,6 +21,7 @@ CRATES = [
     "proxy/record",
     "proxy/report",
     "proxy/telemetry",
+    "proxy/bench",
     "examples/mock-provider",
     "tests",
     "browser-probe",

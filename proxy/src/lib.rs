@@ -11,9 +11,12 @@
 //! - `store`: the journal, the ring and the live feed.
 //! - `admin`, `dashboard`: the admin API and the dashboard page.
 //! - `config`, `server`, `demo`, `pages`: configuration, start-up, `tokentap demo`, embedded pages.
+//! - `bench`: the tokentap that `tokentap bench` embeds in front of its target (the load driver is
+//!   `tokentap-bench`).
 
 pub mod admin;
 pub mod admission;
+pub mod bench;
 pub mod config;
 pub mod dashboard;
 pub mod demo;

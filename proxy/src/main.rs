@@ -31,6 +31,35 @@ enum Command {
     /// Where one request's answer text waited (the re-buffering verdict and a timeline per hop), or
     /// where one turn's time went (its steps, tool runs and critical path).
     Explain(ExplainArgs),
+    /// Load-test a streaming LLM endpoint (a concurrency or rate sweep × output × prompt lengths)
+    /// and write the report; `bench compare A.json B.json` compares two runs.
+    Bench(Box<BenchCommand>),
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct BenchCommand {
+    #[command(subcommand)]
+    sub: Option<BenchSubcommand>,
+    #[command(flatten)]
+    args: tokentap_bench::BenchArgs,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+enum BenchSubcommand {
+    /// Compare two `--json` results: conditions side by side, then each cell's change.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct CompareArgs {
+    /// The baseline run (`tokentap bench --json A.json`).
+    a: PathBuf,
+    /// The run compared with it.
+    b: PathBuf,
+    /// Compare runs whose conditions differ (the differences are printed first).
+    #[arg(long)]
+    allow_mismatch: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -149,16 +178,16 @@ impl ServeArgs {
 /// keys, cookies): capped at `info` whatever `TOKENTAP_LOG` asks for.
 const HEAD_LOGGING_CRATES: &[&str] = &["pingora", "pingora_core", "pingora_proxy", "pingora_http", "h2", "hyper"];
 
-fn init_logging() -> anyhow::Result<()> {
+fn init_logging(default_filter: &str, head_crates_cap: &str) -> anyhow::Result<()> {
     // Logs go to stderr. They never contain header values or bodies (see forward/privacy.rs).
     let mut filter = match std::env::var("TOKENTAP_LOG") {
         Ok(text) => tracing_subscriber::EnvFilter::try_new(&text).with_context(|| {
             format!("TOKENTAP_LOG={text:?} is not a log filter (e.g. \"info\" or \"warn,tokentap=debug\")")
         })?,
-        Err(_) => tracing_subscriber::EnvFilter::new("warn,tokentap=info"),
+        Err(_) => tracing_subscriber::EnvFilter::new(default_filter),
     };
     for name in HEAD_LOGGING_CRATES {
-        filter = filter.add_directive(format!("{name}=info").parse().context("built-in log directive")?);
+        filter = filter.add_directive(format!("{name}={head_crates_cap}").parse().context("built-in log directive")?);
     }
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     Ok(())
@@ -348,15 +377,78 @@ fn admin_get(admin: &str, path: &str) -> anyhow::Result<Vec<u8>> {
     Ok(body.to_vec())
 }
 
+fn bench(command: &BenchCommand) -> anyhow::Result<()> {
+    use tokentap_bench::{RequestPath, RunTarget, Target};
+    if let Some(BenchSubcommand::Compare(args)) = &command.sub {
+        return bench_compare(args);
+    }
+    let config = command.args.validate(|name| std::env::var(name).ok()).context("tokentap bench")?;
+    let argv: Vec<String> = std::env::args().collect();
+    let embedded = if command.args.direct {
+        None
+    } else {
+        let t = &config.target;
+        let host = if t.host.contains(':') { format!("[{}]", t.host) } else { t.host.clone() };
+        let origin = format!("{}://{host}:{}", if t.https { "https" } else { "http" }, t.port);
+        let hint = tokentap_bench::api::provider_hint(config.api);
+        Some(
+            tokentap::bench::start(&origin, hint, &command.args.records_dir)
+                .context("cannot start the embedded tokentap")?,
+        )
+    };
+    let target = match &embedded {
+        None => RunTarget { send_to: config.target.clone(), path: RequestPath::Direct, records_dir: None, args: argv },
+        Some(e) => RunTarget {
+            send_to: Target {
+                https: false,
+                host: e.listen.ip().to_string(),
+                port: e.listen.port(),
+                base_path: config.target.base_path.clone(),
+            },
+            path: RequestPath::EmbeddedTokentap,
+            records_dir: Some(e.data_dir.display().to_string()),
+            args: argv,
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("tokio runtime")?;
+    let output = runtime.block_on(tokentap_bench::run(&config, target))?;
+    if let Some(e) = &embedded {
+        let with_ids = output.records.iter().filter(|r| r.tokentap_request_id.is_some()).count();
+        e.wait_for_records(with_ids, std::time::Duration::from_secs(10));
+    }
+    tokentap_bench::output::write_outputs(&config, &output)?;
+    print!("{}", tokentap_bench::markdown::render(&output.results));
+    Ok(())
+}
+
+fn bench_compare(args: &CompareArgs) -> anyhow::Result<()> {
+    let read = |path: &PathBuf| -> anyhow::Result<tokentap_bench::BenchResults> {
+        let text = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_slice(&text)
+            .with_context(|| format!("{} is not a `tokentap bench --json` file", path.display()))
+    };
+    let (a, b) = (read(&args.a)?, read(&args.b)?);
+    let text = tokentap_bench::compare::compare(&a, &b, args.allow_mismatch)?;
+    print!("{text}");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_logging()?;
+    // The bench draws progress on stderr: only warnings from the embedded tokentap.
+    let is_bench = matches!(cli.command, Some(Command::Bench(_)));
+    if is_bench {
+        init_logging("warn", "warn")?;
+    } else {
+        init_logging("warn,tokentap=info", "info")?;
+    }
     match cli.command {
         None => serve(&cli.serve),
         Some(Command::Serve(args)) => serve(&args),
         Some(Command::CheckConfig(args)) => check_config(&args),
         Some(Command::Report(args)) => report(&args),
         Some(Command::Explain(args)) => explain(&args),
+        Some(Command::Bench(command)) => bench(&command),
         Some(Command::Demo(args)) => demo::run(DemoOptions {
             listen: args.listen,
             admin_listen: args.admin_listen,

@@ -35,10 +35,16 @@ impl Script {
     }
 }
 
+/// Builds the response to the `index`-th request (0-based, in arrival order) on a path from its body.
+pub type Responder = Arc<dyn Fn(usize, &[u8]) -> Script + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     scripts: HashMap<String, Script>,
+    responders: HashMap<String, Responder>,
     received: HashMap<String, Vec<u8>>,
+    /// Every request body per path, in arrival order.
+    history: HashMap<String, Vec<Vec<u8>>>,
 }
 
 /// The running upstream. It lives on its own thread and runtime until the test process ends.
@@ -77,6 +83,16 @@ impl ScriptedUpstream {
 
     pub fn register(&self, path: &str, script: Script) {
         self.state.lock().unwrap().scripts.insert(path.to_string(), script);
+    }
+
+    /// Answers every request on `path` with what `responder` builds from its arrival index and body.
+    pub fn register_with(&self, path: &str, responder: impl Fn(usize, &[u8]) -> Script + Send + Sync + 'static) {
+        self.state.lock().unwrap().responders.insert(path.to_string(), Arc::new(responder));
+    }
+
+    /// Every request body received on `path`, in arrival order.
+    pub fn history(&self, path: &str) -> Vec<Vec<u8>> {
+        self.state.lock().unwrap().history.get(path).cloned().unwrap_or_default()
     }
 
     /// The request body received for `path`, if the request arrived.
@@ -129,10 +145,17 @@ async fn serve_connection(mut stream: TcpStream, state: Arc<Mutex<State>>) -> st
             }
             buf.drain(..content_length).collect()
         };
-        let script = {
+        let (script, responder, index) = {
             let mut st = state.lock().unwrap();
-            st.received.insert(path.clone(), body);
-            st.scripts.get(&path).cloned()
+            let history = st.history.entry(path.clone()).or_default();
+            history.push(body.clone());
+            let index = history.len() - 1;
+            st.received.insert(path.clone(), body.clone());
+            (st.scripts.get(&path).cloned(), st.responders.get(&path).cloned(), index)
+        };
+        let script = match responder {
+            Some(responder) => Some(responder(index, &body)),
+            None => script,
         };
         let Some(script) = script else {
             stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").await?;
