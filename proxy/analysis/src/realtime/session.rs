@@ -94,6 +94,10 @@ pub struct DirectionSummary {
     /// The bytes ended inside a frame (an abrupt end).
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub ended_mid_frame: bool,
+    /// The proxy stopped keeping this direction's bytes (the per-session cap or the shared
+    /// budget): what follows is counted by the forwarding path but not analysed.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub bytes_not_kept: bool,
 }
 
 /// How the session ended.
@@ -183,7 +187,8 @@ pub struct Interruption {
 }
 
 impl Interruption {
-    fn is_empty(&self) -> bool {
+    /// Nothing interrupted the response.
+    pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
 }
@@ -441,10 +446,8 @@ impl RealtimeAnalyzer {
     fn message(&mut self, direction: Direction, m: super::frame::Message) {
         let t_ns = m.last_t_ns;
         let state = self.dir(direction);
-        if m.opcode == Opcode::Binary {
-            state.summary.binary_messages += 1;
-            return;
-        }
+        // Compressed binary messages are inflated too: with context takeover, the next message's
+        // window depends on them.
         let (payload, cut, total_len) = if m.compressed {
             let Some(inflater) = state.inflater.as_mut() else { return };
             match inflater.inflate(&m.payload, !m.truncated) {
@@ -463,6 +466,10 @@ impl RealtimeAnalyzer {
             let len = m.payload_len;
             (m.payload, m.truncated, len)
         };
+        if m.opcode == Opcode::Binary {
+            state.summary.binary_messages += 1;
+            return;
+        }
         if self.events_read >= self.limits.max_events {
             self.caps.events_not_read += 1;
             return;
