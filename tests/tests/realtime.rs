@@ -13,9 +13,10 @@ use std::io::Write as _;
 use flate2::{Compress, Compression, FlushCompress};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex};
 use tokentap_e2e::process::run_sdk_script;
 use tokentap_e2e::websocket::{frame, run_client, Ending, WsSession, WsUpstream};
-use tokentap_e2e::{Mock, Tokentap};
+use tokentap_e2e::{Mock, OtlpReceiver, Tokentap};
 
 /// A permessage-deflate compressor (RFC 7692 §7.2.1: sync flush, the 4-byte tail removed).
 struct Deflater(Compress);
@@ -217,7 +218,15 @@ fn within_schedule(name: &str, value: Option<f64>) {
 #[test]
 fn the_openai_sdk_realtime_client_through_tokentap() {
     let mock = Mock::start(&[]);
-    let tokentap = Tokentap::start(&mock.url, &[]);
+    let receiver = OtlpReceiver::start();
+    let endpoint = receiver.grpc_endpoint();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+    ];
+    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url], &env);
     let mut feed = tokentap.feed();
     let base = format!("http://{}/v1", tokentap.addr);
     let out = run_sdk_script(
@@ -291,4 +300,36 @@ fn the_openai_sdk_realtime_client_through_tokentap() {
     assert_eq!(answer["usage"]["output_audio_tokens"], 12);
     assert_eq!(rt["model"], "gpt-realtime");
     assert_eq!(rt["turn_detection"]["silence_duration_ms"], 500.0);
+
+    // The OTLP spans, decoded with the official protobuf: one trace, a span per response under
+    // the session's span, an execute_tool span for the tool gap, the same times to first audio.
+    let trace = record["trace_id"].as_str().unwrap().to_string();
+    let session_span = record["span_id"].as_str().unwrap().to_string();
+    let ok = |r: &tokentap_e2e::otlp_receiver::Received| {
+        let spans = r.spans();
+        let of_trace: Vec<_> = spans.iter().filter(|s| hex(&s.trace_id) == trace).collect();
+        of_trace.iter().filter(|s| s.name.starts_with("realtime_inference")).count() >= 3
+            && of_trace.iter().any(|s| s.name == "execute_tool get_weather")
+    };
+    let received = receiver.wait_for(std::time::Duration::from_secs(60), "realtime spans", ok);
+    let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+    let mut inference: Vec<_> = spans.iter().filter(|s| s.name.starts_with("realtime_inference")).collect();
+    inference.sort_by_key(|s| s.start_time_unix_nano);
+    inference.dedup_by_key(|s| s.span_id.clone());
+    assert_eq!(inference.len(), 3);
+    for s in &inference {
+        assert_eq!(hex(&s.parent_span_id), session_span);
+        assert_eq!(attr_str(&s.attributes, "gen_ai.operation.name"), Some("realtime_inference"));
+    }
+    within_schedule(
+        "span time_to_first_audio_from_speech_stopped_ms",
+        attr_f64(&inference[2].attributes, "tokentap.voice.time_to_first_audio_from_speech_stopped_ms"),
+    );
+    assert_eq!(
+        attr_f64(&inference[2].attributes, "tokentap.voice.time_to_first_audio_from_speech_stopped_ms"),
+        answer["time_to_first_audio_from_speech_stopped_ms"].as_f64()
+    );
+    let tool_span = spans.iter().find(|s| s.name == "execute_tool get_weather").unwrap();
+    assert_eq!(tool_span.parent_span_id, inference[0].span_id);
+    assert_eq!(attr_str(&tool_span.attributes, "gen_ai.tool.call.id"), call["call_id"].as_str());
 }
