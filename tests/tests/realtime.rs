@@ -256,6 +256,11 @@ fn the_openai_sdk_realtime_client_through_tokentap() {
     };
     assert_eq!(record["status"], 101);
     assert_eq!(record["request"]["operation"], "realtime");
+    // The admin API serves the same session.
+    let id = record["request_id"].as_str().unwrap();
+    let (status, served) = tokentap.admin_get(&format!("/_tokentap/api/requests/{id}"));
+    assert_eq!(status, 200);
+    assert_eq!(served["realtime"], record["realtime"]);
     let rt = &record["realtime"];
     let responses = rt["responses"].as_array().expect("responses");
     assert_eq!(responses.len(), 3, "{rt}");

@@ -310,8 +310,12 @@ impl ProxyHttp for TapProxy {
         let t = ctx.data.anchor.since_t0(entered);
         if let Some(piece) = body.as_ref() {
             let limits = &self.config.timeline;
-            let cap = if ctx.data.upgrade { limits.max_websocket_bytes } else { limits.max_request_bytes };
-            ctx.data.request_body.push(piece, t, cap);
+            if ctx.data.upgrade {
+                // The client's WebSocket frames: bytes and pieces capped per session.
+                ctx.data.request_body.push_at_most(piece, t, limits.max_websocket_bytes, limits.max_chunks);
+            } else {
+                ctx.data.request_body.push(piece, t, limits.max_request_bytes);
+            }
         }
         if end_of_stream {
             ctx.data.t_request_body_end_ns = Some(t);
