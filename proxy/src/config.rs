@@ -127,11 +127,21 @@ pub struct TimeoutConfig {
     pub write_s: u64,
     /// How long an idle pooled upstream connection is kept.
     pub idle_pool_s: u64,
+    /// A WebSocket session (realtime voice) is closed after this long without a byte in one
+    /// direction, client or upstream; sessions last many minutes and a user may stay silent.
+    pub websocket_idle_s: u64,
 }
 
 impl Default for TimeoutConfig {
     fn default() -> Self {
-        Self { connect_ms: 10_000, total_connect_ms: 20_000, read_s: 900, write_s: 60, idle_pool_s: 60 }
+        Self {
+            connect_ms: 10_000,
+            total_connect_ms: 20_000,
+            read_s: 900,
+            write_s: 60,
+            idle_pool_s: 60,
+            websocket_idle_s: 3_600,
+        }
     }
 }
 
@@ -246,6 +256,11 @@ pub struct TimelineConfig {
     pub max_analysis_bytes: usize,
     /// Request body bytes kept per request for analysis (model, prompt size…).
     pub max_request_bytes: usize,
+    /// Bytes kept per WebSocket session and direction for the realtime analysis (instead of
+    /// `max_request_bytes` and `max_analysis_bytes`); still drawn from `max_kept_bytes`. A session
+    /// past it is analysed as a prefix (the record says which direction was cut). 64 MiB holds
+    /// about 17 minutes of 24 kHz PCM appended as base64.
+    pub max_websocket_bytes: usize,
     /// Request and response bytes kept for analysis by all requests in flight (and queued for the
     /// record worker) together; a request that finds it spent keeps no more (its analysis sees a
     /// prefix and says so) and is counted (`records.kept_budget_hits`).
@@ -261,6 +276,7 @@ impl Default for TimelineConfig {
             max_chunks: 50_000,
             max_analysis_bytes: 16 << 20,
             max_request_bytes: 4 << 20,
+            max_websocket_bytes: 64 << 20,
             max_kept_bytes: 512 << 20,
             ack_drain_ms: 10_000,
         }
@@ -602,6 +618,7 @@ pub fn validate_with_env(
         ("timeouts.total_connect_ms", t.total_connect_ms),
         ("timeouts.read_s", t.read_s),
         ("timeouts.write_s", t.write_s),
+        ("timeouts.websocket_idle_s", t.websocket_idle_s),
     ] {
         if value == 0 {
             return Err(invalid(key, "must be greater than 0"));
@@ -714,15 +731,17 @@ fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
     let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
     let to = &file.timeouts;
     let tu = &file.turns;
-    let bounds: [(&str, u64, u64); 40] = [
+    let bounds: [(&str, u64, u64); 42] = [
         ("timeouts.connect_ms", to.connect_ms, 600_000),
         ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
         ("timeouts.read_s", to.read_s, 86_400),
         ("timeouts.write_s", to.write_s, 86_400),
         ("timeouts.idle_pool_s", to.idle_pool_s, 86_400),
+        ("timeouts.websocket_idle_s", to.websocket_idle_s, 86_400),
         ("timeline.max_chunks", t.max_chunks as u64, 1_000_000),
         ("timeline.max_analysis_bytes", t.max_analysis_bytes as u64, 256 * MIB),
         ("timeline.max_request_bytes", t.max_request_bytes as u64, 64 * MIB),
+        ("timeline.max_websocket_bytes", t.max_websocket_bytes as u64, 4 * GIB),
         ("timeline.max_kept_bytes", t.max_kept_bytes as u64, 64 * GIB),
         ("timeline.ack_drain_ms", t.ack_drain_ms, 60_000),
         ("analysis.stall_threshold_ms", a.stall_threshold_ms, 3_600_000),

@@ -58,6 +58,11 @@ pub struct RequestData {
     /// copied short and unparsed.
     pub timing_headers: Vec<(&'static str, String)>,
     pub chunks: ChunkTimeline,
+    /// A WebSocket upgrade request (`Upgrade` header, HTTP/1.1): kept under the realtime caps.
+    pub upgrade: bool,
+    /// The 101 response's `Sec-WebSocket-Extensions` (permessage-deflate parameters), at most
+    /// 256 bytes, copied unparsed.
+    pub websocket_extensions: Option<String>,
     /// Client socket readings for delivery from TCP ACKs.
     pub ack: AckTracker,
     pub upstream_eos: bool,
@@ -97,6 +102,8 @@ impl RequestData {
             response_protocol: None,
             timing_headers: Vec::new(),
             chunks: ChunkTimeline::default(),
+            upgrade: false,
+            websocket_extensions: None,
             ack: AckTracker::default(),
             upstream_eos: false,
             t_end_ns: None,

@@ -104,6 +104,17 @@ impl CapturedBody {
         body
     }
 
+    /// Like [`CapturedBody::push`], and at most `max_pieces` pieces: a WebSocket client that
+    /// drips bytes in tiny reads would otherwise grow the piece list far beyond its bytes.
+    pub fn push_at_most(&mut self, piece: &Bytes, t_ns: u64, cap: usize, max_pieces: usize) {
+        if self.pieces.len() >= max_pieces {
+            self.total_bytes += piece.len() as u64;
+            self.truncated = true;
+            return;
+        }
+        self.push(piece, t_ns, cap);
+    }
+
     pub fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
         self.total_bytes += piece.len() as u64;
         if self.truncated {

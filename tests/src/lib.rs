@@ -13,6 +13,7 @@ pub mod nginx;
 pub mod otlp_receiver;
 pub mod process;
 pub mod upstream;
+pub mod websocket;
 pub mod wiretap;
 
 pub use feed::RecordFeed;

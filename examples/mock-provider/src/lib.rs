@@ -10,7 +10,8 @@
 //! `tool_call` (provider-neutral answer) → `formats/*` (wire shapes) → `timeline` + [`schedule`]
 //! (when each event goes out) → `body` (one hyper frame per event) → `server` / `control` / `stats` /
 //! `tls` (HTTP side). `endpoint` routes a request; `audio/*` answers the audio endpoints (speech to
-//! text from a multipart upload, text to speech as PCM or WAV) on the same schedule and body.
+//! text from a multipart upload, text to speech as PCM or WAV) on the same schedule and body;
+//! [`realtime`] speaks the OpenAI Realtime protocol over WebSocket at `/v1/realtime`.
 //!
 //! **Architecture invariant:** every send time is `arrival + offset`, with offsets computed up front
 //! by pure functions; nothing is timed relative to the previous send, and nothing reads the clock to
@@ -27,6 +28,7 @@ mod conversation;
 mod endpoint;
 mod formats;
 mod random;
+pub mod realtime;
 mod request;
 pub mod scenario;
 pub mod schedule;

@@ -130,13 +130,17 @@ where
         async move { Ok::<_, Infallible>(handle(shared, request).await) }
     });
     // HTTP/1.1 and HTTP/2 (h2c prior knowledge, or h2 after ALPN) on the same port.
-    let _ = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(io), service).await;
+    // With upgrades: `/v1/realtime` turns its connection into a WebSocket.
+    let _ = auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(io), service).await;
 }
 
 async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Response<MockBody> {
     if let Some(name) = request.uri().path().strip_prefix("/_mock/") {
         let name = name.to_owned();
         return control::handle(&shared, &name, request.uri().query().unwrap_or_default()).await;
+    }
+    if request.uri().path() == "/v1/realtime" && crate::realtime::is_upgrade(&request) {
+        return crate::realtime::respond(request);
     }
     let outcome = shared.stats.begin();
     let (parts, body) = request.into_parts();

@@ -15,6 +15,8 @@
 //!   OpenAI).
 //! - [`audio`]: speech audio (formats, WAV, the onset rule, predicted playout) and the
 //!   speech-to-text and text-to-speech analyzers.
+//! - [`realtime`]: realtime voice sessions over WebSocket (frames, permessage-deflate, OpenAI
+//!   Realtime events, the session and its responses).
 //! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
 //!   input, tool results, keyed prefix hashes).
 //!
@@ -36,6 +38,7 @@ mod findings;
 mod format;
 mod metrics;
 pub mod ndjson;
+pub mod realtime;
 mod request;
 pub mod server_timing;
 pub mod sse;

@@ -264,4 +264,8 @@ pub struct Record {
     /// The server's time joined to the wire: `network_and_proxy_ms` and the consistency check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_split: Option<crate::server_time::ServerSplit>,
+    /// A WebSocket session (an upgrade answered `101`): the realtime voice session with its
+    /// responses (docs/metrics.md, "Realtime voice"). Has its own `version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<tokentap_analysis::realtime::RealtimeSession>,
 }

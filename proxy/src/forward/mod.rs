@@ -286,6 +286,12 @@ impl ProxyHttp for TapProxy {
             ctx.data.open = Some(self.finalize.open_request());
         }
         ctx.data.route = Some(route);
+        if session.is_upgrade_req() {
+            // A WebSocket session: pingora relays it both ways after the 101, through the same
+            // body hooks. The client may stay silent for minutes (pingora's default: 60 s).
+            ctx.data.upgrade = true;
+            session.set_read_timeout(Some(Duration::from_secs(self.config.timeouts.websocket_idle_s)));
+        }
         ctx.charge(entered);
         Ok(false)
     }
@@ -303,7 +309,13 @@ impl ProxyHttp for TapProxy {
         let entered = Instant::now();
         let t = ctx.data.anchor.since_t0(entered);
         if let Some(piece) = body.as_ref() {
-            ctx.data.request_body.push(piece, t, self.config.timeline.max_request_bytes);
+            let limits = &self.config.timeline;
+            if ctx.data.upgrade {
+                // The client's WebSocket frames: bytes and pieces capped per session.
+                ctx.data.request_body.push_at_most(piece, t, limits.max_websocket_bytes, limits.max_chunks);
+            } else {
+                ctx.data.request_body.push(piece, t, limits.max_request_bytes);
+            }
         }
         if end_of_stream {
             ctx.data.t_request_body_end_ns = Some(t);
@@ -324,7 +336,8 @@ impl ProxyHttp for TapProxy {
         let options = &mut peer.options;
         options.connection_timeout = Some(Duration::from_millis(t.connect_ms));
         options.total_connection_timeout = Some(Duration::from_millis(t.total_connect_ms));
-        options.read_timeout = Some(Duration::from_secs(t.read_s));
+        let read_s = if ctx.data.upgrade { t.websocket_idle_s } else { t.read_s };
+        options.read_timeout = Some(Duration::from_secs(read_s));
         options.write_timeout = Some(Duration::from_secs(t.write_s));
         options.idle_timeout = Some(Duration::from_secs(t.idle_pool_s));
         if route.upstream.tls && route.http2 {
@@ -423,6 +436,14 @@ impl ProxyHttp for TapProxy {
         ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
         ctx.data.response_protocol = Some(format!("{:?}", upstream_response.version));
         copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
+        if upstream_response.status.as_u16() == 101 {
+            ctx.data.websocket_extensions = upstream_response
+                .headers
+                .get("sec-websocket-extensions")
+                .filter(|v| v.len() <= 256)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+        }
         if upstream_response.status.as_u16() != 101 {
             for name in ["connection", "keep-alive", "proxy-connection", "upgrade"] {
                 upstream_response.remove_header(name);
@@ -469,7 +490,8 @@ impl ProxyHttp for TapProxy {
             if !piece.is_empty() {
                 let t = ctx.data.anchor.since_t0(entered);
                 let limits = &self.config.timeline;
-                ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, limits.max_analysis_bytes);
+                let cap = if ctx.data.upgrade { limits.max_websocket_bytes } else { limits.max_analysis_bytes };
+                ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, cap);
             }
         }
         if end_of_stream {

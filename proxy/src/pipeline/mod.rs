@@ -693,6 +693,39 @@ fn voice_analysis(d: &RequestData, request: &RequestInfo) -> (Option<SpeechAnaly
     }
 }
 
+/// `gen_ai.operation.name` of a realtime WebSocket session's request span.
+pub const REALTIME_OPERATION: &str = "realtime";
+
+/// A WebSocket session: both directions' kept pieces, merged in the order they were stamped,
+/// through the realtime analysis (frames, permessage-deflate as the 101 negotiated, events).
+fn realtime_analysis(d: &RequestData) -> tokentap_analysis::realtime::RealtimeSession {
+    use tokentap_analysis::realtime::{DeflateParams, Direction, RealtimeAnalyzer, RealtimeContext};
+    let deflate = d.websocket_extensions.as_deref().and_then(DeflateParams::from_extensions_header);
+    let mut analyzer = RealtimeAnalyzer::new(RealtimeContext { deflate, limits: Default::default() });
+    let mut from_client = d.request_body.pieces.iter().peekable();
+    let mut from_server = d.chunks.body.pieces.iter().peekable();
+    loop {
+        let client_first = match (from_client.peek(), from_server.peek()) {
+            (None, None) => break,
+            (Some(c), Some(s)) => c.0 <= s.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        let (direction, (t, piece)) = if client_first {
+            (Direction::ClientToServer, from_client.next().expect("peeked"))
+        } else {
+            (Direction::ServerToClient, from_server.next().expect("peeked"))
+        };
+        analyzer.push(direction, *t, piece);
+    }
+    let end =
+        [d.t_end_ns, d.chunks.last_chunk_ns, d.request_body.pieces.last().map(|p| p.0)].into_iter().flatten().max();
+    let mut session = analyzer.finish(end.unwrap_or(0));
+    session.client.bytes_not_kept = d.request_body.truncated;
+    session.server.bytes_not_kept = d.chunks.body.truncated;
+    session
+}
+
 /// Turns a completed request into its record: runs the request and stream analysis.
 pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let CompletedRequest { data: mut d, outcome, error, shed } = c;
@@ -706,10 +739,19 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     }
     let client_delivery = (!d.chunks.chunks.is_empty() || d.ack.unavailable.is_some())
         .then(|| tokentap_record::ack::apply(&d.ack, &mut d.chunks.chunks, d.chunks.chunks_truncated));
-    let request_body = d.request_body.concat();
-    let request = analyze_request(&d.path, d.request_content_type.as_deref(), &request_body, d.request_body.truncated);
+    // A WebSocket session (the upgrade answered 101): its "bodies" are frames in both directions,
+    // read by the realtime analysis instead of the request and stream analyses.
+    let websocket = d.status == Some(101);
+    let request_body = if websocket { Vec::new() } else { d.request_body.concat() };
+    let mut request =
+        analyze_request(&d.path, d.request_content_type.as_deref(), &request_body, d.request_body.truncated);
+    let realtime = (websocket && !shed).then(|| realtime_analysis(&d));
+    if let Some(session) = &realtime {
+        request.operation = Some(REALTIME_OPERATION.to_string());
+        request.model = request.model.take().or_else(|| session.model.clone());
+    }
 
-    let mut analysis = d.status.filter(|_| !shed).map(|status| {
+    let mut analysis = d.status.filter(|_| !shed && !websocket).map(|status| {
         let limits = AnalysisLimits {
             stall_threshold_ns: config.analysis.stall_threshold_ms * 1_000_000,
             ..AnalysisLimits::default()
@@ -840,6 +882,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
         transcription,
         server,
         server_split,
+        realtime,
     };
     record.diagnosis = tokentap_record::diagnosis::diagnose(&record);
     record

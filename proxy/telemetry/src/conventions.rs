@@ -55,6 +55,8 @@ pub enum MetricId {
     ServerPrefill,
     ServerDecode,
     NetworkAndProxy,
+    RealtimeFirstAudioFromSpeechStopped,
+    RealtimeFirstAudioFromSpeechEnd,
 }
 
 /// What kind of instrument a metric is.
@@ -379,6 +381,22 @@ pub const METRICS: &[MetricDef] = &[
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_network_and_proxy_seconds",
     },
+    MetricDef {
+        id: MetricId::RealtimeFirstAudioFromSpeechStopped,
+        name: "tokentap.voice.realtime.time_to_first_audio_from_speech_stopped",
+        unit: "s",
+        description: "Realtime response: first audio delta after the server's speech_stopped event arrived (its end-of-turn decision).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_voice_realtime_time_to_first_audio_from_speech_stopped_seconds",
+    },
+    MetricDef {
+        id: MetricId::RealtimeFirstAudioFromSpeechEnd,
+        name: "tokentap.voice.realtime.time_to_first_audio_from_speech_end",
+        unit: "s",
+        description: "Realtime response: first audio delta after the estimated true end of the user's speech (VAD end less silence_duration_ms, on the forwarded audio's clock).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_voice_realtime_time_to_first_audio_from_speech_end_seconds",
+    },
 ];
 
 /// Steps per turn.
@@ -449,6 +467,20 @@ pub mod attr {
     pub const VOICE_INTERRUPTED: &str = "tokentap.voice.interrupted";
     pub const VOICE_OUTPUT_LATENCY_MS: &str = "tokentap.voice.output_latency_ms";
     pub const VOICE_TO_VOICE_MS: &str = "tokentap.voice.voice_to_voice_ms";
+    pub const VOICE_TIME_TO_FIRST_AUDIO_FROM_SPEECH_STOPPED_MS: &str =
+        "tokentap.voice.time_to_first_audio_from_speech_stopped_ms";
+    pub const VOICE_TIME_TO_FIRST_AUDIO_FROM_SPEECH_END_MS: &str =
+        "tokentap.voice.time_to_first_audio_from_speech_end_ms";
+    pub const VOICE_TIME_TO_FIRST_AUDIO_FROM_CREATE_MS: &str = "tokentap.voice.time_to_first_audio_from_create_ms";
+    pub const REALTIME_RESPONSE_INDEX: &str = "tokentap.realtime.response_index";
+    pub const REALTIME_TRIGGER: &str = "tokentap.realtime.trigger";
+    pub const REALTIME_INTERRUPTED: &str = "tokentap.realtime.interrupted";
+    pub const REALTIME_INPUT_AUDIO_TOKENS: &str = "tokentap.realtime.input_audio_tokens";
+    pub const REALTIME_OUTPUT_AUDIO_TOKENS: &str = "tokentap.realtime.output_audio_tokens";
+    pub const REALTIME_TOOL_OUTPUT_SENT_MS: &str = "tokentap.realtime.tool_output_sent_ms";
+    pub const REALTIME_RESPONSES: &str = "tokentap.realtime.responses";
+    pub const REALTIME_SESSION_END: &str = "tokentap.realtime.session_end";
+    pub const REALTIME_UNKNOWN_EVENTS: &str = "tokentap.realtime.unknown_events";
     pub const TTFT_ANSWER_MS: &str = "tokentap.ttft_answer_ms";
     pub const TTFT_REASONING_MS: &str = "tokentap.ttft_reasoning_ms";
     pub const TTFT_TOOL_MS: &str = "tokentap.ttft_tool_ms";
@@ -841,6 +873,15 @@ fn voice_attributes(record: &Record, attrs: &mut Attributes) {
 fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
     let mut attrs: Attributes = Vec::with_capacity(48);
     let request = &record.request;
+    if let Some(session) = &record.realtime {
+        attrs.push((attr::REALTIME_RESPONSES, AttrValue::Int(session.responses.len() as i64)));
+        attrs.push((attr::REALTIME_SESSION_END, AttrValue::Str(realtime::session_end_label(session))));
+        let unknown = session.client.unknown_events + session.server.unknown_events;
+        attrs.push((attr::REALTIME_UNKNOWN_EVENTS, AttrValue::Int(i64::try_from(unknown).unwrap_or(i64::MAX))));
+        if let Some(id) = &session.session_id {
+            attrs.push((attr::CONVERSATION_ID, AttrValue::Str(id.clone())));
+        }
+    }
     if let Some(op) = &request.operation {
         attrs.push((attr::OPERATION_NAME, AttrValue::Str(op.clone())));
     }
@@ -1272,6 +1313,7 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         span.dropped_events = dropped;
         spans.push(span);
     }
+    spans.extend(realtime::realtime_spans(record, trace_id, span_id));
     spans
 }
 
@@ -1390,7 +1432,10 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     if let Some(v) = record.transcription.as_ref().and_then(|t| t.transcript_done_ms) {
         push(MetricId::VoiceTranscriptDone, &labels, v / 1e3);
     }
-    let Some(a) = &record.analysis else { return out };
+    let Some(a) = &record.analysis else {
+        realtime::realtime_observations(record, &labels, &mut out);
+        return out;
+    };
     let m = &a.metrics;
     let streaming = record.request.stream == Some(true);
     if genai && streaming {
@@ -1457,6 +1502,7 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     out
 }
 
+mod realtime;
 mod turn;
 pub use turn::{turn_observations, turn_spans, voice_turn_observations};
 

@@ -8,7 +8,7 @@ mod format;
 mod mp3;
 mod multipart;
 mod onset;
-mod playout;
+pub(crate) mod playout;
 mod speech;
 mod transcription;
 mod wav;

@@ -567,3 +567,63 @@ fn server_timings_become_span_attributes_and_histograms() {
     assert_eq!(value(MetricId::ServerQueue), None);
     assert_eq!(value(MetricId::NetworkAndProxy), Some(0.01));
 }
+
+/// A realtime session: one VAD response with audio, one with a tool call answered 210 ms later.
+fn realtime_record() -> serde_json::Value {
+    let frames = serde_json::json!({"frames": 10, "bytes": 1000, "masked_frames": 0, "messages": 10,
+        "fragmented_messages": 0, "pings": 0, "pongs": 0, "closes": 1, "messages_truncated": 0});
+    let side = serde_json::json!({"frames": frames, "events": 10, "unknown_events": 1, "malformed_messages": 0,
+        "binary_messages": 0, "cut_messages": 0});
+    let mut json = record_json();
+    let o = json.as_object_mut().unwrap();
+    o.remove("analysis");
+    o.insert("status".into(), 101.into());
+    o.insert("path".into(), "/v1/realtime?model=gpt-realtime".into());
+    o.insert("request".into(), serde_json::json!({"operation": "realtime", "model": "gpt-realtime"}));
+    o.insert("realtime".into(), serde_json::json!({
+        "version": 1, "session_id": "sess_1", "model": "gpt-realtime",
+        "input_format": {"pcm16": {"rate_hz": 24000}}, "output_format": {"pcm16": {"rate_hz": 24000}},
+        "client": side, "server": side, "events": {}, "beta_named_events": 0, "input_audio_ms": 3000.0,
+        "appends": 30, "end": "close_handshake", "duration_ms": 5000.0,
+        "caps": {"responses_dropped": 0, "appends_forgotten": 0, "events_not_read": 0, "errors_dropped": 0},
+        "responses": [
+            {"response_id": "r1", "trigger": "server_vad", "created_ms": 2110.0, "first_audio_ms": 2300.0, "done_ms": 2610.0,
+             "user": {"speech_stopped_ms": 2100.0, "speech_end_estimated_ms": 1500.0},
+             "time_to_first_audio_from_speech_stopped_ms": 200.0, "time_to_first_audio_from_speech_end_ms": 800.0,
+             "audio_deltas": 3, "audio_ms": 300.0, "status": "completed",
+             "usage": {"input_tokens": 30, "output_tokens": 40, "output_audio_tokens": 35}},
+            {"response_id": "r2", "trigger": "server_vad", "created_ms": 4000.0, "done_ms": 4110.0, "audio_deltas": 0, "audio_ms": 0.0,
+             "tool_calls": [{"call_id": "c1", "name": "get_weather", "ready_ms": 4100.0, "output_sent_ms": 4300.0,
+                             "next_response_requested_ms": 4310.0, "tool_gap_ms": 210.0}]}
+        ]
+    }));
+    json
+}
+
+#[test]
+fn a_realtime_session_is_one_trace_with_a_span_per_response_and_tool_gap() {
+    let spans = spans_of(realtime_record());
+    let root = &spans[0];
+    assert_eq!(root.attribute(attr::REALTIME_RESPONSES), Some(&AttrValue::Int(2)));
+    assert_eq!(root.attribute(attr::REALTIME_SESSION_END), Some(&AttrValue::Str("close_handshake".into())));
+    let responses: Vec<&SpanPlan> = spans.iter().filter(|s| s.name == "realtime_inference gpt-realtime").collect();
+    assert_eq!(responses.len(), 2);
+    let r1 = responses[0];
+    assert_eq!(r1.parent_span_id, Some(root.span_id));
+    assert_eq!(r1.trace_id, root.trace_id);
+    // From the estimated end of speech to response.done.
+    assert_eq!((r1.start_unix_ns - T0, r1.end_unix_ns - T0), (1_500_000_000, 2_610_000_000));
+    assert_eq!(r1.attribute(attr::VOICE_TIME_TO_FIRST_AUDIO_FROM_SPEECH_STOPPED_MS), Some(&AttrValue::F64(200.0)));
+    assert_eq!(r1.attribute(attr::VOICE_TIME_TO_FIRST_AUDIO_FROM_SPEECH_END_MS), Some(&AttrValue::F64(800.0)));
+    assert_eq!(r1.attribute(attr::RESPONSE_ID), Some(&AttrValue::Str("r1".into())));
+    let tool = spans.iter().find(|s| s.name == "execute_tool get_weather").expect("tool span");
+    assert_eq!(tool.parent_span_id, Some(responses[1].span_id));
+    assert_eq!((tool.start_unix_ns - T0, tool.end_unix_ns - T0), (4_100_000_000, 4_310_000_000));
+    assert_eq!(tool.attribute(attr::TOOL_CALL_ID), Some(&AttrValue::Str("c1".into())));
+
+    let obs = metric_observations(&record(realtime_record()), &Objectives::default());
+    let values = |m: MetricId| obs.iter().filter(|o| o.metric == m).map(|o| o.value).collect::<Vec<_>>();
+    assert_eq!(values(MetricId::RealtimeFirstAudioFromSpeechStopped), vec![0.2]);
+    assert_eq!(values(MetricId::RealtimeFirstAudioFromSpeechEnd), vec![0.8]);
+    assert_eq!(values(MetricId::ExecuteToolDuration), vec![0.21]);
+}

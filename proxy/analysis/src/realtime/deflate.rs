@@ -1,0 +1,250 @@
+//! permessage-deflate (RFC 7692): what the handshake negotiated, and inflating one direction's
+//! compressed messages with the shared window carried from message to message (context takeover)
+//! unless the peer said `*_no_context_takeover`.
+//!
+//! Window bits: the negotiated `*_max_window_bits` only limit how far back the compressor may
+//! refer; an inflater with the full 32 KiB window reads any smaller window's output, so the
+//! value is recorded but inflation always uses 15 bits (miniz_oxide, pure Rust, has no smaller
+//! window anyway).
+//!
+//! Decompression bombs: a message inflates into at most `max_message_bytes` (the rest is inflated
+//! and thrown away, so the shared window stays right) and a direction inflates at most
+//! `max_inflated_bytes` in all; past that its compressed messages are counted, not read.
+
+use flate2::{Decompress, FlushDecompress, Status};
+use serde::{Deserialize, Serialize};
+
+/// The negotiated permessage-deflate parameters, from the 101 response's
+/// `Sec-WebSocket-Extensions` (the server's answer is what both sides use).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeflateParams {
+    pub server_no_context_takeover: bool,
+    pub client_no_context_takeover: bool,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_max_window_bits: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_max_window_bits: Option<u8>,
+}
+
+impl DeflateParams {
+    /// Reads a `Sec-WebSocket-Extensions` value; `None` when permessage-deflate is not in it.
+    pub fn from_extensions_header(value: &str) -> Option<Self> {
+        // Extensions are comma-separated; the first permessage-deflate offer is the accepted one.
+        let ext = value
+            .split(',')
+            .find(|e| e.split(';').next().is_some_and(|n| n.trim().eq_ignore_ascii_case("permessage-deflate")))?;
+        let mut params = Self::default();
+        for p in ext.split(';').skip(1) {
+            let (name, val) = match p.split_once('=') {
+                Some((n, v)) => (n.trim(), Some(v.trim().trim_matches('"'))),
+                None => (p.trim(), None),
+            };
+            let bits = val.and_then(|v| v.parse::<u8>().ok()).filter(|b| (8..=15).contains(b));
+            match name.to_ascii_lowercase().as_str() {
+                "server_no_context_takeover" => params.server_no_context_takeover = true,
+                "client_no_context_takeover" => params.client_no_context_takeover = true,
+                "server_max_window_bits" => params.server_max_window_bits = bits.or(Some(15)),
+                "client_max_window_bits" => params.client_max_window_bits = bits.or(Some(15)),
+                _ => {}
+            }
+        }
+        Some(params)
+    }
+}
+
+/// Why a compressed message could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum InflateError {
+    #[error("the compressed data is invalid")]
+    Corrupt,
+    #[error("an earlier message could not be inflated, and the window is shared")]
+    ContextLost,
+    #[error("the direction's inflated byte budget is spent")]
+    BudgetSpent,
+}
+
+/// A message's inflated payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inflated {
+    pub payload: Vec<u8>,
+    /// Inflated size in total (may exceed `payload.len()`).
+    pub len: u64,
+    pub truncated: bool,
+}
+
+/// Inflates one direction's messages.
+pub struct Inflater {
+    inner: Decompress,
+    context_takeover: bool,
+    max_message_bytes: usize,
+    budget_left: u64,
+    context_lost: bool,
+}
+
+impl std::fmt::Debug for Inflater {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inflater").field("context_takeover", &self.context_takeover).finish_non_exhaustive()
+    }
+}
+
+const TAIL: [u8; 4] = [0x00, 0x00, 0xFF, 0xFF];
+
+impl Inflater {
+    pub fn new(context_takeover: bool, max_message_bytes: usize, max_inflated_bytes: u64) -> Self {
+        Self {
+            inner: Decompress::new(false),
+            context_takeover,
+            max_message_bytes,
+            budget_left: max_inflated_bytes,
+            context_lost: false,
+        }
+    }
+
+    /// Inflates a whole compressed message payload. `payload_complete` is false when the
+    /// compressed payload itself was cut by the frame cap (then the shared window is lost).
+    pub fn inflate(&mut self, payload: &[u8], payload_complete: bool) -> Result<Inflated, InflateError> {
+        if self.context_lost {
+            return Err(InflateError::ContextLost);
+        }
+        if self.budget_left == 0 {
+            return Err(InflateError::BudgetSpent);
+        }
+        if !self.context_takeover {
+            self.inner.reset(false);
+        }
+        let mut out = Inflated { payload: Vec::new(), len: 0, truncated: false };
+        let mut scratch = [0u8; 8192];
+        let result = self.run(payload, &mut scratch, &mut out).and_then(|()| self.run(&TAIL, &mut scratch, &mut out));
+        if result.is_err() || !payload_complete {
+            self.context_lost = self.context_takeover;
+        }
+        result.map(|()| out)
+    }
+
+    fn run(&mut self, mut input: &[u8], scratch: &mut [u8], out: &mut Inflated) -> Result<(), InflateError> {
+        loop {
+            if self.budget_left == 0 {
+                return Ok(());
+            }
+            let in_before = self.inner.total_in();
+            let out_before = self.inner.total_out();
+            let status =
+                self.inner.decompress(input, scratch, FlushDecompress::Sync).map_err(|_| InflateError::Corrupt)?;
+            let consumed = (self.inner.total_in() - in_before) as usize;
+            let produced = (self.inner.total_out() - out_before) as usize;
+            input = &input[consumed..];
+            out.len += produced as u64;
+            let room = self.max_message_bytes.saturating_sub(out.payload.len());
+            if produced > room {
+                out.truncated = true;
+            }
+            out.payload.extend_from_slice(&scratch[..produced.min(room)]);
+            self.budget_left = self.budget_left.saturating_sub(produced as u64);
+            if self.budget_left == 0 {
+                self.context_lost = true;
+                out.truncated = true;
+            }
+            match status {
+                Status::StreamEnd => return Ok(()),
+                // No progress with input left means the data is stuck; none left means done.
+                _ if input.is_empty() && produced < scratch.len() => return Ok(()),
+                _ if consumed == 0 && produced == 0 => return Err(InflateError::Corrupt),
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use flate2::{Compress, Compression, FlushCompress};
+
+    /// A permessage-deflate compressor for tests: each message flushed with a sync flush and the
+    /// 4-byte tail removed (RFC 7692 §7.2.1).
+    pub(crate) struct Deflater {
+        inner: Compress,
+        context_takeover: bool,
+    }
+
+    impl Deflater {
+        pub(crate) fn new(context_takeover: bool) -> Self {
+            Self { inner: Compress::new(Compression::default(), false), context_takeover }
+        }
+
+        pub(crate) fn compress(&mut self, message: &[u8]) -> Vec<u8> {
+            if !self.context_takeover {
+                self.inner.reset();
+            }
+            let mut out = Vec::with_capacity(message.len() + 64);
+            let mut input = message;
+            loop {
+                out.reserve(4096);
+                let before = self.inner.total_in();
+                self.inner.compress_vec(input, &mut out, FlushCompress::Sync).unwrap();
+                input = &input[(self.inner.total_in() - before) as usize..];
+                if input.is_empty() && out.len() < out.capacity() {
+                    break;
+                }
+            }
+            assert!(out.ends_with(&TAIL));
+            out.truncate(out.len() - 4);
+            out
+        }
+    }
+
+    #[test]
+    fn negotiation_is_read_from_the_response_header() {
+        assert_eq!(DeflateParams::from_extensions_header("x-other"), None);
+        let p = DeflateParams::from_extensions_header(
+            "permessage-deflate; server_no_context_takeover; client_max_window_bits=10",
+        )
+        .unwrap();
+        assert!(p.server_no_context_takeover && !p.client_no_context_takeover);
+        assert_eq!((p.server_max_window_bits, p.client_max_window_bits), (None, Some(10)));
+        let p = DeflateParams::from_extensions_header("foo, permessage-deflate;client_max_window_bits").unwrap();
+        assert_eq!(p.client_max_window_bits, Some(15));
+    }
+
+    #[test]
+    fn context_takeover_carries_the_window() {
+        for takeover in [true, false] {
+            let mut d = Deflater::new(takeover);
+            let mut i = Inflater::new(takeover, 1 << 20, 1 << 30);
+            for n in 0..20 {
+                let msg = format!("{{\"type\":\"response.output_audio.delta\",\"delta\":\"AAAA{n}\"}}").repeat(3);
+                let c = d.compress(msg.as_bytes());
+                let got = i.inflate(&c, true).unwrap();
+                assert_eq!(got.payload, msg.as_bytes());
+            }
+        }
+    }
+
+    #[test]
+    fn a_bomb_is_cut_and_the_budget_holds() {
+        let mut d = Deflater::new(true);
+        let bomb = vec![b'0'; 5_000_000];
+        let c = d.compress(&bomb);
+        assert!(c.len() < 10_000);
+        let mut i = Inflater::new(true, 1000, 1 << 30);
+        let got = i.inflate(&c, true).unwrap();
+        assert_eq!((got.payload.len(), got.len, got.truncated), (1000, 5_000_000, true));
+        // The window survived: the next message reads.
+        let c = d.compress(b"next");
+        assert_eq!(i.inflate(&c, true).unwrap().payload, b"next");
+        // A small session budget stops inflating altogether.
+        let mut d = Deflater::new(true);
+        let mut i = Inflater::new(true, 1000, 100_000);
+        let got = i.inflate(&d.compress(&bomb), true).unwrap();
+        assert!(got.truncated && got.len <= 100_000 + 8192);
+        assert_eq!(i.inflate(&d.compress(b"x"), true), Err(InflateError::ContextLost));
+    }
+
+    #[test]
+    fn corrupt_data_is_an_error_not_a_panic() {
+        let mut i = Inflater::new(true, 1000, 1 << 20);
+        assert!(i.inflate(&[0xFF, 0xFF, 0xFF, 0x00, 0x12], true).is_err());
+        assert_eq!(i.inflate(b"", true), Err(InflateError::ContextLost));
+    }
+}

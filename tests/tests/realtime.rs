@@ -1,0 +1,340 @@
+//! Realtime voice over WebSocket through tokentap (issue 15).
+//!
+//! 1. Byte-exact forwarding: generated sessions (random frame sizes, fragmentation, ping/pong,
+//!    masked client frames, permessage-deflate on and off, text and binary, close handshakes and
+//!    resets) through one tokentap to a scripted upstream; each side must receive exactly what the
+//!    other sent, and the session record must count the frames each side sent.
+//! 2. The official openai SDK's realtime client through tokentap to the mock: a conversation with
+//!    a tool call, an interruption and an audio answer; the session record shows each response's
+//!    time to first audio within a stated tolerance of the mock's schedule.
+
+use std::io::Write as _;
+
+use flate2::{Compress, Compression, FlushCompress};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex};
+use tokentap_e2e::process::run_sdk_script;
+use tokentap_e2e::websocket::{frame, run_client, Ending, WsSession, WsUpstream};
+use tokentap_e2e::{Mock, OtlpReceiver, Tokentap};
+
+/// A permessage-deflate compressor (RFC 7692 §7.2.1: sync flush, the 4-byte tail removed).
+struct Deflater(Compress);
+
+impl Deflater {
+    fn new() -> Self {
+        Deflater(Compress::new(Compression::default(), false))
+    }
+
+    fn compress(&mut self, message: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(message.len() + 1024);
+        let mut input = message;
+        loop {
+            out.reserve(4096);
+            let before = self.0.total_in();
+            self.0.compress_vec(input, &mut out, FlushCompress::Sync).expect("deflate");
+            input = &input[(self.0.total_in() - before) as usize..];
+            if input.is_empty() && out.len() < out.capacity() {
+                break;
+            }
+        }
+        out.truncate(out.len().saturating_sub(4));
+        out
+    }
+}
+
+/// One generated message: text or binary, its payload size, how many fragments, and whether a
+/// ping goes between its fragments.
+#[derive(Clone, Debug)]
+struct GenMessage {
+    binary: bool,
+    size: usize,
+    fragments: usize,
+    ping_inside: bool,
+}
+
+fn gen_message() -> impl Strategy<Value = GenMessage> {
+    (any::<bool>(), prop_oneof![0usize..126, 126usize..70_000, 65_536usize..140_000], 1usize..4, any::<bool>())
+        .prop_map(|(binary, size, fragments, ping_inside)| GenMessage { binary, size, fragments, ping_inside })
+}
+
+/// Encodes one side's messages; returns the bytes and the number of frames and text messages.
+fn encode_side(messages: &[GenMessage], masked: bool, deflate: &mut Option<Deflater>, seed: u8) -> (Vec<u8>, u64, u64) {
+    let mut out = Vec::new();
+    let mut frames = 0;
+    let mut texts = 0;
+    for (i, m) in messages.iter().enumerate() {
+        let payload: Vec<u8> = if m.binary {
+            (0..m.size).map(|k| (k as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+        } else {
+            texts += 1;
+            // A JSON event tokentap does not know (counted as unknown, never fatal).
+            let pad = "x".repeat(m.size);
+            format!(r#"{{"type":"test.generated","n":{i},"pad":"{pad}"}}"#).into_bytes()
+        };
+        let (payload, rsv1) = match deflate.as_mut() {
+            Some(d) => (d.compress(&payload), true),
+            None => (payload, false),
+        };
+        let mask = masked.then_some([seed, 0x5a, 0xa5, i as u8]);
+        let n = m.fragments.min(payload.len().max(1));
+        let step = payload.len().div_ceil(n).max(1);
+        let parts: Vec<&[u8]> = if payload.is_empty() { vec![&payload[..]] } else { payload.chunks(step).collect() };
+        let last = parts.len() - 1;
+        for (k, part) in parts.iter().enumerate() {
+            let opcode = if k == 0 {
+                if m.binary {
+                    2
+                } else {
+                    1
+                }
+            } else {
+                0
+            };
+            out.extend(frame(k == last, rsv1 && k == 0, opcode, mask, part));
+            frames += 1;
+            if m.ping_inside && k == 0 && last > 0 {
+                out.extend(frame(true, false, 0x9, mask, b"are you there"));
+                frames += 1;
+            }
+        }
+        if i % 4 == 3 {
+            out.extend(frame(true, false, 0xA, mask, b""));
+            frames += 1;
+        }
+    }
+    (out, frames, texts)
+}
+
+/// Cuts bytes into pieces of generated sizes (the writes each side makes).
+fn cut(bytes: &[u8], sizes: &[usize]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut i = 0;
+    while at < bytes.len() {
+        let n = sizes.get(i % sizes.len().max(1)).copied().unwrap_or(4096).max(1);
+        let end = (at + n).min(bytes.len());
+        out.push(bytes[at..end].to_vec());
+        at = end;
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn websocket_sessions_are_forwarded_byte_for_byte_and_recorded() {
+    let upstream = WsUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let feed = std::cell::RefCell::new(tokentap.feed());
+    let mut runner = TestRunner::new(Config { cases: 24, failure_persistence: None, ..Config::default() });
+    let counter = std::cell::Cell::new(0u32);
+    let strategy = (
+        proptest::collection::vec(gen_message(), 0..8),
+        proptest::collection::vec(gen_message(), 0..8),
+        any::<bool>(),
+        prop_oneof![Just(Ending::Close), Just(Ending::Reset)],
+        proptest::collection::vec(1usize..20_000, 1..6),
+        proptest::collection::vec(1usize..20_000, 1..6),
+    );
+    runner
+        .run(&strategy, |(client_msgs, server_msgs, compressed, ending, client_cuts, server_cuts)| {
+            counter.set(counter.get() + 1);
+            let case = counter.get();
+            let mut client_deflate = compressed.then(Deflater::new);
+            let mut server_deflate = compressed.then(Deflater::new);
+            let (mut client_bytes, mut client_frames, client_texts) =
+                encode_side(&client_msgs, true, &mut client_deflate, case as u8);
+            let (mut server_bytes, mut server_frames, server_texts) =
+                encode_side(&server_msgs, false, &mut server_deflate, case as u8 ^ 0xff);
+            if ending == Ending::Close {
+                // The close handshake: the client closes, the upstream answers.
+                client_bytes.extend(frame(true, false, 0x8, Some([1, 2, 3, 4]), &[0x03, 0xE8]));
+                server_bytes.extend(frame(true, false, 0x8, None, &[0x03, 0xE8]));
+                client_frames += 1;
+                server_frames += 1;
+            }
+            let session = WsSession {
+                path: format!("/v1/realtime?case={case}"),
+                client_pieces: cut(&client_bytes, &client_cuts),
+                server_pieces: cut(&server_bytes, &server_cuts),
+                extensions: compressed.then(|| "permessage-deflate".to_string()),
+                ending,
+            };
+            let (upstream_side, end) = upstream.serve(&session);
+            let client = run_client(tokentap.addr, &session, || {
+                let _ = end.send(());
+            });
+            let up = upstream_side.recv().expect("upstream side");
+            prop_assert!(client.head.starts_with("HTTP/1.1 101"), "{}", client.head);
+            prop_assert!(up.head.to_ascii_lowercase().contains("upgrade: websocket"), "{}", up.head);
+            prop_assert!(
+                client.received == server_bytes,
+                "client got {} of {} bytes",
+                client.received.len(),
+                server_bytes.len()
+            );
+            prop_assert!(
+                up.received == client_bytes,
+                "upstream got {} of {} bytes",
+                up.received.len(),
+                client_bytes.len()
+            );
+
+            let record = feed.borrow_mut().next_record_for(&session.path);
+            prop_assert_eq!(&record["status"], 101);
+            let rt = &record["realtime"];
+            prop_assert_eq!(rt["version"].as_u64(), Some(1));
+            prop_assert_eq!(rt["client"]["frames"]["frames"].as_u64(), Some(client_frames));
+            prop_assert_eq!(rt["server"]["frames"]["frames"].as_u64(), Some(server_frames));
+            prop_assert_eq!(rt["client"]["frames"]["masked_frames"].as_u64(), Some(client_frames));
+            prop_assert_eq!(rt["client"]["unknown_events"].as_u64(), Some(client_texts));
+            prop_assert_eq!(rt["server"]["unknown_events"].as_u64(), Some(server_texts));
+            prop_assert!(rt["client"].get("frame_error").is_none() && rt["server"].get("frame_error").is_none());
+            prop_assert!(rt["client"].get("inflate_errors").is_none() && rt["server"].get("inflate_errors").is_none());
+            let end = if ending == Ending::Close { "close_handshake" } else { "abrupt" };
+            prop_assert_eq!(rt["end"].as_str(), Some(end));
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::io::stderr().flush();
+}
+
+/// The mock's schedule for the SDK conversation: first audio 300 ms after the event that
+/// triggered the response (`response.created` goes out at the trigger), deltas 50 ms apart.
+const FIRST_AUDIO_MS: f64 = 300.0;
+/// Stated tolerance: the mock schedules on tokio timers and tokentap stamps on arrival; on a
+/// shared 2-core machine a timer can fire late, never early.
+const EARLY_MS: f64 = 5.0;
+const LATE_MS: f64 = 250.0;
+
+fn within_schedule(name: &str, value: Option<f64>) {
+    let v = value.unwrap_or_else(|| panic!("{name} missing"));
+    assert!(
+        (FIRST_AUDIO_MS - EARLY_MS..=FIRST_AUDIO_MS + LATE_MS).contains(&v),
+        "{name} = {v} ms, schedule {FIRST_AUDIO_MS} ms"
+    );
+}
+
+#[test]
+fn the_openai_sdk_realtime_client_through_tokentap() {
+    let mock = Mock::start(&[]);
+    let receiver = OtlpReceiver::start();
+    let endpoint = receiver.grpc_endpoint();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+    ];
+    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url], &env);
+    let mut feed = tokentap.feed();
+    let base = format!("http://{}/v1", tokentap.addr);
+    let out = run_sdk_script(
+        "realtime_openai.py",
+        &[
+            "--base-url",
+            &base,
+            "--query",
+            "mock_first_audio_ms=300",
+            "--query",
+            "mock_delta_ms=50",
+            "--query",
+            "mock_audio_ms=600",
+        ],
+    );
+    let sdk = out["responses"].as_array().expect("responses");
+    assert_eq!(sdk.len(), 3, "{out}");
+    assert_eq!(sdk[0]["call"], "get_weather");
+    assert_eq!(sdk[1]["status"], "cancelled");
+    assert_eq!(sdk[2]["status"], "completed");
+
+    let record = loop {
+        let r = feed.next_record();
+        if r["path"].as_str().is_some_and(|p| p.starts_with("/v1/realtime")) {
+            break r;
+        }
+    };
+    assert_eq!(record["status"], 101);
+    assert_eq!(record["request"]["operation"], "realtime");
+    // The admin API serves the same session.
+    let id = record["request_id"].as_str().unwrap();
+    let (status, served) = tokentap.admin_get(&format!("/_tokentap/api/requests/{id}"));
+    assert_eq!(status, 200);
+    assert_eq!(served["realtime"], record["realtime"]);
+    let rt = &record["realtime"];
+    let responses = rt["responses"].as_array().expect("responses");
+    assert_eq!(responses.len(), 3, "{rt}");
+    for (r, s) in responses.iter().zip(sdk) {
+        assert_eq!(r["response_id"], s["id"]);
+    }
+    let (tool, cancelled, answer) = (&responses[0], &responses[1], &responses[2]);
+
+    // The tool call: ready, its output sent, the next response asked for.
+    assert_eq!(tool["trigger"], "server_vad");
+    let call = &tool["tool_calls"][0];
+    assert_eq!(call["name"], "get_weather");
+    let (ready, sent, next) = (
+        call["ready_ms"].as_f64().unwrap(),
+        call["output_sent_ms"].as_f64().unwrap(),
+        call["next_response_requested_ms"].as_f64().unwrap(),
+    );
+    assert!(ready <= sent && sent <= next, "{call}");
+    // The function call's arguments are on the same schedule as first audio.
+    let created = tool["created_ms"].as_f64().unwrap();
+    within_schedule("tool call ready after created", Some(ready - created));
+
+    // The answer after the tool output, interrupted by the second turn.
+    assert_eq!(cancelled["trigger"], "client");
+    assert_eq!(cancelled["status"], "cancelled");
+    within_schedule("time_to_first_audio_from_created_ms", cancelled["time_to_first_audio_from_created_ms"].as_f64());
+    assert!(cancelled["interruption"]["speech_started_ms"].is_f64(), "{cancelled}");
+    assert!(cancelled["interruption"]["truncate_sent_ms"].is_f64(), "{cancelled}");
+    assert_eq!(cancelled["interruption"]["truncated_at_audio_ms"], 50.0);
+
+    // The third response, after server VAD: time to first audio from speech_stopped on the
+    // schedule, and from the estimated end of speech no shorter than that.
+    assert_eq!(answer["trigger"], "server_vad");
+    assert_eq!(answer["status"], "completed");
+    within_schedule(
+        "time_to_first_audio_from_speech_stopped_ms",
+        answer["time_to_first_audio_from_speech_stopped_ms"].as_f64(),
+    );
+    let from_end = answer["time_to_first_audio_from_speech_end_ms"].as_f64().expect("from speech end");
+    assert!(from_end >= answer["time_to_first_audio_from_speech_stopped_ms"].as_f64().unwrap(), "{answer}");
+    assert!((answer["audio_ms"].as_f64().unwrap() - 600.0).abs() < 1.0, "{answer}");
+    assert_eq!(answer["usage"]["output_audio_tokens"], 12);
+    assert_eq!(rt["model"], "gpt-realtime");
+    assert_eq!(rt["turn_detection"]["silence_duration_ms"], 500.0);
+
+    // The OTLP spans, decoded with the official protobuf: one trace, a span per response under
+    // the session's span, an execute_tool span for the tool gap, the same times to first audio.
+    let trace = record["trace_id"].as_str().unwrap().to_string();
+    let session_span = record["span_id"].as_str().unwrap().to_string();
+    let ok = |r: &tokentap_e2e::otlp_receiver::Received| {
+        let spans = r.spans();
+        let of_trace: Vec<_> = spans.iter().filter(|s| hex(&s.trace_id) == trace).collect();
+        of_trace.iter().filter(|s| s.name.starts_with("realtime_inference")).count() >= 3
+            && of_trace.iter().any(|s| s.name == "execute_tool get_weather")
+    };
+    let received = receiver.wait_for(std::time::Duration::from_secs(60), "realtime spans", ok);
+    let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+    let mut inference: Vec<_> = spans.iter().filter(|s| s.name.starts_with("realtime_inference")).collect();
+    inference.sort_by_key(|s| s.start_time_unix_nano);
+    inference.dedup_by_key(|s| s.span_id.clone());
+    assert_eq!(inference.len(), 3);
+    for s in &inference {
+        assert_eq!(hex(&s.parent_span_id), session_span);
+        assert_eq!(attr_str(&s.attributes, "gen_ai.operation.name"), Some("realtime_inference"));
+    }
+    within_schedule(
+        "span time_to_first_audio_from_speech_stopped_ms",
+        attr_f64(&inference[2].attributes, "tokentap.voice.time_to_first_audio_from_speech_stopped_ms"),
+    );
+    assert_eq!(
+        attr_f64(&inference[2].attributes, "tokentap.voice.time_to_first_audio_from_speech_stopped_ms"),
+        answer["time_to_first_audio_from_speech_stopped_ms"].as_f64()
+    );
+    let tool_span = spans.iter().find(|s| s.name == "execute_tool get_weather").unwrap();
+    assert_eq!(tool_span.parent_span_id, inference[0].span_id);
+    assert_eq!(attr_str(&tool_span.attributes, "gen_ai.tool.call.id"), call["call_id"].as_str());
+}
