@@ -10,6 +10,7 @@ pub mod feed;
 pub mod http1;
 pub mod llama;
 pub mod nginx;
+pub mod numeric;
 pub mod otlp_receiver;
 pub mod process;
 pub mod upstream;

@@ -4,8 +4,8 @@
 //!   crate, from the per-request `--jsonl` (numpy's linear percentiles, pooled gaps, throughput over
 //!   the cell's wall time, the goodput rule of docs/metrics.md).
 //! - The numbers match the schedule: exact where the schedule fixes them (o200k output tokens,
-//!   content events), and within relative bounds for times (a late wake-up on a loaded machine only
-//!   makes times longer; see `SLACK`).
+//!   content events); times are never before their scheduled moment (no upper bound: a loaded
+//!   machine reads late, and tests never assert speed).
 //! - The upstream saw exactly requests × cells + warm-up requests: nothing is retried, and the
 //!   scripted failures (a 500 and a stream without its end marker) are counted in their cells.
 //! - `--prefix unique` gives every request a prompt of its own, `--prefix shared` one per length.
@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
+use tokentap_e2e::numeric::{close, numpy_percentile};
 use tokentap_e2e::process::{bin, Proc};
 use tokentap_e2e::{Framing, Script, ScriptedUpstream};
 
@@ -25,8 +26,6 @@ const ITL_MS: u64 = 10;
 /// Reasoning events before the answer; every content event carries two o200k tokens.
 const REASONING_EVENTS: u64 = 2;
 const TOKENS_PER_EVENT: u64 = 2;
-/// Upper bound for a scheduled time T: 1.5 T + 60 ms (two cores shared with other builds).
-const SLACK: (f64, f64) = (1.5, 60.0);
 /// Arrival indices (0-based, over the whole run) answered with a failure.
 fn failure_at(index: usize) -> Option<&'static str> {
     match index % 7 {
@@ -73,18 +72,6 @@ fn answer(index: usize, body: &[u8]) -> Script {
         pieces.push((last, usage.into_bytes()));
     }
     Script { status: 200, headers, framing: Framing::Chunked, pieces }
-}
-
-fn numpy_percentile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let rank = q / 100.0 * (v.len() - 1) as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
 /// Runs `tokentap bench` to completion; its stdout (the markdown report).
@@ -168,9 +155,11 @@ fn check_cell(stats: &Value, lines: &[&Value], slo: &[(&str, f64)]) {
     assert!(close(g["good_output_tps"].as_f64().unwrap(), good_tokens / duration_s));
 }
 
+/// A time can never come before the upstream sent it (its schedule starts when the request
+/// arrives, after the client started the clock). There is no upper bound: how late a loaded
+/// machine reads is not the bench's error, and tests never assert speed.
 fn within_schedule(got: f64, scheduled_ms: f64, what: &str) {
-    let upper = scheduled_ms * SLACK.0 + SLACK.1;
-    assert!(got >= scheduled_ms - 1.0 && got <= upper, "{what}: {got} ms, scheduled {scheduled_ms} ms (bound {upper})");
+    assert!(got >= scheduled_ms - 1.0, "{what}: {got} ms, before its scheduled {scheduled_ms} ms");
 }
 
 #[test]
@@ -271,13 +260,8 @@ fn bench_statistics_equal_a_recomputation_and_match_the_schedule() {
             within_schedule(opt(r, "e2e_ms").unwrap(), (TTFT_MS + (events - 1) * ITL_MS) as f64, "e2e");
             assert!(opt(r, "time_to_first_chunk_ms").unwrap() <= opt(r, "ttft_reasoning_ms").unwrap());
         }
-        let s = &cell["stats"];
-        // TPOT: two tokens per ITL gap, so ITL / 2 (relative: the p50 within a factor of two).
-        let tpot = s["tpot_ms"]["p50"].as_f64().unwrap();
-        let scheduled_tpot = ITL_MS as f64 / TOKENS_PER_EVENT as f64;
-        assert!(tpot > scheduled_tpot / 2.0 && tpot < scheduled_tpot * 2.0, "tpot p50 {tpot}");
-        let itl = s["itl_ms"]["p50"].as_f64().unwrap();
-        assert!(itl > ITL_MS as f64 / 2.0 && itl < ITL_MS as f64 * 2.0, "itl p50 {itl}");
+        // TPOT and ITL against the schedule would be speed assertions (a loaded machine coalesces
+        // reads); their values are checked exactly against the recomputation above.
     }
     let failed: Vec<&Value> = lines.iter().filter(|r| r["ok"] == false).collect();
     assert!(failed.iter().any(|r| r["status"] == 500 && r["failure"]["kind"] == "http_status"));

@@ -9,24 +9,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde_json::{json, Value};
+use tokentap_e2e::numeric::{close, numpy_percentile};
 use tokentap_e2e::process::run_tokentap;
 use tokentap_e2e::{http1, Mock, Tokentap};
 
 const CHAT: &str = "/v1/chat/completions";
 const METRICS: [&str; 5] = ["ttft_answer_ms", "time_to_first_paint_ms", "tpot_ms", "output_tps", "e2e_ms"];
-
-/// numpy.percentile(values, q) with the default ("linear") method.
-fn numpy_percentile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let rank = q / 100.0 * (v.len() - 1) as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (rank - lo as f64)
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
-}
 
 /// The last line per request id, in file order of first appearance.
 fn read_records(files: &[&Path]) -> Vec<Value> {
