@@ -96,6 +96,9 @@ pub struct Turn {
     pub long_frames_dropped: u64,
     pub audio: Vec<Playout>,
     pub audio_dropped: u64,
+    /// The response is audio (`audio/*` or `application/octet-stream`, or the app plays its audio
+    /// through the probe): text paints are not its answer.
+    pub audio_response: bool,
 }
 
 impl Turn {
@@ -118,6 +121,7 @@ impl Turn {
             long_frames_dropped: 0,
             audio: Vec::new(),
             audio_dropped: 0,
+            audio_response: false,
         }
     }
 
@@ -173,6 +177,7 @@ impl Turn {
 
     /// The playback of `kind` still going on, or a new one (none past the cap: counted).
     pub fn playout(&mut self, kind: AudioKind) -> Option<&mut Playout> {
+        self.audio_response = true;
         match self.audio.iter().rposition(|p| p.kind == kind && !p.is_stopped()) {
             Some(i) => self.audio.get_mut(i),
             None if self.audio.len() < MAX_AUDIO => {
@@ -278,9 +283,24 @@ impl Turns {
         }
     }
 
-    /// Records a paint on the newest unreported turn; false when there is none.
+    /// Records a paint on the turn whose text it most likely shows; false when there is none.
+    /// Text comes from a response body, so, newest first: a turn whose text response is still
+    /// streaming; else one whose response was text; else the newest turn (its response is not in
+    /// yet: a placeholder). A turn whose painted text would shrink is skipped (the text was
+    /// replaced). A speech request opened while the answer still streams, or just after, does not
+    /// take the answer's paints.
     pub fn paint(&mut self, paint: Paint) -> bool {
-        match self.open.last_mut() {
+        // Text that shrank was replaced (the app cleared it for the next answer): not this turn's.
+        let text = |t: &Turn| {
+            t.response_ms.is_some() && !t.audio_response && t.paints.last().is_none_or(|p| paint.chars >= p.chars)
+        };
+        let index = self
+            .open
+            .iter()
+            .rposition(|t| text(t) && t.stream_open())
+            .or_else(|| self.open.iter().rposition(text))
+            .or_else(|| self.open.len().checked_sub(1));
+        match index.and_then(|i| self.open.get_mut(i)) {
             Some(turn) => {
                 turn.record_paint(paint);
                 true
@@ -401,6 +421,32 @@ mod tests {
         assert!(turns.is_empty());
         // Nothing to paint on any more.
         assert!(!turns.paint(Paint { t_ms: 500.0, chars: 9, presentation_ms: None }));
+    }
+
+    #[test]
+    fn paints_skip_audio_responses() {
+        let mut turns = Turns::default();
+        let (chat, _) = turns.start(request(), 0.0);
+        // A placeholder before any response: the newest turn.
+        assert!(turns.paint(Paint { t_ms: 1.0, chars: 1, presentation_ms: None }));
+        turns.get_mut(chat).unwrap().record_response(5.0, 200);
+        let (speech, _) = turns.start(request(), 10.0);
+        // The speech request's response is not in yet, then it is audio.
+        assert!(turns.paint(Paint { t_ms: 15.0, chars: 5, presentation_ms: None }));
+        turns.get_mut(speech).unwrap().record_response(18.0, 200);
+        turns.get_mut(speech).unwrap().audio_response = true;
+        assert!(turns.paint(Paint { t_ms: 20.0, chars: 9, presentation_ms: None }));
+        // The answer's stream ended; its last paint still belongs to it.
+        turns.get_mut(chat).unwrap().record_end(25.0);
+        let (next, _) = turns.start(request(), 26.0);
+        assert!(turns.paint(Paint { t_ms: 30.0, chars: 12, presentation_ms: None }));
+        assert_eq!(turns.get_mut(chat).unwrap().paints.len(), 4);
+        assert!(turns.get_mut(next).unwrap().paints.is_empty());
+        // The app clears the text for the next question: that paint is the newest turn's.
+        assert!(turns.paint(Paint { t_ms: 40.0, chars: 0, presentation_ms: None }));
+        assert_eq!(turns.get_mut(next).unwrap().paints.len(), 1);
+        assert_eq!(turns.get_mut(chat).unwrap().paints.len(), 4);
+        assert!(turns.get_mut(speech).unwrap().paints.is_empty());
     }
 
     #[test]

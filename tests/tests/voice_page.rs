@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use tokentap_e2e::browser::{run_dashboard, run_page, PageRun, Reports};
-use tokentap_e2e::{Mock, Tokentap};
+use tokentap_e2e::{Mock, RecordFeed, Tokentap};
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -71,12 +71,13 @@ fn wav_chunks(bytes: &[u8]) -> (&[u8], &[u8]) {
 
 /// Runs one voice turn on the page and returns what the page resolved with (the turn as the admin
 /// API served it, once the browser's playback had joined it).
-fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Tokentap, Mock) {
+fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Tokentap, Mock, RecordFeed) {
     let mock = Mock::start(&["--ttft-ms", "40", "--itl-ms", "5", "--tokens", "24"]);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tokentap.toml");
     std::fs::write(&config, "demo_page = true\n").unwrap();
     let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+    let feed = tokentap.feed();
     let wav = speech_wav(dir.path());
     let headers: serde_json::Map<String, Value> =
         mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
@@ -104,7 +105,7 @@ fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Token
     assert!(result["error"].is_null(), "the page failed: {out:#}");
     assert!(!result["turn"].is_null(), "the page never got its turn: {out:#}");
     assert!(out["report_answers"].as_array().unwrap().iter().all(|a| a["status"] == 202), "{out:#}");
-    (result, tokentap, mock)
+    (result, tokentap, mock, feed)
 }
 
 fn url_encode(s: &str) -> String {
@@ -122,7 +123,7 @@ fn url_encode(s: &str) -> String {
 #[test]
 fn a_spoken_question_is_one_voice_turn_from_the_end_of_speech_to_the_answer_heard() {
     // Each answer opens with 300 ms of silence and arrives five times faster than it plays.
-    let (result, tokentap, _mock) =
+    let (result, tokentap, _mock, mut feed) =
         voice_turn(&[("x-mock-tts-silence-ms", "300"), ("x-mock-tts-audio-ms", "700"), ("x-mock-tts-rtf", "0.2")], "");
     let turn = &result["turn"];
     let voice = &turn["voice"];
@@ -180,6 +181,17 @@ fn a_spoken_question_is_one_voice_turn_from_the_end_of_speech_to_the_answer_hear
     assert_eq!(playout["underruns"], 0, "{playout:#}");
     assert_eq!(result["interrupted"], false);
 
+    // The answer's paints belong to the model call, not to the speech requests opened while it
+    // still streamed: its joined record has every answer character painted.
+    let chat = loop {
+        let r = feed.next_record();
+        if r["request_id"] == result["chat_request_id"] && !r["browser"].is_null() {
+            break r;
+        }
+    };
+    assert_eq!(chat["browser"]["painted_chars"], chat["browser"]["answer_chars"], "{:#}", chat["browser"]);
+    assert!(chat["browser"]["answer_chars"].as_u64().unwrap() > 0);
+
     // The dashboard's turn page draws the voice lanes.
     let turn_id = turn["turn_id"].as_str().unwrap();
     let out =
@@ -197,7 +209,7 @@ fn a_spoken_question_is_one_voice_turn_from_the_end_of_speech_to_the_answer_hear
 #[test]
 fn speech_slower_than_real_time_runs_dry_as_predicted_and_as_heard() {
     // 1.5 s of audio delivered at half real-time speed, in 100 ms chunks.
-    let (result, _tokentap, _mock) = voice_turn(
+    let (result, _tokentap, _mock, _feed) = voice_turn(
         &[
             ("x-mock-tts-silence-ms", "100"),
             ("x-mock-tts-audio-ms", "1500"),
@@ -219,7 +231,7 @@ fn speech_slower_than_real_time_runs_dry_as_predicted_and_as_heard() {
 #[test]
 fn barge_in_is_recorded_as_an_interrupted_playback() {
     // The user interrupts 150 ms into the first answer's 2 s of audio (which arrived long before).
-    let (result, _tokentap, _mock) = voice_turn(
+    let (result, _tokentap, _mock, _feed) = voice_turn(
         &[("x-mock-tts-silence-ms", "50"), ("x-mock-tts-audio-ms", "2000"), ("x-mock-tts-rtf", "0.1")],
         "&interrupt_ms=150",
     );

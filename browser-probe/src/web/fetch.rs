@@ -144,6 +144,11 @@ fn wrap_response(response: Response, turn: u32, url: &str) -> JsValue {
         let now = p.now_ms();
         if let Some(t) = p.turns.get_mut(turn) {
             t.record_response(now, response.status());
+            let content_type = response.headers().get("content-type").ok().flatten().unwrap_or_default();
+            let content_type = content_type.trim_start().to_ascii_lowercase();
+            // Audio, or raw bytes (how servers often send raw PCM): never the painted answer text.
+            t.audio_response =
+                content_type.starts_with("audio/") || content_type.starts_with("application/octet-stream");
         }
     });
     let Some(body) = response.body() else {
