@@ -84,6 +84,9 @@ fn a_request_head_sent_too_slowly_is_closed_at_the_deadline() {
 #[test]
 fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
     let (_mock, tokentap, _dir) = start("[connections]\nmax_open = 2\nhead_timeout_s = 600\n");
+    // tokentap connects to its own port once to see that pingora accepts before it announces the
+    // address; that connection holds a slot until pingora has seen it close.
+    wait_open(&tokentap, 0);
     let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
     let mut a = TcpStream::connect(tokentap.addr).unwrap();
     a.write_all(head).unwrap();
