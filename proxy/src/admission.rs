@@ -463,7 +463,7 @@ mod tests {
 
     #[test]
     fn cap_fits_the_descriptor_limit() {
-        let config = ConnectionsConfig { max_open: Some(1_000_000), head_timeout_s: 60 };
+        let config = ConnectionsConfig { max_open: Some(1_000_000), ..ConnectionsConfig::default() };
         let (limits, lowered) = ConnectionLimits::fitted(&config);
         match open_file_limit() {
             Some(n) => {

@@ -52,6 +52,9 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     /// Worker threads of the proxy service.
     pub threads: Option<usize>,
+    /// Let the proxy's worker threads steal each other's tasks (one shared tokio runtime), or
+    /// give each thread a runtime of its own that keeps its connections (no cross-thread wake-ups).
+    pub work_stealing: Option<bool>,
     /// Add `x-tokentap-request-id` to responses so clients can look their request up.
     pub response_request_id_header: Option<bool>,
     /// Forward a `traceparent` header upstream (continuing the client's trace or starting one).
@@ -175,12 +178,19 @@ pub struct ConnectionsConfig {
     pub max_open: Option<usize>,
     /// Longest time from accepting a connection to the end of its first request head.
     pub head_timeout_s: u64,
+    /// Bytes of each client connection's read buffer (0: none, every read goes to the socket).
+    /// pingora's own default is 64 KiB, allocated and zeroed per connection; client requests are
+    /// small, and a read that does not fit takes one more system call, never more latency.
+    pub read_buffer_bytes: usize,
 }
+
+/// Default client read buffer: one TLS record, a fifth of pingora's default.
+pub const DEFAULT_READ_BUFFER_BYTES: usize = 16 * 1024;
 
 impl Default for ConnectionsConfig {
     fn default() -> Self {
         // nginx's client_header_timeout is 60 s as well.
-        Self { max_open: None, head_timeout_s: 60 }
+        Self { max_open: None, head_timeout_s: 60, read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES }
     }
 }
 
@@ -445,6 +455,9 @@ pub struct AdminAccess {
 pub const DEFAULT_FEED_SUBSCRIBERS: usize = 16;
 pub const MAX_FEED_SUBSCRIBERS: usize = 1024;
 
+/// Whether the proxy's threads share one work-stealing runtime unless the config says.
+pub const DEFAULT_WORK_STEALING: bool = true;
+
 /// Shortest admin token accepted.
 pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
 
@@ -457,6 +470,7 @@ pub struct ValidConfig {
     pub admin_max_feed_subscribers: usize,
     pub data_dir: PathBuf,
     pub threads: usize,
+    pub work_stealing: bool,
     pub response_request_id_header: bool,
     pub inject_traceparent: bool,
     pub demo_page: bool,
@@ -566,6 +580,12 @@ pub fn validate_with_env(
     }
     if let Some(max_open) = file.connections.max_open.filter(|n| !(1..=1_000_000).contains(n)) {
         return Err(invalid("connections.max_open", format!("{max_open} is outside 1..=1000000")));
+    }
+    if file.connections.read_buffer_bytes > 1 << 20 {
+        return Err(invalid(
+            "connections.read_buffer_bytes",
+            format!("{} is outside 0..=1048576", file.connections.read_buffer_bytes),
+        ));
     }
     if !(1..=3600).contains(&file.connections.head_timeout_s) {
         return Err(invalid(
@@ -683,6 +703,7 @@ pub fn validate_with_env(
         admin_max_feed_subscribers,
         data_dir,
         threads,
+        work_stealing: file.work_stealing.unwrap_or(DEFAULT_WORK_STEALING),
         response_request_id_header: file.response_request_id_header.unwrap_or(true),
         inject_traceparent: file.inject_traceparent.unwrap_or(true),
         demo_page: file.demo_page.unwrap_or(false),

@@ -4,7 +4,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pingora::listeners::TcpSocketOptions;
+use pingora::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 use pingora::proxy::http_proxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{ExecutionPhase, RunArgs, Server};
@@ -134,6 +134,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
 
     let server_conf = ServerConf {
         threads: config.threads,
+        work_stealing: config.work_stealing,
         // SIGTERM: pingora stops accepting and waits this long before it stops its runtimes; the
         // drain thread (`run`) exits sooner once every open request is recorded.
         grace_period_seconds: Some(config.shutdown.grace_period_s),
@@ -149,7 +150,10 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
         Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();
     socket_options.so_reuseport = Some(true);
-    service.add_tcp_with_settings(&listen.to_string(), socket_options);
+    // The client side's read buffer is sized here (pingora's default is 64 KiB per connection);
+    // the write side keeps pingora's default.
+    let buffers = L4BufferSettings::default().read(config.connections.read_buffer_bytes);
+    service.add_listener(ListenerConfig::tcp(listen.to_string()).tcp_socket_options(socket_options).l4_buffer(buffers));
     server.add_service(service);
     Ok(Prepared { server, bound: BoundAddrs { listen, admin: admin_addr }, reservation, stats, telemetry, finalize })
 }

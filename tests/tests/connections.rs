@@ -135,6 +135,8 @@ fn bad_connection_limits_are_config_errors() {
         ("[connections]\nmax_open = 0\n", "connections.max_open"),
         ("[connections]\nhead_timeout_s = 0\n", "connections.head_timeout_s"),
         ("[connections]\nmax_opened = 5\n", "max_opened"),
+        ("[connections]\nread_buffer_bytes = 2000000\n", "connections.read_buffer_bytes"),
+        ("work_stealing = 1\n", "work_stealing"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("tokentap.toml");

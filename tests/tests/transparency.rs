@@ -314,3 +314,47 @@ fn pipelined_requests_are_answered_in_order() {
         "{paths:?}"
     );
 }
+
+#[test]
+fn bytes_pass_unchanged_with_any_client_read_buffer_and_either_runtime() {
+    // The client read buffer (`[connections] read_buffer_bytes`, 0 = none) and a runtime per
+    // thread (`work_stealing = false`) change how pingora reads, never what it forwards.
+    let upstream = ScriptedUpstream::start();
+    for (name, text) in [
+        ("unbuffered", "[connections]\nread_buffer_bytes = 0\n"),
+        ("7-byte buffer", "[connections]\nread_buffer_bytes = 7\n"),
+        ("no work stealing", "work_stealing = false\nthreads = 2\n"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("tokentap.toml");
+        std::fs::write(&config, text).unwrap();
+        let tokentap = Tokentap::start(&upstream.url(), &["--config", config.to_str().unwrap()]);
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 60,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        let counter = std::sync::atomic::AtomicU64::new(0);
+        let big = prop::collection::vec(any::<u8>(), 0..200_000);
+        runner
+            .run(&(case_strategy(), big), |(case, big)| {
+                let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                let path = format!("/{}/case/{n}", name.replace(' ', "-"));
+                let script = script_for(&case);
+                let expected = script.body();
+                upstream.register(&path, script);
+                // Request bodies larger than any read buffer.
+                let request_body = [case.request_body.clone(), big].concat();
+                let resp =
+                    http1::post(tokentap.addr, &path, &[("content-type", "application/octet-stream")], &request_body);
+                prop_assert_eq!(resp.status, 200);
+                prop_assert!(resp.complete, "response did not end cleanly");
+                prop_assert_eq!(&resp.body, &expected, "{}: response body differs ({:?})", name, case.framing);
+                let received = upstream.received(&path);
+                prop_assert_eq!(received.as_deref(), Some(&request_body[..]), "{}: request body", name);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(counter.into_inner(), 60, "{name}");
+    }
+}
