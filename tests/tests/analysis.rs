@@ -135,7 +135,11 @@ fn stall_kept_alive_by_heartbeats_is_flagged() {
     let stalls = &r["analysis"]["stalls"];
     assert_eq!(stalls["count"], 1, "{stalls}");
     assert_eq!(stalls["heartbeat_only"], 1, "{stalls}");
-    within(&stalls["longest_ms"], 1500.0, "longest stall");
+    // A gap is not bounded below by the schedule as a time since the request is: on a busy machine
+    // the event before the stall can be sent late, and the one after it, on its absolute
+    // schedule, is not, so the gap shrinks by that lateness. Both sides get the slack.
+    let longest = stalls["longest_ms"].as_f64().expect("longest stall");
+    assert!((1500.0 - SLACK_MS..=1500.0 + SLACK_MS).contains(&longest), "longest stall {longest} ms, schedule 1500 ms");
     assert!(r["analysis"]["event_counts"]["heartbeat"].as_u64().unwrap() >= 3, "{r}");
 }
 
