@@ -12,6 +12,8 @@
 //! - [`answer_text`]: answer characters in the body the page reads (SSE, NDJSON, the AI SDK's
 //!   streams, plain text), counted per chunk arrival when an app server re-encodes the stream.
 //! - [`playout`]: one answer's audio playback (heard, ran dry, stopped early).
+//! - [`realtime`]: a realtime voice session over a `WebSocket`: each response's events as the page
+//!   received them, and its own playback.
 //! - [`turn`]: one turn's measurements, their caps, and the set of turns not yet reported
 //!   (which turn a paint, mark or long frame belongs to, and when a turn has settled).
 //! - [`report`]: the report's JSON, written by hand (no serde: it keeps the wasm small) and thinned
@@ -31,6 +33,7 @@
 pub mod answer_text;
 pub mod clock;
 pub mod playout;
+pub mod realtime;
 pub mod report;
 pub mod trace;
 pub mod turn;

@@ -6,6 +6,8 @@
 //! `audio_dropped`) are written only when something was dropped.
 
 use crate::clock::ClockEstimate;
+use crate::playout::Playout;
+use crate::realtime::RealtimeSeen;
 use crate::turn::Turn;
 
 /// The schema name at the start of every report.
@@ -159,30 +161,72 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
     // has no start to report.
     for (i, (a, audible_ms)) in turn.audio.iter().filter_map(|a| Some((a, a.audible_ms?))).enumerate() {
         w.comma(i);
-        w.raw("{\"kind\":");
-        w.string(a.kind.as_str());
-        w.raw(",\"audible_ms\":");
-        w.number(audible_ms);
-        w.raw(",\"output_latency_ms\":");
-        w.opt_number(a.output_latency_ms);
-        w.raw(",\"end_ms\":");
-        w.opt_number(a.end_ms(now_ms));
-        w.raw(",\"underruns\":");
-        w.uint(u64::from(a.underruns));
-        w.raw(",\"starved_ms\":");
-        w.number(a.starved_ms);
-        w.raw(",\"interrupted\":");
-        w.raw(if a.interrupted_ms.is_some() { "true" } else { "false" });
-        if a.scheduled_audio_ms > 0.0 {
-            w.raw(",\"scheduled_audio_ms\":");
-            w.number(a.scheduled_audio_ms);
-        }
-        w.raw("}");
+        write_playout(&mut w, a, audible_ms, now_ms);
     }
     w.raw("]");
     w.dropped("audio_dropped", turn.audio_dropped);
+    if let Some(realtime) = &turn.realtime {
+        write_realtime(&mut w, realtime, now_ms);
+    }
     w.raw("}");
     w.0
+}
+
+/// One heard playback (an `audio` entry).
+fn write_playout(w: &mut Json, a: &Playout, audible_ms: f64, now_ms: f64) {
+    w.raw("{\"kind\":");
+    w.string(a.kind.as_str());
+    w.raw(",\"audible_ms\":");
+    w.number(audible_ms);
+    w.raw(",\"output_latency_ms\":");
+    w.opt_number(a.output_latency_ms);
+    w.raw(",\"end_ms\":");
+    w.opt_number(a.end_ms(now_ms));
+    w.raw(",\"underruns\":");
+    w.uint(u64::from(a.underruns));
+    w.raw(",\"starved_ms\":");
+    w.number(a.starved_ms);
+    w.raw(",\"interrupted\":");
+    w.raw(if a.interrupted_ms.is_some() { "true" } else { "false" });
+    if a.scheduled_audio_ms > 0.0 {
+        w.raw(",\"scheduled_audio_ms\":");
+        w.number(a.scheduled_audio_ms);
+    }
+    w.raw("}");
+}
+
+/// The `realtime` section: the session's responses as the page saw them.
+fn write_realtime(w: &mut Json, realtime: &RealtimeSeen, now_ms: f64) {
+    w.raw(",\"realtime\":{\"session_id\":");
+    match &realtime.session_id {
+        Some(id) => w.string(id),
+        None => w.raw("null"),
+    }
+    w.raw(",\"messages\":");
+    w.uint(realtime.messages);
+    w.raw(",\"responses_dropped\":");
+    w.uint(realtime.responses_dropped);
+    w.raw(",\"responses\":[");
+    for (i, r) in realtime.responses.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"response_id\":");
+        w.string(&r.response_id);
+        w.raw(",\"created_ms\":");
+        w.opt_number(r.created_ms);
+        w.raw(",\"first_audio_ms\":");
+        w.opt_number(r.first_audio_ms);
+        w.raw(",\"done_ms\":");
+        w.opt_number(r.done_ms);
+        w.raw(",\"audio_deltas\":");
+        w.uint(r.audio_deltas);
+        w.raw(",\"audio\":");
+        match r.playout.as_ref().and_then(|a| Some((a, a.audible_ms?))) {
+            Some((a, audible_ms)) => write_playout(w, a, audible_ms, now_ms),
+            None => w.raw("null"),
+        }
+        w.raw("}");
+    }
+    w.raw("]}");
 }
 
 /// A minimal JSON writer.
@@ -302,11 +346,10 @@ mod tests {
         t.record_end(1795938039840.0);
         t.record_paint(Paint { t_ms: 1795938039825.0, chars: 17, presentation_ms: None });
         t.record_long_frame(LongFrame { start_ms: 1795938039821.0, duration_ms: 60.0, blocking_ms: 10.0 });
-        t.record_audio(AudioStart {
-            kind: AudioKind::AudioContext,
-            audible_ms: 1795938039900.0,
-            output_latency_ms: Some(12.5),
-        });
+        t.record_audio(
+            AudioStart { kind: AudioKind::AudioContext, audible_ms: 1795938039900.0, output_latency_ms: Some(12.5) },
+            None,
+        );
         t
     }
 
@@ -327,6 +370,45 @@ mod tests {
             )),
             "{json}"
         );
+    }
+
+    #[test]
+    fn writes_a_realtime_session_with_each_response_and_its_playback() {
+        use crate::realtime::{RealtimeSeen, ServerEventKind};
+        let mut t = Turn::new(
+            1,
+            RequestInfo {
+                trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+                span_id: "b7ad6b7169203331".into(),
+                page_path: "/voice/".into(),
+                method: "GET".into(),
+                path: "/v1/realtime".into(),
+            },
+            1000.0,
+        );
+        let mut seen = RealtimeSeen::default();
+        seen.message(1010.0, ServerEventKind::SessionCreated, Some("sess_1"));
+        seen.message(2000.0, ServerEventKind::ResponseCreated, Some("resp_1"));
+        seen.message(2300.5, ServerEventKind::AudioDelta, Some("resp_1"));
+        seen.message(2400.0, ServerEventKind::ResponseCreated, Some("resp_2"));
+        t.realtime = Some(seen);
+        t.record_response(1005.0, 101);
+        // Audio scheduled now goes to resp_1 (the last with audio), heard 40 ms after its first delta.
+        t.record_audio(AudioStart { kind: AudioKind::AudioContext, audible_ms: 2340.5, output_latency_ms: None }, None);
+        t.record_end(5000.0);
+        let json = report_json(&t, None, 6000.0);
+        let tail = json.split(",\"realtime\":").nth(1).expect("a realtime section");
+        assert_eq!(
+            tail,
+            concat!(
+                r#"{"session_id":"sess_1","messages":4,"responses_dropped":0,"responses":["#,
+                r#"{"response_id":"resp_1","created_ms":2000,"first_audio_ms":2300.5,"done_ms":null,"audio_deltas":1,"#,
+                r#""audio":{"kind":"audio_context","audible_ms":2340.5,"output_latency_ms":null,"end_ms":null,"#,
+                r#""underruns":0,"starved_ms":0,"interrupted":false}},"#,
+                r#"{"response_id":"resp_2","created_ms":2400,"first_audio_ms":null,"done_ms":null,"audio_deltas":0,"audio":null}]}}"#,
+            )
+        );
+        assert!(t.audio.is_empty(), "a session's playbacks are per response");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub use crate::playout::AudioKind;
 use crate::playout::Playout;
+use crate::realtime::RealtimeSeen;
 
 /// Chunk arrivals kept per turn.
 pub const MAX_CHUNKS: usize = 5000;
@@ -101,6 +102,9 @@ pub struct Turn {
     /// The response is audio (`audio/*` or `application/octet-stream`, or the app plays its audio
     /// through the probe): text paints are not its answer.
     pub audio_response: bool,
+    /// A tracked realtime `WebSocket` (then `start_ms` is its creation, `response_ms` its `open`
+    /// and `end_ms` its close): the responses as the page saw them, each with its own playback.
+    pub realtime: Option<RealtimeSeen>,
     /// What the page's response said about the path it took (`Content-Encoding`, `Via`), and the
     /// format its answer characters were counted in.
     pub response_path: ResponsePath,
@@ -126,6 +130,9 @@ impl ResponsePath {
     }
 }
 
+/// Where a playback goes: a turn, and in a realtime session one of its responses.
+pub type AudioAt = (u32, Option<usize>);
+
 impl Turn {
     pub fn new(id: u32, request: RequestInfo, start_ms: f64) -> Turn {
         Turn {
@@ -148,6 +155,7 @@ impl Turn {
             audio_dropped: 0,
             audio_response: false,
             response_path: ResponsePath::default(),
+            realtime: None,
         }
     }
 
@@ -201,8 +209,17 @@ impl Turn {
         push_capped(&mut self.long_frames, &mut self.long_frames_dropped, MAX_LONG_FRAMES, frame);
     }
 
-    /// An audio start: the first sound of this turn's current playback of that kind.
-    pub fn record_audio(&mut self, audio: AudioStart) {
+    /// An audio start: the first sound of this turn's current playback of that kind (in a
+    /// realtime session, of response `response`, by default the one playing now).
+    pub fn record_audio(&mut self, audio: AudioStart, response: Option<usize>) {
+        if self.realtime.is_some() {
+            if let Some(p) = self.playout_for(audio.kind, response) {
+                if p.audible_ms.is_none() {
+                    p.heard(audio.audible_ms, audio.output_latency_ms);
+                }
+            }
+            return;
+        }
         // A playback stopped before it was heard still gets its first sound (it was scheduled).
         let unheard = self.audio.iter().rposition(|p| p.kind == audio.kind && p.audible_ms.is_none());
         let playout = match unheard {
@@ -211,6 +228,26 @@ impl Turn {
         };
         if let Some(p) = playout {
             p.heard(audio.audible_ms, audio.output_latency_ms);
+        }
+    }
+
+    /// The playback audio goes to: in a realtime session, response `response`'s (by default the
+    /// one whose audio came last); otherwise the turn's current one of `kind`.
+    pub fn playout_for(&mut self, kind: AudioKind, response: Option<usize>) -> Option<&mut Playout> {
+        if self.realtime.is_none() {
+            return self.playout(kind);
+        }
+        self.audio_response = true;
+        let realtime = self.realtime.as_mut()?;
+        let index = response.or_else(|| realtime.response_index(None))?;
+        realtime.playout(index, kind)
+    }
+
+    /// Every playback of the turn (a realtime session's are per response).
+    pub fn playouts_mut(&mut self) -> Box<dyn Iterator<Item = &mut Playout> + '_> {
+        match &mut self.realtime {
+            Some(realtime) => Box::new(self.audio.iter_mut().chain(realtime.playouts_mut())),
+            None => Box::new(self.audio.iter_mut()),
         }
     }
 
@@ -240,7 +277,8 @@ impl Turn {
     pub fn quiet_since(&self) -> Option<f64> {
         let end = self.end_ms?;
         let last_paint = self.paints.last().map_or(end, |p| p.t_ms);
-        let audio = self.audio.iter().filter_map(Playout::busy_until).fold(end, f64::max);
+        let realtime = self.realtime.iter().flat_map(RealtimeSeen::playouts);
+        let audio = self.audio.iter().chain(realtime).filter_map(Playout::busy_until).fold(end, f64::max);
         Some(end.max(last_paint).max(audio))
     }
 
@@ -303,7 +341,7 @@ impl Turns {
             turn.record_mark(mark);
         }
         for audio in self.waiting_audio.drain(..) {
-            turn.record_audio(audio);
+            turn.record_audio(audio, None);
         }
         let evicted = if self.open.len() >= MAX_OPEN_TURNS { Some(self.open.remove(0)) } else { None };
         self.open.push(turn);
@@ -356,9 +394,9 @@ impl Turns {
 
     /// An audio start for the turn `turn` (the fetch whose answer is playing), else the newest
     /// unreported turn; before any turn, it waits for the next one.
-    pub fn audio(&mut self, audio: AudioStart, turn: Option<u32>) {
+    pub fn audio(&mut self, audio: AudioStart, turn: Option<u32>, response: Option<usize>) {
         if let Some(t) = self.turn_or_newest(turn) {
-            t.record_audio(audio);
+            t.record_audio(audio, response);
         } else if turn.is_none() && self.waiting_audio.len() < MAX_AUDIO {
             self.waiting_audio.push(audio);
         }
@@ -371,6 +409,25 @@ impl Turns {
             Some(id) => self.open.iter_mut().find(|t| t.id == id),
             None => self.open.last_mut(),
         }
+    }
+
+    /// Where audio goes: the realtime response named `response_id` (in the newest open session
+    /// that has it), else turn `turn` or the newest, and in a realtime session the response whose
+    /// audio came last. Fixed when the app schedules it, so later responses do not take it.
+    pub fn locate(&mut self, turn: Option<u32>, response_id: Option<&str>) -> Option<AudioAt> {
+        if let Some(id) = response_id {
+            return self.open.iter().rev().find_map(|t| {
+                let index = t.realtime.as_ref()?.response_index(Some(id))?;
+                Some((t.id, Some(index)))
+            });
+        }
+        let t = self.turn_or_newest(turn)?;
+        Some((t.id, t.realtime.as_ref().and_then(|r| r.response_index(None))))
+    }
+
+    /// The playback at `at`, started when new.
+    pub fn playout_at(&mut self, at: AudioAt, kind: AudioKind) -> Option<&mut Playout> {
+        self.get_mut(at.0)?.playout_for(kind, at.1)
     }
 
     /// Removes and returns the turns that have settled by `now_ms`.
@@ -530,6 +587,7 @@ mod tests {
         turns.audio(
             AudioStart { kind: AudioKind::AudioContext, audible_ms: 1000.0, output_latency_ms: None },
             Some(first),
+            None,
         );
         assert_eq!(turns.get_mut(second).unwrap().audio.len(), 0, "not the newest turn's audio");
         let played = &turns.get_mut(first).unwrap().audio[0];
@@ -544,10 +602,15 @@ mod tests {
         turns.audio(
             AudioStart { kind: AudioKind::MediaElement, audible_ms: 4100.0, output_latency_ms: None },
             Some(first),
+            None,
         );
         assert!(turns.get_mut(third).unwrap().audio.is_empty());
         // A media element whose end is never known holds its turn for a bounded time.
-        turns.audio(AudioStart { kind: AudioKind::MediaElement, audible_ms: 4100.0, output_latency_ms: None }, None);
+        turns.audio(
+            AudioStart { kind: AudioKind::MediaElement, audible_ms: 4100.0, output_latency_ms: None },
+            None,
+            None,
+        );
         turns.get_mut(third).unwrap().record_end(4050.0);
         assert_eq!(turns.next_deadline(), Some(4100.0 + MAX_PLAYOUT_WAIT_MS + SETTLE_MS));
     }

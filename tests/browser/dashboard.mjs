@@ -83,6 +83,10 @@ try {
       lanes: [...document.querySelectorAll("#lanes g.lane")].map((g) => ({ lane: g.dataset.lane, marks: g.children.length })),
       itl_bins: document.querySelectorAll("#itl-histogram rect.bin").length,
       verdict: document.getElementById("verdict")?.textContent,
+      // A realtime session's page.
+      session_lanes: [...document.querySelectorAll("#session-timeline rect.session")].map((r) => r.dataset.lane),
+      session_cards: [...document.querySelectorAll("#session-cards .card")].map((c) => c.textContent),
+      session_rows: document.querySelectorAll("#session-responses tbody tr").length,
     }));
     await shot(page, `dashboard-request-${id}.png`);
   }

@@ -338,3 +338,33 @@ fn the_openai_sdk_realtime_client_through_tokentap() {
     assert_eq!(tool_span.parent_span_id, inference[0].span_id);
     assert_eq!(attr_str(&tool_span.attributes, "gen_ai.tool.call.id"), call["call_id"].as_str());
 }
+
+#[test]
+fn a_trace_context_in_the_query_is_continued_and_never_forwarded() {
+    // A browser's WebSocket cannot send headers: the probe puts its traceparent in the URL.
+    let upstream = WsUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let mut feed = tokentap.feed();
+    let (trace, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let session = WsSession {
+        path: format!("/v1/realtime?model=m&tokentap_traceparent=00-{trace}-{parent}-01&x=1"),
+        client_pieces: vec![frame(true, false, 0x8, Some([1, 2, 3, 4]), &[0x03, 0xE8])],
+        server_pieces: vec![frame(true, false, 0x8, None, &[0x03, 0xE8])],
+        extensions: None,
+        ending: Ending::Close,
+    };
+    let (upstream_side, end) = upstream.serve(&session);
+    let client = run_client(tokentap.addr, &session, || {
+        let _ = end.send(());
+    });
+    assert!(client.head.starts_with("HTTP/1.1 101"), "{}", client.head);
+    let up = upstream_side.recv().expect("upstream side");
+    let request_line = up.head.lines().next().unwrap_or_default();
+    assert_eq!(request_line, "GET /v1/realtime?model=m&x=1 HTTP/1.1", "{}", up.head);
+    assert!(!up.head.contains("tokentap_traceparent"), "{}", up.head);
+    let injected = up.head.lines().find(|l| l.to_ascii_lowercase().starts_with("traceparent:")).expect("traceparent");
+    assert!(injected.contains(&format!("00-{trace}-")), "{injected}");
+    let record = feed.next_record_for("/v1/realtime?model=m&x=1");
+    assert_eq!(record["trace_id"], trace);
+    assert_eq!(record["parent_span_id"], parent);
+}

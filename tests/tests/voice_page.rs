@@ -13,7 +13,8 @@ use std::process::Command;
 
 use serde_json::Value;
 use tokentap_e2e::browser::{run_dashboard, run_page, PageRun, Reports};
-use tokentap_e2e::{Mock, RecordFeed, Tokentap};
+use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex};
+use tokentap_e2e::{Mock, OtlpReceiver, RecordFeed, Tokentap};
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
@@ -242,4 +243,111 @@ fn barge_in_is_recorded_as_an_interrupted_playback() {
     let (started, end) = (f(&playout["started_ms"]), f(&playout["end_ms"]));
     assert!(end > started, "{playout:#}");
     assert!(end - started < f(&first["audio_ms"]), "stopped before its end: {first:#}");
+}
+
+#[test]
+fn a_realtime_session_on_the_voice_page_is_heard_after_its_first_audio_arrived() {
+    // The page streams the microphone over one WebSocket to /v1/realtime; the mock's server VAD
+    // ends the turn and answers on its schedule (first audio 300 ms after the trigger).
+    let mock = Mock::start(&[]);
+    let receiver = OtlpReceiver::start();
+    let endpoint = receiver.grpc_endpoint();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    std::fs::write(&config, "demo_page = true\n").unwrap();
+    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url, "--config", config.to_str().unwrap()], &env);
+    let wav = speech_wav(dir.path());
+    let run = PageRun {
+        origin: format!("http://{}", tokentap.addr),
+        path: "/_tokentap/demo/voice/?auto=1&talk_ms=6000&mode=realtime&mock_first_audio_ms=300&mock_delta_ms=50&mock_audio_ms=800"
+            .into(),
+        page_file: None,
+        probe_fallback: false,
+        // The session's report, once the socket closed and its playback ended.
+        reports: 1,
+        report_mode: Reports::Observe,
+        timeout_ms: 60_000,
+        result_expr: None,
+        chromium_args: vec![
+            "--use-fake-ui-for-media-stream".into(),
+            "--use-fake-device-for-media-stream".into(),
+            format!("--use-file-for-fake-audio-capture={}", wav.display()),
+        ],
+    };
+    let out = run_page(&run);
+    assert!(out["error"].is_null(), "browser run failed: {out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    assert!(out["report_answers"].as_array().unwrap().iter().all(|a| a["status"] == 202), "{out:#}");
+    let result = &out["result"];
+    assert_eq!(result["mode"], "realtime", "{out:#}");
+    let record = &result["record"];
+    assert!(!record.is_null(), "the page never got the session's record: {out:#}");
+    // The page named the trace; tokentap continued it from the socket's URL.
+    assert_eq!(record["trace_id"], result["trace_id"], "{record:#}");
+    assert!(!record["path"].as_str().unwrap().contains("tokentap_traceparent"), "{}", record["path"]);
+
+    let responses = record["realtime"]["responses"].as_array().unwrap();
+    assert!(!responses.is_empty(), "{:#}", record["realtime"]);
+    let wire = &responses[0];
+    assert_eq!(wire["trigger"], "server_vad", "{wire:#}");
+    // Orderings only (the schedule itself is checked against the SDK client in tests/realtime.rs;
+    // here the mock's events pass a loaded browser and can be delayed unevenly).
+    let from_stopped = f(&wire["time_to_first_audio_from_speech_stopped_ms"]);
+    assert!(from_stopped > 0.0, "{wire:#}");
+    let from_end = f(&wire["time_to_first_audio_from_speech_end_ms"]);
+    assert!(from_end >= from_stopped, "{wire:#}");
+
+    // What the page saw and heard of it, on tokentap's timeline.
+    let browser = &record["browser"];
+    let uncertainty = f(&browser["clock"]["uncertainty_ms"]);
+    let seen = browser["realtime"].as_array().unwrap();
+    let page = seen.iter().find(|r| r["index"] == 0).unwrap_or_else(|| panic!("response 0 not in {browser:#}"));
+    eprintln!("realtime response as heard: {page}");
+    assert_eq!(page["response_id"], wire["response_id"]);
+    let page_first_audio = f(&page["first_audio_ms"]);
+    assert!(page_first_audio >= f(&wire["first_audio_ms"]) - uncertainty, "in the page after tokentap: {page:#}");
+    let heard = f(&page["heard_ms"]);
+    assert!(heard > page_first_audio, "heard after its first audio delta reached the page: {page:#}");
+    assert!((f(&page["heard_after_first_audio_ms"]) - (heard - f(&wire["first_audio_ms"]))).abs() < 1e-6);
+    let v2v = f(&page["voice_to_voice_ms"]);
+    assert!(v2v > from_end, "voice to voice includes getting the audio to the ear: {page:#}");
+    let playout = &page["playout"];
+    assert_eq!(playout["kind"], "audio_context", "{playout:#}");
+    assert_ne!(playout["interrupted"], true, "{playout:#}");
+    assert!(f(&playout["scheduled_audio_ms"]) > 0.0, "{playout:#}");
+
+    // OTLP (the official protobuf): the playback is a `playout` span under the response's
+    // realtime_inference span, with the same voice to voice.
+    let trace = record["trace_id"].as_str().unwrap().to_string();
+    let ok = |r: &tokentap_e2e::otlp_receiver::Received| {
+        r.spans().iter().any(|s| hex(&s.trace_id) == trace && s.name == "playout")
+    };
+    let received = receiver.wait_for(std::time::Duration::from_secs(60), "the playout span", ok);
+    let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+    let playout_span = spans.iter().find(|s| s.name == "playout").unwrap();
+    let inference = spans
+        .iter()
+        .find(|s| s.span_id == playout_span.parent_span_id)
+        .unwrap_or_else(|| panic!("the playout span's parent was not exported: {spans:#?}"));
+    assert!(inference.name.starts_with("realtime_inference"), "{}", inference.name);
+    assert_eq!(attr_f64(&playout_span.attributes, "tokentap.voice.voice_to_voice_ms"), Some(v2v));
+    assert_eq!(attr_str(&playout_span.attributes, "gen_ai.response.id"), wire["response_id"].as_str());
+
+    // The dashboard's session page: the timeline's lanes and one row per response.
+    let id = record["request_id"].as_str().unwrap();
+    let out = run_dashboard(&serde_json::json!({ "admin": format!("http://{}", tokentap.admin), "request_ids": [id] }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let session = &out["requests"][id];
+    let lanes: Vec<&str> = session["session_lanes"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    for lane in ["speech", "model", "audio", "heard"] {
+        assert!(lanes.contains(&lane), "no {lane} lane: {session:#}");
+    }
+    assert_eq!(session["session_rows"].as_u64(), Some(responses.len() as u64), "{session:#}");
 }

@@ -18,7 +18,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{AudioContext, HtmlMediaElement};
 
-use super::{get, schedule_settle, with_probe};
+use super::{get, schedule_settle, with_probe, Target};
 use crate::turn::{AudioKind, AudioStart};
 
 /// Frames to poll before giving up (about a minute at 60 Hz).
@@ -28,8 +28,8 @@ const ELEMENT_TURN: &str = "__tokentapTurn";
 /// The element property set once the probe listens to it.
 const ELEMENT_OBSERVED: &str = "__tokentapObserved";
 
-pub(super) fn track_audio_context(context: AudioContext, start_context_time: Option<f64>, turn: Option<u32>) {
-    poll(context, start_context_time, turn, 0);
+pub(super) fn track_audio_context(context: AudioContext, start_context_time: Option<f64>, at: Target) {
+    poll(context, start_context_time, at, 0);
 }
 
 /// The context's output clock: (context time, performance time) of the sample leaving the device.
@@ -43,7 +43,7 @@ fn output_timestamp(context: &AudioContext) -> Option<(f64, f64)> {
     Some((context_time, performance_time))
 }
 
-fn poll(context: AudioContext, start: Option<f64>, turn: Option<u32>, polls: u32) {
+fn poll(context: AudioContext, start: Option<f64>, at: Target, polls: u32) {
     if polls >= MAX_POLLS {
         return;
     }
@@ -60,20 +60,25 @@ fn poll(context: AudioContext, start: Option<f64>, turn: Option<u32>, polls: u32
             let at_ms = if start.is_some() { at_ms } else { performance_time };
             let audible_ms = p.time_origin + at_ms;
             p.audio_output_latency_ms = latency_ms.or(p.audio_output_latency_ms);
-            p.turns
-                .audio(AudioStart { kind: AudioKind::AudioContext, audible_ms, output_latency_ms: latency_ms }, turn);
+            let (turn, response) = at;
+            p.turns.audio(
+                AudioStart { kind: AudioKind::AudioContext, audible_ms, output_latency_ms: latency_ms },
+                turn,
+                response,
+            );
         });
         schedule_settle();
         return;
     }
     let window = with_probe(|p| p.window.clone());
-    let next = Closure::once_into_js(move || poll(context, start, turn, polls + 1));
+    let next = Closure::once_into_js(move || poll(context, start, at, polls + 1));
     let _ = window.request_animation_frame(next.unchecked_ref());
 }
 
 /// The app scheduled a buffer of `duration` seconds at context time `when`. The first one of a
 /// turn starts its playback (and the watch for when it is heard).
-pub(super) fn scheduled(context: AudioContext, when: f64, duration: f64, turn: Option<u32>) {
+pub(super) fn scheduled(context: AudioContext, when: f64, duration: f64, at: Target) {
+    let (turn, response) = at;
     let (clock, current) = (output_timestamp(&context), get(&context, "currentTime").as_f64().unwrap_or(0.0));
     let first = with_probe(|p| {
         let origin = p.time_origin;
@@ -86,7 +91,8 @@ pub(super) fn scheduled(context: AudioContext, when: f64, duration: f64, turn: O
             }
             _ => now + (s - current) * 1000.0 + latency_ms,
         };
-        let Some(playout) = p.turns.turn_or_newest(turn).and_then(|t| t.playout(AudioKind::AudioContext)) else {
+        let Some(playout) = p.turns.turn_or_newest(turn).and_then(|t| t.playout_for(AudioKind::AudioContext, response))
+        else {
             return false;
         };
         let first = playout.is_unscheduled() && playout.audible_ms.is_none();
@@ -94,19 +100,26 @@ pub(super) fn scheduled(context: AudioContext, when: f64, duration: f64, turn: O
         first
     });
     if first {
-        track_audio_context(context, Some(when), turn);
+        track_audio_context(context, Some(when), at);
     }
     schedule_settle();
 }
 
-/// The app stopped the turn's playback (barge-in, or its own stop button).
-pub(super) fn stopped(turn: Option<u32>) {
+/// The app stopped the turn's playback (barge-in, or its own stop button): in a realtime session,
+/// the named response's, else every playback still going.
+pub(super) fn stopped(at: Target, named_response: bool) {
+    let (turn, response) = at;
     with_probe(|p| {
         let now = p.now_ms();
-        if let Some(t) = p.turns.turn_or_newest(turn) {
-            for playout in t.audio.iter_mut().filter(|a| !a.is_stopped()) {
+        let Some(t) = p.turns.turn_or_newest(turn) else { return };
+        if named_response {
+            if let Some(playout) = t.playout_for(AudioKind::AudioContext, response).filter(|a| !a.is_stopped()) {
                 playout.stopped(now);
             }
+            return;
+        }
+        for playout in t.playouts_mut().filter(|a| !a.is_stopped()) {
+            playout.stopped(now);
         }
     });
     schedule_settle();
@@ -148,7 +161,7 @@ fn on_media_event(element: &HtmlMediaElement, event: MediaEvent) {
         let latency_ms = p.audio_output_latency_ms;
         let turn = p.turns.turn_or_newest(named)?;
         let id = turn.id;
-        let playout = turn.playout(AudioKind::MediaElement)?;
+        let playout = turn.playout_for(AudioKind::MediaElement, None)?;
         match event {
             MediaEvent::Playing if playout.audible_ms.is_none() => {
                 playout.heard(now + latency_ms.unwrap_or(0.0), latency_ms);

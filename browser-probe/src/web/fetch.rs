@@ -112,7 +112,7 @@ fn call_fetch(original: &Function, window: &web_sys::Window, input: &JsValue, in
 }
 
 /// A fresh trace id and span id from `crypto.getRandomValues`.
-fn new_ids(window: &web_sys::Window) -> (String, String) {
+pub(super) fn new_ids(window: &web_sys::Window) -> (String, String) {
     let mut random = [0u8; 24];
     loop {
         if let Ok(crypto) = window.crypto() {

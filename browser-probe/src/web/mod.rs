@@ -10,12 +10,15 @@
 //! - `audio`: `trackAudio()` and `observeMedia()`.
 //! - `send`: `sendBeacon`, with a `fetch` fallback.
 //! - `body_text`: the body chunks kept per turn and counted for answer characters at report time.
+//! - `socket`: the `window.WebSocket` wrapper: a tracked socket gets a trace context in its URL and
+//!   becomes a turn whose realtime responses the probe follows.
 
 mod audio;
 mod body_text;
 mod fetch;
 mod paint;
 mod send;
+mod socket;
 
 use std::cell::RefCell;
 
@@ -44,6 +47,8 @@ struct Probe {
     original_fetch: Option<Function>,
     /// The app's `trackFetch(url)` predicate; `None` tracks same-origin requests.
     track_fetch: Option<Function>,
+    /// The app's `trackWebSocket(url)` predicate; `None` tracks sockets to the page's host.
+    track_websocket: Option<Function>,
     turns: Turns,
     clock: Option<ClockEstimate>,
     settle_timer: Option<i32>,
@@ -70,6 +75,7 @@ impl Probe {
             endpoint: DEFAULT_ENDPOINT.to_string(),
             original_fetch: None,
             track_fetch: None,
+            track_websocket: None,
             turns: Turns::default(),
             clock: None,
             settle_timer: None,
@@ -109,12 +115,14 @@ fn get(target: &JsValue, key: &str) -> JsValue {
 }
 
 /// Starts the probe: wraps `fetch`, watches long frames, reports on `pagehide`, and measures the
-/// clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`.
+/// clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`,
+/// `trackWebSocket`.
 /// The promise resolves when the clock round trips are done; tracking starts at once.
 #[wasm_bindgen]
 pub fn init(options: JsValue) -> Promise {
     let endpoint = get(&options, "endpoint").as_string();
     let track_fetch = get(&options, "trackFetch").dyn_into::<Function>().ok();
+    let track_websocket = get(&options, "trackWebSocket").dyn_into::<Function>().ok();
     let clock_url = match get(&options, "clockUrl") {
         v if v.is_undefined() => Some(DEFAULT_CLOCK_URL.to_string()),
         v => v.as_string(),
@@ -124,10 +132,12 @@ pub fn init(options: JsValue) -> Promise {
             p.endpoint = endpoint;
         }
         p.track_fetch = track_fetch;
+        p.track_websocket = track_websocket;
         p.original_fetch.is_none()
     });
     if first_time {
         fetch::install();
+        socket::install();
         paint::watch_long_frames();
         let on_pagehide = Closure::<dyn FnMut()>::new(flush);
         let window = with_probe(|p| p.window.clone());
@@ -191,46 +201,66 @@ pub fn mark(name: String, t_ms: Option<f64>) {
     });
 }
 
+/// Where a playback goes: a turn (`None`: the newest) and, in a realtime session, a response.
+type Target = (Option<u32>, Option<usize>);
+
 /// The turn of a response the probe's `fetch` returned, if it is one.
-fn turn_of(response: Option<web_sys::Response>) -> Option<u32> {
-    let response = response?;
-    with_probe(|p| p.responses.get(&response).as_f64()).map(|id| id as u32)
+fn turn_of(response: &JsValue) -> Option<u32> {
+    let response = response.dyn_ref::<web_sys::Response>()?;
+    with_probe(|p| p.responses.get(response).as_f64()).map(|id| id as u32)
+}
+
+/// What the app's `response` argument names: a `Response` the probe's `fetch` returned (its turn),
+/// a realtime response id (`None` when no tracked session has it), or nothing (the newest turn).
+/// In a realtime session the response is fixed now, so the next response does not take it.
+fn target_of(response: &JsValue) -> Option<Target> {
+    if let Some(id) = response.as_string() {
+        return with_probe(|p| p.turns.locate(None, Some(&id))).map(|(turn, index)| (Some(turn), index));
+    }
+    let turn = turn_of(response);
+    let index = with_probe(|p| p.turns.turn_or_newest(turn).and_then(|t| t.realtime.as_ref()?.response_index(None)));
+    Some((turn, index))
 }
 
 /// When audio played through `context` becomes audible. `start_context_time` is the context time
 /// the app scheduled its first sound at; without it, the moment the output clock starts moving.
-/// `response` names the fetch whose answer this is (default: the newest unreported one).
+/// `response` names the fetch whose answer this is (default: the newest unreported one), or a
+/// realtime response by its id (`response.id`; default: the one whose audio came last).
 #[wasm_bindgen(js_name = trackAudio)]
-pub fn track_audio(
-    context: web_sys::AudioContext,
-    start_context_time: Option<f64>,
-    response: Option<web_sys::Response>,
-) {
-    audio::track_audio_context(context, start_context_time, turn_of(response));
+pub fn track_audio(context: web_sys::AudioContext, start_context_time: Option<f64>, response: JsValue) {
+    if let Some(at) = target_of(&response) {
+        audio::track_audio_context(context, start_context_time, at);
+    }
 }
 
 /// The app scheduled a buffer of `duration` seconds at context time `when` (what it passed to
 /// `AudioBufferSourceNode.start`) for `response`'s answer. The first buffer starts the playback
 /// and the watch for when it is heard; a buffer starting after the end of the ones before is an
 /// underrun (the listener heard silence); the last end is the playback's end.
+/// In a realtime session `response` may be the response id the audio deltas carry.
 #[wasm_bindgen(js_name = audioScheduled)]
-pub fn audio_scheduled(context: web_sys::AudioContext, when: f64, duration: f64, response: Option<web_sys::Response>) {
-    audio::scheduled(context, when, duration, turn_of(response));
+pub fn audio_scheduled(context: web_sys::AudioContext, when: f64, duration: f64, response: JsValue) {
+    if let Some(at) = target_of(&response) {
+        audio::scheduled(context, when, duration, at);
+    }
 }
 
 /// The app stopped playing `response`'s answer (barge-in): before the scheduled end, the playback
 /// is reported as interrupted.
+/// In a realtime session a response id stops that response's playback only.
 #[wasm_bindgen(js_name = stopAudio)]
-pub fn stop_audio(response: Option<web_sys::Response>) {
-    audio::stopped(turn_of(response));
+pub fn stop_audio(response: JsValue) {
+    if let Some(at) = target_of(&response) {
+        audio::stopped(at, response.is_string());
+    }
 }
 
 /// When an `<audio>`/`<video>` element starts playing (its `playing` event, plus the output
 /// latency when a tracked AudioContext told us), runs dry (`waiting` … `playing`), ends, or is
 /// paused before its end (interrupted). `response` names the fetch whose answer it plays.
 #[wasm_bindgen(js_name = observeMedia)]
-pub fn observe_media(element: web_sys::HtmlMediaElement, response: Option<web_sys::Response>) {
-    audio::observe_media_element(element, turn_of(response));
+pub fn observe_media(element: web_sys::HtmlMediaElement, response: JsValue) {
+    audio::observe_media_element(element, turn_of(&response));
 }
 
 /// Sends the reports of every turn not reported yet, including streams still open.

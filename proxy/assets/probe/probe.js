@@ -39,7 +39,8 @@ export function mark(name, tMs) {
 
 /**
  * Records when audio played through `audioContext` becomes audible. `response` (optional) is the
- * Response the probe's fetch returned for the answer being played.
+ * Response the probe's fetch returned for the answer being played, or in a realtime session the
+ * response id (`response_id` of its audio deltas).
  */
 export function trackAudio(audioContext, startContextTime, response) {
   whenReady(() => probe.trackAudio(audioContext, startContextTime, response));
@@ -47,13 +48,17 @@ export function trackAudio(audioContext, startContextTime, response) {
 
 /**
  * Records a buffer the app scheduled on `audioContext` at context time `when` for `duration`
- * seconds, playing `response`'s answer: the playback's start, its underruns and its end.
+ * seconds, playing `response`'s answer (a Response, or a realtime response id): the playback's
+ * start, its underruns and its end.
  */
 export function audioScheduled(audioContext, when, duration, response) {
   whenReady(() => probe.audioScheduled(audioContext, when, duration, response));
 }
 
-/** The app stopped playing `response`'s answer (barge-in): before its end, it was interrupted. */
+/**
+ * The app stopped playing `response`'s answer (barge-in): before its end, it was interrupted. In a
+ * realtime session a response id stops that response's playback only.
+ */
 export function stopAudio(response) {
   whenReady(() => probe.stopAudio(response));
 }

@@ -3,15 +3,14 @@
  * `AudioBufferSourceNode.start`) for `response`'s answer. The first buffer starts the playback
  * and the watch for when it is heard; a buffer starting after the end of the ones before is an
  * underrun (the listener heard silence); the last end is the playback's end.
+ * In a realtime session `response` may be the response id the audio deltas carry.
  * @param {AudioContext} context
  * @param {number} when
  * @param {number} duration
- * @param {Response | null} [response]
+ * @param {any} response
  */
 export function audioScheduled(context, when, duration, response) {
-    const val1 = +when;
-    const val2 = +duration;
-    wasm.audioScheduled(context, val1, val2, isLikeNone(response) ? 0 : addToExternrefTable0(response));
+    wasm.audioScheduled(context, when, duration, response);
 }
 
 /**
@@ -23,7 +22,8 @@ export function flush() {
 
 /**
  * Starts the probe: wraps `fetch`, watches long frames, reports on `pagehide`, and measures the
- * clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`.
+ * clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`,
+ * `trackWebSocket`.
  * The promise resolves when the clock round trips are done; tracking starts at once.
  * @param {any} options
  * @returns {Promise<any>}
@@ -60,32 +60,33 @@ export function observe(element) {
  * latency when a tracked AudioContext told us), runs dry (`waiting` … `playing`), ends, or is
  * paused before its end (interrupted). `response` names the fetch whose answer it plays.
  * @param {HTMLMediaElement} element
- * @param {Response | null} [response]
+ * @param {any} response
  */
 export function observeMedia(element, response) {
-    wasm.observeMedia(element, isLikeNone(response) ? 0 : addToExternrefTable0(response));
+    wasm.observeMedia(element, response);
 }
 
 /**
  * The app stopped playing `response`'s answer (barge-in): before the scheduled end, the playback
  * is reported as interrupted.
- * @param {Response | null} [response]
+ * In a realtime session a response id stops that response's playback only.
+ * @param {any} response
  */
 export function stopAudio(response) {
-    wasm.stopAudio(isLikeNone(response) ? 0 : addToExternrefTable0(response));
+    wasm.stopAudio(response);
 }
 
 /**
  * When audio played through `context` becomes audible. `start_context_time` is the context time
  * the app scheduled its first sound at; without it, the moment the output clock starts moving.
- * `response` names the fetch whose answer this is (default: the newest unreported one).
+ * `response` names the fetch whose answer this is (default: the newest unreported one), or a
+ * realtime response by its id (`response.id`; default: the one whose audio came last).
  * @param {AudioContext} context
- * @param {number | null} [start_context_time]
- * @param {Response | null} [response]
+ * @param {number | null | undefined} start_context_time
+ * @param {any} response
  */
 export function trackAudio(context, start_context_time, response) {
-    const val1 = +(isLikeNone(start_context_time) ? 0 : start_context_time);
-    wasm.trackAudio(context, !isLikeNone(start_context_time), val1, isLikeNone(response) ? 0 : addToExternrefTable0(response));
+    wasm.trackAudio(context, !isLikeNone(start_context_time), isLikeNone(start_context_time) ? 0 : start_context_time, response);
 }
 function __wbg_get_imports() {
     const import0 = {
@@ -105,6 +106,10 @@ function __wbg_get_imports() {
         __wbg___wbindgen_is_object_8b968c3ab8e96595: function(arg0) {
             const val = arg0;
             const ret = typeof(val) === 'object' && val !== null;
+            return ret;
+        },
+        __wbg___wbindgen_is_string_fc456fee5d3317de: function(arg0) {
+            const ret = typeof(arg0) === 'string';
             return ret;
         },
         __wbg___wbindgen_is_undefined_be5b34249ff1fc15: function(arg0) {
@@ -164,6 +169,10 @@ function __wbg_get_imports() {
         __wbg_close_294d3f727cb7a844: function() { return handleError(function (arg0) {
             arg0.close();
         }, arguments); },
+        __wbg_construct_0a18aae38dd14b1c: function() { return handleError(function (arg0, arg1, arg2) {
+            const ret = Reflect.construct(arg0, arg1, arg2);
+            return ret;
+        }, arguments); },
         __wbg_crypto_56d59c4d711676e1: function() { return handleError(function (arg0) {
             const ret = arg0.crypto;
             return ret;
@@ -212,6 +221,10 @@ function __wbg_get_imports() {
             const ret = arg0.get(arg1);
             return ret;
         },
+        __wbg_get_d7176cfb76d71114: function(arg0, arg1) {
+            const ret = arg0[arg1 >>> 0];
+            return ret;
+        },
         __wbg_get_unchecked_e6325ad374eff861: function(arg0, arg1) {
             const ret = arg0[arg1 >>> 0];
             return ret;
@@ -223,6 +236,20 @@ function __wbg_get_imports() {
         __wbg_headers_9ef80dd266706f48: function(arg0) {
             const ret = arg0.headers;
             return ret;
+        },
+        __wbg_host_0832e2670dc79e53: function() { return handleError(function (arg0, arg1) {
+            const ret = arg1.host;
+            const ptr1 = passStringToWasm0(ret, wasm.__wbindgen_malloc, wasm.__wbindgen_realloc);
+            const len1 = WASM_VECTOR_LEN;
+            getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 1, len1, true);
+            getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 0, ptr1, true);
+        }, arguments); },
+        __wbg_host_68f98460c7328ca5: function(arg0, arg1) {
+            const ret = arg1.host;
+            const ptr1 = passStringToWasm0(ret, wasm.__wbindgen_malloc, wasm.__wbindgen_realloc);
+            const len1 = WASM_VECTOR_LEN;
+            getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 1, len1, true);
+            getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 0, ptr1, true);
         },
         __wbg_href_436d1661275da591: function(arg0, arg1) {
             const ret = arg1.href;
@@ -252,10 +279,10 @@ function __wbg_get_imports() {
             const ret = result;
             return ret;
         },
-        __wbg_instanceof_Uint8Array_d7aeb0dcb3108fea: function(arg0) {
+        __wbg_instanceof_Response_5b0b4f7f1daeae51: function(arg0) {
             let result;
             try {
-                result = arg0 instanceof Uint8Array;
+                result = arg0 instanceof Response;
             } catch (_) {
                 result = false;
             }
@@ -270,11 +297,11 @@ function __wbg_get_imports() {
             const ret = arg0.json();
             return ret;
         }, arguments); },
-        __wbg_length_186163212ffe79c3: function(arg0) {
+        __wbg_length_b03a0fabb109b1e9: function(arg0) {
             const ret = arg0.length;
             return ret;
         },
-        __wbg_length_b03a0fabb109b1e9: function(arg0) {
+        __wbg_length_e83e819f48c774e4: function(arg0) {
             const ret = arg0.length;
             return ret;
         },
@@ -317,6 +344,10 @@ function __wbg_get_imports() {
             const ret = new MutationObserver(arg0);
             return ret;
         }, arguments); },
+        __wbg_new_851f287e78cd660a: function(arg0, arg1) {
+            const ret = new Proxy(arg0, arg1);
+            return ret;
+        },
         __wbg_new_cd4348290afae586: function() {
             const ret = new Object();
             return ret;
@@ -395,6 +426,10 @@ function __wbg_get_imports() {
             getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 1, len1, true);
             getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 0, ptr1, true);
         },
+        __wbg_parse_c3f72b5a24f83c01: function() { return handleError(function (arg0, arg1) {
+            const ret = JSON.parse(getStringFromWasm0(arg0, arg1));
+            return ret;
+        }, arguments); },
         __wbg_pathname_0a541f1ec71ba5a7: function(arg0, arg1) {
             const ret = arg1.pathname;
             const ptr1 = passStringToWasm0(ret, wasm.__wbindgen_malloc, wasm.__wbindgen_realloc);
@@ -424,13 +459,6 @@ function __wbg_get_imports() {
         __wbg_postMessage_56704f0f0cc1999c: function() { return handleError(function (arg0, arg1) {
             arg0.postMessage(arg1);
         }, arguments); },
-        __wbg_prototypesetcall_13162965d1fe7aa3: function(arg0, arg1, arg2) {
-            Uint8Array.prototype.set.call(getArrayU8FromWasm0(arg0, arg1), arg2);
-        },
-        __wbg_push_c9f4893fc209f768: function(arg0, arg1) {
-            const ret = arg0.push(arg1);
-            return ret;
-        },
         __wbg_queueMicrotask_1e8503a8a690f0a3: function(arg0) {
             const ret = arg0.queueMicrotask;
             return ret;
@@ -462,6 +490,13 @@ function __wbg_get_imports() {
             const ret = Promise.resolve(arg0);
             return ret;
         },
+        __wbg_search_88703ce66d1580b3: function(arg0, arg1) {
+            const ret = arg1.search;
+            const ptr1 = passStringToWasm0(ret, wasm.__wbindgen_malloc, wasm.__wbindgen_realloc);
+            const len1 = WASM_VECTOR_LEN;
+            getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 1, len1, true);
+            getDataViewMemory0().setInt32((arg0 >>> 0) + 4 * 0, ptr1, true);
+        },
         __wbg_sendBeacon_0b26e47b749a0538: function() { return handleError(function (arg0, arg1, arg2, arg3) {
             const ret = arg0.sendBeacon(getStringFromWasm0(arg1, arg2), arg3);
             return ret;
@@ -487,11 +522,17 @@ function __wbg_get_imports() {
         __wbg_set_child_list_44b3fe560ecc1acc: function(arg0, arg1) {
             arg0.childList = arg1 !== 0;
         },
+        __wbg_set_d2d33b52458e984a: function(arg0, arg1, arg2) {
+            arg0[arg1 >>> 0] = arg2;
+        },
         __wbg_set_headers_headers_d3169b62768ebb0b: function(arg0, arg1) {
             arg0.headers = arg1;
         },
         __wbg_set_onmessage_5e09c5c5df17fb8b: function(arg0, arg1) {
             arg0.onmessage = arg1;
+        },
+        __wbg_set_search_79a1604a24707ef7: function(arg0, arg1, arg2) {
+            arg0.search = getStringFromWasm0(arg1, arg2);
         },
         __wbg_set_status_bd9dc81d1c17b108: function(arg0, arg1) {
             arg0.status = arg1;
@@ -504,6 +545,14 @@ function __wbg_get_imports() {
         },
         __wbg_set_type_609b0cea6429d7bb: function(arg0, arg1, arg2) {
             arg0.type = getStringFromWasm0(arg1, arg2);
+        },
+        __wbg_slice_85ae26e3542949c1: function(arg0, arg1, arg2) {
+            const ret = arg0.slice(arg1 >>> 0, arg2 >>> 0);
+            return ret;
+        },
+        __wbg_slice_8c7f01d7eb703b4e: function(arg0, arg1, arg2) {
+            const ret = arg0.slice(arg1 >>> 0, arg2 >>> 0);
+            return ret;
         },
         __wbg_startTime_7ec295b0d662d9d8: function(arg0) {
             const ret = arg0.startTime;
@@ -573,31 +622,36 @@ function __wbg_get_imports() {
             return ret;
         },
         __wbindgen_generic_0000000000000003: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 5, ret: NamedExternref("Promise<any>"), inner_ret: Some(NamedExternref("Promise<any>")) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 6, ret: NamedExternref("Promise<any>"), inner_ret: Some(NamedExternref("Promise<any>")) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hafcc87bcbf76de03);
             return ret;
         },
         __wbindgen_generic_0000000000000004: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 61, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [Externref], shim_idx: 79, ret: Result(Unit), inner_ret: Some(Result(Unit)) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h60702a48838d1764);
             return ret;
         },
         __wbindgen_generic_0000000000000005: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("ReadableStreamDefaultController")], shim_idx: 3, ret: NamedExternref("Promise<any>"), inner_ret: Some(NamedExternref("Promise<any>")) }, mutable: true }) -> Externref`.
-            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h24910459c0ae8539);
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("Function"), NamedExternref("Array<any>"), Externref], shim_idx: 3, ret: Result(Externref), inner_ret: Some(Result(Externref)) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h4da2b0f2359485d1);
             return ret;
         },
         __wbindgen_generic_0000000000000006: function(arg0, arg1) {
-            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 4, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [NamedExternref("ReadableStreamDefaultController")], shim_idx: 4, ret: NamedExternref("Promise<any>"), inner_ret: Some(NamedExternref("Promise<any>")) }, mutable: true }) -> Externref`.
+            const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__h24910459c0ae8539);
+            return ret;
+        },
+        __wbindgen_generic_0000000000000007: function(arg0, arg1) {
+            // Cast intrinsic for `Closure(Closure { owned: true, function: Function { arguments: [], shim_idx: 5, ret: Unit, inner_ret: Some(Unit) }, mutable: true }) -> Externref`.
             const ret = makeMutClosure(arg0, arg1, wasm_bindgen__convert__closures_____invoke__hdac494d528d93951);
             return ret;
         },
-        __wbindgen_generic_0000000000000007: function(arg0) {
+        __wbindgen_generic_0000000000000008: function(arg0) {
             // Cast intrinsic for `F64 -> Externref`.
             const ret = arg0;
             return ret;
         },
-        __wbindgen_generic_0000000000000008: function(arg0, arg1) {
+        __wbindgen_generic_0000000000000009: function(arg0, arg1) {
             // Cast intrinsic for `Ref(String) -> Externref`.
             const ret = getStringFromWasm0(arg0, arg1);
             return ret;
@@ -649,6 +703,14 @@ function wasm_bindgen__convert__closures_____invoke__hb98d63cc49481475(arg0, arg
 function wasm_bindgen__convert__closures_____invoke__h300edd0d7d098b81(arg0, arg1, arg2, arg3) {
     const ret = wasm.wasm_bindgen__convert__closures_____invoke__h300edd0d7d098b81(arg0, arg1, arg2, arg3);
     return ret;
+}
+
+function wasm_bindgen__convert__closures_____invoke__h4da2b0f2359485d1(arg0, arg1, arg2, arg3, arg4) {
+    const ret = wasm.wasm_bindgen__convert__closures_____invoke__h4da2b0f2359485d1(arg0, arg1, arg2, arg3, arg4);
+    if (ret[2]) {
+        throw takeFromExternrefTable0(ret[1]);
+    }
+    return takeFromExternrefTable0(ret[0]);
 }
 
 function addToExternrefTable0(obj) {

@@ -138,6 +138,7 @@ pub fn with_browser(
         paints_dropped: 0,
         marks_dropped: 0,
         long_frames_dropped: 0,
+        realtime: vec![],
     });
     record
 }

@@ -17,6 +17,7 @@ use tokentap_analysis::{Distribution, EventClass};
 use crate::browser::arrival::{Arrivals, RecordSide};
 use crate::browser::report::{BrowserChunk, Paint, ProbeReport};
 use crate::browser::timeline::*;
+use crate::realtime_join::{browser_audio, join_realtime};
 use crate::schema::Record;
 
 /// Joins `report` to `record`.
@@ -119,20 +120,7 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
                 blocking_ms: f.blocking_ms,
             })
             .collect(),
-        audio: report
-            .audio
-            .iter()
-            .map(|a| BrowserAudio {
-                kind: a.kind.clone(),
-                audible_ms: rel(a.audible_ms),
-                output_latency_ms: a.output_latency_ms,
-                end_ms: a.end_ms.map(rel),
-                underruns: a.underruns,
-                starved_ms: a.starved_ms,
-                interrupted: a.interrupted,
-                scheduled_audio_ms: a.scheduled_audio_ms,
-            })
-            .collect(),
+        audio: report.audio.iter().map(|a| browser_audio(a, rel)).collect(),
         browser_bytes,
         bytes_match: browser_bytes == record.timeline.body_bytes,
         alignment: arrivals.alignment,
@@ -148,6 +136,10 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         paints_dropped: report.paints_dropped,
         marks_dropped: report.marks_dropped,
         long_frames_dropped: report.long_frames_dropped,
+        realtime: match (&record.realtime, &report.realtime) {
+            (Some(session), Some(page)) => join_realtime(session, page, rel),
+            _ => Vec::new(),
+        },
     }
 }
 
@@ -207,6 +199,7 @@ mod tests {
             marks_dropped: 0,
             long_frames_dropped: 0,
             audio_dropped: 0,
+            realtime: None,
         }
     }
 

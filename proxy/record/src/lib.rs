@@ -7,7 +7,7 @@
 //! - `hops`: the record's diagnosis types and thresholds; `diagnosis` computes them, per hop, over
 //!   one record or an ingress/egress chain.
 //! - `browser`: the probe report schema and the record's browser timeline; `join` joins a report
-//!   to its record.
+//!   to its record; `realtime_join` joins the page's view of a realtime session's responses.
 //! - `goodput`: `[slo]` objectives and the verdict on one record.
 //! - `server_time`: the server's reported time joined to the wire (the split, the consistency
 //!   check) and the prompt cache state.
@@ -24,6 +24,7 @@ pub mod fixtures;
 pub mod goodput;
 pub mod hops;
 pub mod join;
+pub mod realtime_join;
 pub mod schema;
 pub mod server_time;
 pub mod stamp;

@@ -1,5 +1,24 @@
 //! W3C trace context: continue the client's `traceparent`, or start a new trace.
 
+/// The query parameter that carries a `traceparent` where a browser cannot set headers: the
+/// upgrade request of a `WebSocket` (the browser probe adds it to the sockets it tracks). tokentap
+/// reads it when there is no `traceparent` header and never forwards it.
+pub const TRACEPARENT_QUERY: &str = "tokentap_traceparent";
+
+/// `path_and_query` without [`TRACEPARENT_QUERY`], and that parameter's value (the first one).
+/// `None` for the path when the parameter is absent (the path stays as it is).
+pub fn split_traceparent_query(path_and_query: &str) -> (Option<String>, Option<&str>) {
+    let Some((path, query)) = path_and_query.split_once('?') else { return (None, None) };
+    let is_ours = |pair: &str| pair.split_once('=').map_or(pair, |(name, _)| name) == TRACEPARENT_QUERY;
+    if !query.split('&').any(is_ours) {
+        return (None, None);
+    }
+    let value = query.split('&').find(|p| is_ours(p)).and_then(|p| p.split_once('=')).map(|(_, v)| v);
+    let kept: Vec<&str> = query.split('&').filter(|p| !is_ours(p)).collect();
+    let stripped = if kept.is_empty() { path.to_string() } else { format!("{path}?{}", kept.join("&")) };
+    (Some(stripped), value)
+}
+
 /// The ids this request's span carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
@@ -115,6 +134,29 @@ pub fn random_hex(bytes: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_query_traceparent_is_read_and_stripped() {
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let cases: &[(&str, Option<&str>, Option<&str>)] = &[
+            ("/v1/realtime", None, None),
+            ("/v1/realtime?model=m", None, None),
+            ("/v1/realtime?tokentap_traceparent=x", Some("/v1/realtime"), Some("x")),
+            ("/v1/realtime?model=m&tokentap_traceparent=x&b=2", Some("/v1/realtime?model=m&b=2"), Some("x")),
+            ("/v1/realtime?tokentap_traceparent=x&tokentap_traceparent=y", Some("/v1/realtime"), Some("x")),
+            ("/v1/realtime?tokentap_traceparent", Some("/v1/realtime"), None),
+            ("/v1/realtime?tokentap_traceparentX=1", None, None),
+        ];
+        for &(input, path, value) in cases {
+            let (p, v) = split_traceparent_query(input);
+            assert_eq!((p.as_deref(), v), (path, value), "{input}");
+        }
+        let path = format!("/r?{TRACEPARENT_QUERY}={tp}");
+        let (_, v) = split_traceparent_query(&path);
+        let context = TraceContext::from_incoming(v.map(str::as_bytes));
+        assert_eq!(context.trace_id, "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(context.parent_span_id.as_deref(), Some("b7ad6b7169203331"));
+    }
 
     #[test]
     fn continues_a_valid_traceparent() {

@@ -96,6 +96,8 @@ pub(super) struct RequestsQuery {
     status: Option<u16>,
     #[serde(default, deserialize_with = "number")]
     since_unix_ns: Option<u64>,
+    #[serde(default, deserialize_with = "non_empty")]
+    trace_id: Option<String>,
 }
 
 impl RequestsQuery {
@@ -110,6 +112,7 @@ impl RequestsQuery {
             model: self.model,
             status: self.status,
             since_unix_ns: self.since_unix_ns,
+            trace_id: self.trace_id,
         }
     }
 }

@@ -21,7 +21,7 @@ use pingora::{Error, ErrorSource, ErrorType, Result};
 
 use tokentap_analysis::server_timing::{MAX_TIMING_HEADER_BYTES, TIMING_HEADERS};
 use tokentap_record::ack::{AckSample, ACK_POLL};
-use tokentap_record::trace::TraceContext;
+use tokentap_record::trace::{split_traceparent_query, TraceContext};
 use tokentap_record::{ErrorInfo, ErrorSide, Outcome, UpstreamConnection};
 
 use crate::config::ValidConfig;
@@ -258,13 +258,16 @@ impl ProxyHttp for TapProxy {
         ctx.recording = self.config.timeline.enabled;
         if ctx.recording {
             ctx.data.method = req.method.as_str().to_string();
-            ctx.data.path = redact_path(&path_and_query);
+            // A browser's WebSocket cannot send headers: the probe puts its trace context in the
+            // query instead, which is read here and never forwarded.
+            let (stripped, query_traceparent) = split_traceparent_query(&path_and_query);
+            ctx.data.path = redact_path(stripped.as_deref().unwrap_or(&path_and_query));
             ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
             ctx.data.request_content_type = header_str(req.headers.get("content-type"));
             let turns = &self.config.turns;
             let turn_header = turns.enabled.then(|| req.headers.get(turns.turn_header.as_str())).flatten();
             let trace = TraceContext::from_incoming_or_turn(
-                req.headers.get("traceparent").map(|v| v.as_bytes()),
+                req.headers.get("traceparent").map(|v| v.as_bytes()).or(query_traceparent.map(str::as_bytes)),
                 turn_header.map(|v| v.as_bytes()),
             );
             if self.ingest.config.enabled {
@@ -393,6 +396,7 @@ impl ProxyHttp for TapProxy {
         let route =
             ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
         let path_and_query = upstream_request.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
+        let path_and_query = split_traceparent_query(&path_and_query).0.unwrap_or(path_and_query);
         let new_path = route.upstream_path(&path_and_query);
         let uri: http::Uri = new_path
             .parse()
@@ -609,6 +613,12 @@ impl ProxyHttp for TapProxy {
         }
         if !ctx.recording {
             return;
+        }
+        if ctx.data.upgrade && self.ingest.config.enabled {
+            // A session may outlast `probe.trace_ttl_s`; the page reports it after it ends.
+            if let Some(trace) = &ctx.data.trace {
+                self.ingest.recent.note(&trace.trace_id);
+            }
         }
         let (outcome, error) = classify_outcome(e, ctx);
         let watch = e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none();

@@ -191,6 +191,8 @@ pub struct RecordFilter {
     pub status: Option<u16>,
     /// Only records whose t0 is at or after this Unix time in nanoseconds.
     pub since_unix_ns: Option<u64>,
+    /// Only records of this W3C trace.
+    pub trace_id: Option<String>,
 }
 
 impl RecordFilter {
@@ -200,6 +202,7 @@ impl RecordFilter {
             && self.model.as_ref().is_none_or(|v| Some(v) == r.conditions.model.as_ref())
             && self.status.is_none_or(|v| Some(v) == r.status)
             && self.since_unix_ns.is_none_or(|v| r.timeline.t0_unix_ns >= v)
+            && self.trace_id.as_ref().is_none_or(|v| *v == r.trace_id)
     }
 }
 

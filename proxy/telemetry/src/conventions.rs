@@ -466,6 +466,12 @@ pub mod attr {
     pub const VOICE_OBSERVED_STARVED_MS: &str = "tokentap.voice.observed_starved_ms";
     pub const VOICE_INTERRUPTED: &str = "tokentap.voice.interrupted";
     pub const VOICE_OUTPUT_LATENCY_MS: &str = "tokentap.voice.output_latency_ms";
+    /// A realtime response: heard in the page − `speech_stopped` at tokentap.
+    pub const VOICE_HEARD_FROM_SPEECH_STOPPED_MS: &str = "tokentap.voice.time_to_heard_from_speech_stopped_ms";
+    /// A realtime response: heard in the page − its first audio delta at tokentap.
+    pub const VOICE_HEARD_AFTER_FIRST_AUDIO_MS: &str = "tokentap.voice.heard_after_first_audio_ms";
+    /// A realtime response: its first audio delta in the page − at tokentap.
+    pub const VOICE_FIRST_AUDIO_DELIVERY_MS: &str = "tokentap.voice.first_audio_delivery_ms";
     pub const VOICE_TO_VOICE_MS: &str = "tokentap.voice.voice_to_voice_ms";
     pub const VOICE_TIME_TO_FIRST_AUDIO_FROM_SPEECH_STOPPED_MS: &str =
         "tokentap.voice.time_to_first_audio_from_speech_stopped_ms";
@@ -1072,7 +1078,11 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         span_id: fetch_span,
         parent_span_id: None,
         sampled: true,
-        name: format!("browser fetch {}", record.path.split('?').next().unwrap_or("")),
+        name: format!(
+            "browser {} {}",
+            if record.realtime.is_some() { "websocket" } else { "fetch" },
+            record.path.split('?').next().unwrap_or("")
+        ),
         kind: SpanKind::Client,
         start_unix_ns: start,
         end_unix_ns: end,
@@ -1107,7 +1117,7 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     }
     // One `playout` span per playback the page heard: from its first sound to its end (or its
     // first sound, when the page did not know the end when it reported).
-    for (i, a) in b.audio.iter().enumerate() {
+    let playout_attributes = |a: &tokentap_record::browser::timeline::BrowserAudio| {
         let mut attributes: Attributes = vec![
             (attr::PHASE, AttrValue::Str("playout".into())),
             (attr::VOICE_PLAYOUT_KIND, AttrValue::Str(a.kind.clone())),
@@ -1121,6 +1131,12 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         if let Some(c) = &b.clock {
             attributes.push((attr::BROWSER_CLOCK_UNCERTAINTY_MS, AttrValue::F64(c.uncertainty_ms)));
         }
+        attributes
+    };
+    // A realtime session's playbacks are per response, each under its `realtime_inference` span.
+    spans.extend(realtime::realtime_playout_spans(record, b, trace_id, at, playout_attributes));
+    for (i, a) in b.audio.iter().enumerate() {
+        let attributes = playout_attributes(a);
         let heard = at(a.audible_ms);
         let playout_end = a.end_ms.map_or(heard, at).max(heard);
         spans.push(SpanPlan {
@@ -1503,6 +1519,7 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
 }
 
 mod realtime;
+pub use realtime::realtime_browser_observations;
 mod turn;
 pub use turn::{turn_observations, turn_spans, voice_turn_observations};
 

@@ -12,4 +12,4 @@ pub mod report;
 pub mod timeline;
 
 pub use report::{ProbeReport, ReportError};
-pub use timeline::BrowserTimeline;
+pub use timeline::{BrowserRealtimeResponse, BrowserTimeline};

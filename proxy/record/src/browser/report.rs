@@ -23,6 +23,10 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_PATH_LEN: usize = 2048;
 /// Longest `fetch.content_encoding` and `fetch.via`.
 pub const MAX_HEADER_VALUE_LEN: usize = 128;
+/// Realtime responses kept per report.
+pub const MAX_REALTIME_RESPONSES: usize = 256;
+/// Longest realtime `session_id` and `response_id`.
+pub const MAX_ID_LEN: usize = 128;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,6 +61,10 @@ pub struct ProbeReport {
     pub audio: Vec<AudioStart>,
     #[serde(default)]
     pub audio_dropped: u64,
+    /// A realtime WebSocket session the page held (then `fetch` is the socket: created, open,
+    /// closed): what the page saw of each response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<ReportedRealtime>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -371,19 +379,10 @@ impl ProbeReport {
             return Err(invalid("audio", format!("at most {MAX_AUDIO}")));
         }
         for a in &self.audio {
-            name("audio.kind", &a.kind)?;
-            span.time("audio.audible_ms", a.audible_ms)?;
-            if let Some(l) = a.output_latency_ms {
-                duration("audio.output_latency_ms", l)?;
-            }
-            if let Some(end) = a.end_ms {
-                span.time("audio.end_ms", end)?;
-            }
-            count("audio.underruns", a.underruns)?;
-            duration("audio.starved_ms", a.starved_ms)?;
-            if let Some(d) = a.scheduled_audio_ms {
-                duration("audio.scheduled_audio_ms", d)?;
-            }
+            a.validate(&mut span)?;
+        }
+        if let Some(realtime) = &self.realtime {
+            realtime.validate(&mut span)?;
         }
         for path in
             [self.page_path.as_deref(), self.request.as_ref().and_then(|r| r.path.as_deref())].into_iter().flatten()
@@ -393,6 +392,101 @@ impl ProbeReport {
                     "path",
                     format!("at most {MAX_PATH_LEN} bytes, no control characters and no query string"),
                 ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AudioStart {
+    fn validate(&self, span: &mut Span) -> Result<(), ReportError> {
+        name("audio.kind", &self.kind)?;
+        span.time("audio.audible_ms", self.audible_ms)?;
+        if let Some(l) = self.output_latency_ms {
+            duration("audio.output_latency_ms", l)?;
+        }
+        if let Some(end) = self.end_ms {
+            span.time("audio.end_ms", end)?;
+        }
+        count("audio.underruns", self.underruns)?;
+        duration("audio.starved_ms", self.starved_ms)?;
+        if let Some(d) = self.scheduled_audio_ms {
+            duration("audio.scheduled_audio_ms", d)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the page saw of a realtime session (the server's events as the page's socket received
+/// them, and the playback of each response's audio).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportedRealtime {
+    /// `session.created`'s `session.id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub responses: Vec<ReportedRealtimeResponse>,
+    #[serde(default)]
+    pub responses_dropped: u64,
+    /// Server messages the page received.
+    #[serde(default)]
+    pub messages: u64,
+}
+
+/// One response as the page saw it; browser times of the messages' arrival in the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportedRealtimeResponse {
+    pub response_id: String,
+    /// `response.created` arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_ms: Option<f64>,
+    /// The first `response.output_audio.delta` (`response.audio.delta`) arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_audio_ms: Option<f64>,
+    /// `response.done` arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_ms: Option<f64>,
+    #[serde(default)]
+    pub audio_deltas: u64,
+    /// The page's playback of this response's audio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioStart>,
+}
+
+fn id(field: &'static str, v: &str) -> Result<(), ReportError> {
+    if v.is_empty() || v.len() > MAX_ID_LEN || v.chars().any(char::is_control) {
+        Err(invalid(field, format!("1 to {MAX_ID_LEN} bytes without control characters")))
+    } else {
+        Ok(())
+    }
+}
+
+impl ReportedRealtime {
+    fn validate(&self, span: &mut Span) -> Result<(), ReportError> {
+        if let Some(session_id) = &self.session_id {
+            id("realtime.session_id", session_id)?;
+        }
+        count("realtime.responses_dropped", self.responses_dropped)?;
+        count("realtime.messages", self.messages)?;
+        if self.responses.len() > MAX_REALTIME_RESPONSES {
+            return Err(invalid("realtime.responses", format!("at most {MAX_REALTIME_RESPONSES}")));
+        }
+        for r in &self.responses {
+            id("realtime.responses.response_id", &r.response_id)?;
+            for (field, t) in [
+                ("realtime.responses.created_ms", r.created_ms),
+                ("realtime.responses.first_audio_ms", r.first_audio_ms),
+                ("realtime.responses.done_ms", r.done_ms),
+            ] {
+                if let Some(t) = t {
+                    span.time(field, t)?;
+                }
+            }
+            count("realtime.responses.audio_deltas", r.audio_deltas)?;
+            if let Some(a) = &r.audio {
+                a.validate(span)?;
             }
         }
         Ok(())

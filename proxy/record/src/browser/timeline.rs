@@ -127,4 +127,42 @@ pub struct BrowserTimeline {
     pub marks_dropped: u64,
     #[serde(default)]
     pub long_frames_dropped: u64,
+    /// A realtime session's responses as the page saw and played them (same order as
+    /// `realtime.responses` of the record; a response the page never saw is absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub realtime: Vec<BrowserRealtimeResponse>,
+}
+
+/// One realtime response in the page, on tokentap's timeline (ms since t0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BrowserRealtimeResponse {
+    pub response_id: String,
+    /// Its index in the record's `realtime.responses`.
+    pub index: usize,
+    /// `response.created` / the first audio delta / `response.done` arrived in the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_audio_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_ms: Option<f64>,
+    /// First audio delta: in the page − handed to the client by tokentap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_audio_delivery_ms: Option<f64>,
+    /// The page's playback of the response's audio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playout: Option<BrowserAudio>,
+    /// When its first sound was heard (the playback's first sample leaving the output device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heard_ms: Option<f64>,
+    /// Heard − the first audio delta's arrival at tokentap (delivery, decoding, the app's
+    /// scheduling, the output device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heard_after_first_audio_ms: Option<f64>,
+    /// Heard − the arrival of `speech_stopped` at tokentap (the server's end-of-turn decision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_heard_from_speech_stopped_ms: Option<f64>,
+    /// Heard − the estimated true end of speech: the user's whole wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice_to_voice_ms: Option<f64>,
 }

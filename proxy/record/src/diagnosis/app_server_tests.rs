@@ -178,6 +178,7 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
         long_frames_dropped: 0,
         audio: vec![],
         audio_dropped: 0,
+        realtime: None,
     }
 }
 

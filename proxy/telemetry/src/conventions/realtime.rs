@@ -6,6 +6,7 @@
 //! ready to the client asking for the next response (tool run + client work + network).
 
 use tokentap_analysis::realtime::{RealtimeResponse, RealtimeSession};
+use tokentap_record::browser::BrowserTimeline;
 use tokentap_record::Record;
 
 use super::{attr, child_span_id, ms_to_ns, AttrValue, Attributes, Labels, MetricId, Observation};
@@ -192,4 +193,63 @@ pub(super) fn realtime_observations(record: &Record, labels: &Labels, out: &mut 
             }
         }
     }
+}
+
+/// The span id of response `index`'s `realtime_inference` span.
+fn response_span_id(session_span: [u8; 8], index: usize) -> [u8; 8] {
+    child_span_id(session_span, &format!("{REALTIME_INFERENCE}/{index}"))
+}
+
+/// One `playout` span per response the page played, under that response's `realtime_inference`
+/// span: from its first sound heard to its end (or its first sound, when the page did not know
+/// the end), with the response's heard latencies. `attributes` gives the playback's own.
+pub(super) fn realtime_playout_spans(
+    record: &Record,
+    browser: &BrowserTimeline,
+    trace_id: [u8; 16],
+    at: impl Fn(f64) -> u64,
+    attributes: impl Fn(&tokentap_record::browser::timeline::BrowserAudio) -> Attributes,
+) -> Vec<SpanPlan> {
+    let Some(session_span) = super::hex_bytes::<8>(&record.span_id) else { return Vec::new() };
+    let mut spans = Vec::new();
+    for r in &browser.realtime {
+        let (Some(playout), Some(heard_ms)) = (&r.playout, r.heard_ms) else { continue };
+        let parent = response_span_id(session_span, r.index);
+        let mut attrs = attributes(playout);
+        attrs.push((attr::RESPONSE_ID, AttrValue::Str(r.response_id.clone())));
+        push_f64(&mut attrs, attr::VOICE_TO_VOICE_MS, r.voice_to_voice_ms);
+        push_f64(&mut attrs, attr::VOICE_HEARD_FROM_SPEECH_STOPPED_MS, r.time_to_heard_from_speech_stopped_ms);
+        push_f64(&mut attrs, attr::VOICE_HEARD_AFTER_FIRST_AUDIO_MS, r.heard_after_first_audio_ms);
+        push_f64(&mut attrs, attr::VOICE_FIRST_AUDIO_DELIVERY_MS, r.first_audio_delivery_ms);
+        let start = at(heard_ms);
+        let end = playout.end_ms.map_or(start, &at).max(start);
+        spans.push(SpanPlan {
+            trace_id,
+            span_id: child_span_id(parent, "playout"),
+            parent_span_id: Some(parent),
+            sampled: true,
+            name: "playout".into(),
+            kind: SpanKind::Internal,
+            start_unix_ns: start,
+            end_unix_ns: end,
+            attributes: attrs,
+            events: Vec::new(),
+            dropped_events: 0,
+            status: SpanStatus::Unset,
+        });
+    }
+    spans
+}
+
+/// `tokentap.voice.voice_to_voice` per realtime response the page heard (end of speech → heard).
+pub fn realtime_browser_observations(record: &Record) -> Vec<Observation> {
+    let Some(browser) = &record.browser else { return Vec::new() };
+    let labels: Labels = vec![(attr::ROUTE, super::label(&record.route))];
+    browser
+        .realtime
+        .iter()
+        .filter_map(|r| r.voice_to_voice_ms)
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| Observation { metric: MetricId::VoiceToVoice, labels: labels.clone(), value: v / 1e3 })
+        .collect()
 }
