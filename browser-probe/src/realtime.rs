@@ -67,7 +67,8 @@ pub fn classify(head: &str, tail: Option<&str>) -> (ServerEventKind, Option<Stri
 
 /// The value of the first top-level `"name":"value"` pair in `head`, read from the start of a
 /// JSON object (no escapes inside the value; ids and event types have none). `None` when absent
-/// or cut off.
+/// or cut off. Byte by byte, without panicking slices (the probe's size budget has no room for
+/// their formatting code).
 pub fn string_field<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     let bytes = head.as_bytes();
     let mut depth = 0i32;
@@ -85,9 +86,8 @@ pub fn string_field<'a>(head: &'a str, name: &str) -> Option<&'a str> {
                 if end >= bytes.len() {
                     return None;
                 }
-                let key = head.get(start..end)?;
-                if depth == 1 && key == name {
-                    if let Some(value) = head[end + 1..].trim_start().strip_prefix(':') {
+                if depth == 1 && bytes.get(start..end) == Some(name.as_bytes()) {
+                    if let Some(value) = skip_space(head.get(end + 1..)?).strip_prefix(':') {
                         return plain_string(value);
                     }
                 }
@@ -102,23 +102,39 @@ pub fn string_field<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 
 /// The value of the last `"name":"value"` in `text`, which may start anywhere in a message.
 fn last_string_field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    let needle = format!("\"{name}\"");
-    let at = text.rfind(&needle)?;
-    let after = text[at + needle.len()..].trim_start().strip_prefix(':')?;
-    plain_string(after)
+    let (bytes, key) = (text.as_bytes(), name.as_bytes());
+    let mut at = bytes.len().checked_sub(key.len() + 2)?;
+    loop {
+        if bytes[at] == b'"'
+            && bytes.get(at + 1..at + 1 + key.len()) == Some(key)
+            && bytes.get(at + 1 + key.len()) == Some(&b'"')
+        {
+            let after = skip_space(text.get(at + key.len() + 2..)?);
+            if let Some(value) = after.strip_prefix(':') {
+                return plain_string(value);
+            }
+        }
+        at = at.checked_sub(1)?;
+    }
+}
+
+/// `s` without its leading JSON whitespace.
+fn skip_space(s: &str) -> &str {
+    let n = s.bytes().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')).count();
+    s.get(n..).unwrap_or("")
 }
 
 /// A JSON string at the start of `value` (after spaces), without escapes.
 fn plain_string(value: &str) -> Option<&str> {
-    let value = value.trim_start().strip_prefix('"')?;
-    let end = value.find('"')?;
-    let value = &value[..end];
-    (!value.contains('\\')).then_some(value)
+    let value = skip_space(value).strip_prefix('"')?;
+    let end = value.bytes().position(|b| b == b'"')?;
+    let value = value.get(..end)?;
+    (!value.bytes().any(|b| b == b'\\')).then_some(value)
 }
 
 /// An id as kept: non-empty, at most [`MAX_ID_BYTES`], no control characters.
 fn usable_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_ID_BYTES && !id.chars().any(char::is_control)
+    !id.is_empty() && id.len() <= MAX_ID_BYTES && !id.bytes().any(|b| b < 0x20 || b == 0x7f)
 }
 
 /// One response as the page saw it.
