@@ -145,6 +145,16 @@ if [ "$mode" = test ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
     echo "$want" > "$venv/.requirements.sha256"
   fi
+  # The Express app server example (examples/app-express: express, compression, the Vercel AI SDK),
+  # pinned by its own package-lock.json.
+  lock="$root/examples/app-express/package-lock.json"
+  want="$(sha256sum "$lock" | cut -d' ' -f1)"
+  have="$(cat "$root/examples/app-express/node_modules/.lock.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing the Express example's packages from examples/app-express/package-lock.json"
+    (cd "$root/examples/app-express" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" > "$root/examples/app-express/node_modules/.lock.sha256"
+  fi
   # A real inference server for tests/tests/real_llm.rs.
   ensure_llm
   if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then

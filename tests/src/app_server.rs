@@ -52,6 +52,17 @@ pub fn examples_python() -> PathBuf {
 impl AppServer {
     /// Starts `kind` on `port`, calling the model through tokentap at `tokentap_url`.
     pub fn start(kind: AppKind, port: u16, tokentap_url: &str, compression: Compression) -> AppServer {
+        Self::start_with_env(kind, port, tokentap_url, compression, &[])
+    }
+
+    /// Like [`AppServer::start`], with more environment variables for the app (e.g. `APP_STREAM`).
+    pub fn start_with_env(
+        kind: AppKind,
+        port: u16,
+        tokentap_url: &str,
+        compression: Compression,
+        env: &[(&str, &str)],
+    ) -> AppServer {
         let root = repo_root();
         let on = if compression == Compression::On { "1" } else { "0" };
         let mut cmd = match kind {
@@ -71,7 +82,7 @@ impl AppServer {
                 cmd
             }
         };
-        cmd.arg("--port").arg(port.to_string()).env("TOKENTAP_URL", tokentap_url);
+        cmd.arg("--port").arg(port.to_string()).env("TOKENTAP_URL", tokentap_url).envs(env.iter().copied());
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("OTEL_") {
                 cmd.env_remove(key);
