@@ -15,6 +15,7 @@ Environment:
     OPENAI_API_KEY  passed on to the provider (tokentap never records it); default "sk-example"
     APP_MODEL       model name (default "gpt-4o-mini")
     APP_GZIP        "1": compress responses with GZipMiddleware (holds the stream; see README.md)
+    APP_PROPAGATION "header": no OpenTelemetry; send the page's traceparent as x-tokentap-page-trace
 
 Prints "app listening on http://HOST:PORT" once it accepts connections (--port 0 picks a free port).
 """
@@ -35,8 +36,12 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
 
-trace.set_tracer_provider(TracerProvider())  # add your exporter here; propagation needs none
-HTTPX2ClientInstrumentor().instrument()
+# APP_PROPAGATION=header: no OpenTelemetry; the page's traceparent is copied onto the model call
+# as x-tokentap-page-trace instead (the fallback for apps that do not propagate trace context).
+PROPAGATION = "header" if os.environ.get("APP_PROPAGATION") == "header" else "otel"
+if PROPAGATION == "otel":
+    trace.set_tracer_provider(TracerProvider())  # add your exporter here; propagation needs none
+    HTTPX2ClientInstrumentor().instrument()
 
 import uvicorn  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
@@ -55,7 +60,8 @@ if GZIP:
     # Starlette < 0.46 compresses text/event-stream too, and flushes the compressor only when the
     # response ends: the page gets the whole answer at once.
     app.add_middleware(GZipMiddleware, minimum_size=0)
-FastAPIInstrumentor.instrument_app(app)
+if PROPAGATION == "otel":
+    FastAPIInstrumentor.instrument_app(app)
 
 
 @app.get("/", response_class=HTMLResponse)
@@ -68,8 +74,11 @@ async def chat(request: Request) -> StreamingResponse:
     body = await request.json()
     message = str(body.get("message", ""))[:4000]
     # Called here, inside the request's server span: the SDK's request carries its trace context.
+    headers = {}
+    if PROPAGATION == "header" and request.headers.get("traceparent"):
+        headers["x-tokentap-page-trace"] = request.headers["traceparent"]
     stream = await client.chat.completions.create(
-        model=MODEL, stream=True, messages=[{"role": "user", "content": message}]
+        model=MODEL, stream=True, messages=[{"role": "user", "content": message}], extra_headers=headers
     )
 
     async def events():
@@ -94,7 +103,7 @@ def main() -> None:
     # Listening before uvicorn starts: a connection made right after the announcement waits in the
     # backlog instead of being refused.
     sock.listen(128)
-    print(f"app listening on http://{host}:{port} (gzip {'on' if GZIP else 'off'})", flush=True)
+    print(f"app listening on http://{host}:{port} (gzip {'on' if GZIP else 'off'}, trace by {PROPAGATION})", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ impl AppServer {
                 cmd
             }
         };
+        // The example's own placeholder key, which the test checks never reaches a record.
+        cmd.env_remove("OPENAI_API_KEY");
         cmd.arg("--port").arg(port.to_string()).env("TOKENTAP_URL", tokentap_url).envs(env.iter().copied());
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("OTEL_") {

@@ -62,15 +62,15 @@ fn one_turn(kind: AppKind, compression: Compression, app_env: &[(&str, &str)]) -
         (200..300).contains(&answer["status"].as_u64().unwrap_or(0)),
         "tokentap refused the report from the app's origin: {answer}\nreport: {report:#}"
     );
-    let record = joined_record(&mut feed, report["trace_id"].as_str().expect("trace_id"));
+    let record = joined_record(&mut feed, report["span_id"].as_str().expect("span_id"));
     Turn { out, report, record }
 }
 
-/// Waits on the live feed for the record of `trace_id` with the browser report joined.
-fn joined_record(feed: &mut RecordFeed, trace_id: &str) -> Value {
+/// Waits on the live feed for the record the report of the page's span `probe_span_id` joined.
+fn joined_record(feed: &mut RecordFeed, probe_span_id: &str) -> Value {
     loop {
         let record = feed.next_record();
-        if record["trace_id"] == trace_id && !record["browser"].is_null() {
+        if record["browser"]["probe_span_id"] == probe_span_id {
             return record;
         }
     }
@@ -79,6 +79,10 @@ fn joined_record(feed: &mut RecordFeed, trace_id: &str) -> Value {
 /// One trace from `user_send` to first paint, joined by trace id through the app server, every
 /// answer chunk stamped upstream → handoff → browser arrival → paint, in order.
 fn check_turn(turn: &Turn, kind: AppKind) {
+    check_turn_joined_by(turn, kind, "trace");
+}
+
+fn check_turn_joined_by(turn: &Turn, kind: AppKind, joined_by: &str) {
     let Turn { out, report, record } = turn;
     let result = &out["result"];
     assert_eq!(report["page_path"], "/");
@@ -87,12 +91,22 @@ fn check_turn(turn: &Turn, kind: AppKind) {
     assert_eq!(clock["samples"], 5, "the clock sync ran across origins: {clock}");
     let uncertainty = f64_at(&clock["uncertainty_ms"], "clock.uncertainty_ms");
     assert!(uncertainty >= 0.0, "{clock}");
+    eprintln!(
+        "clock across origins: offset {} ms ± {uncertainty} ms over {} round trips",
+        clock["offset_ms"], clock["samples"]
+    );
 
-    // The model call's record carries the page's trace: the app propagated the probe's traceparent.
-    assert_eq!(record["trace_id"], report["trace_id"]);
-    assert_ne!(record["parent_span_id"], report["span_id"], "the parent is the app's client span, not the page's");
+    // The model call's record carries the page's trace: the app propagated the probe's traceparent
+    // (or, joined by header, named it in x-tokentap-page-trace).
+    if joined_by == "trace" {
+        assert_eq!(record["trace_id"], report["trace_id"]);
+        assert_ne!(record["parent_span_id"], report["span_id"], "the parent is the app's client span, not the page's");
+    }
+    assert!(!record.to_string().contains("sk-example"), "the app's API key reached the record");
     let browser = &record["browser"];
-    assert_eq!(browser["joined_by"], "trace", "{browser:#}");
+    // Every cross-clock value in the record carries the report's stated uncertainty.
+    assert_eq!(browser["clock"]["uncertainty_ms"].as_f64(), Some(uncertainty), "{browser:#}");
+    assert_eq!(browser["joined_by"], joined_by, "{browser:#}");
     assert_eq!(browser["app_server"], true, "{browser:#}");
     assert_eq!(browser["alignment"], "answer_chars", "{browser:#}");
     assert_eq!(browser["text_format"], "sse", "{browser:#}");
@@ -221,4 +235,14 @@ fn express_compression_flushed_per_event_is_not_blamed() {
     assert!(turn.out["result"]["content_encoding"].is_string(), "{:#}", turn.out);
     let diagnosis = &turn.record["diagnosis"];
     assert_eq!(diagnosis["kind"], "no_rebuffering", "{diagnosis:#}");
+}
+
+/// An app without OpenTelemetry names the page's trace in `x-tokentap-page-trace`: the report is
+/// let in and joined by that header, never silently by anything else.
+#[test]
+fn fastapi_without_trace_propagation_is_joined_by_the_page_trace_header() {
+    let turn = one_turn(AppKind::FastApi, Compression::Off, &[("APP_PROPAGATION", "header")]);
+    check_turn_joined_by(&turn, AppKind::FastApi, "header");
+    assert_ne!(turn.record["trace_id"], turn.report["trace_id"], "the model call has a trace of its own");
+    assert_eq!(turn.record["diagnosis"]["kind"], "no_rebuffering", "{:#}", turn.record["diagnosis"]);
 }
