@@ -132,6 +132,29 @@ if [ "$mode" = test ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
     echo "$want" > "$venv/.requirements.sha256"
   fi
+  # The FastAPI app server example (examples/app-fastapi, tests/tests/app_topologies.rs) in its own
+  # virtualenv: its Starlette pin (< 0.46, whose GZipMiddleware still compresses event streams) is
+  # not the SDK tests'.
+  venv="$root/.cache/venv-examples"
+  req="$root/examples/app-fastapi/requirements.txt"
+  ensure_venv "$venv"
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  have="$(cat "$venv/.requirements.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing the FastAPI example's packages from examples/app-fastapi/requirements.txt"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "$want" > "$venv/.requirements.sha256"
+  fi
+  # The Express app server example (examples/app-express: express, compression, the Vercel AI SDK),
+  # pinned by its own package-lock.json.
+  lock="$root/examples/app-express/package-lock.json"
+  want="$(sha256sum "$lock" | cut -d' ' -f1)"
+  have="$(cat "$root/examples/app-express/node_modules/.lock.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing the Express example's packages from examples/app-express/package-lock.json"
+    (cd "$root/examples/app-express" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" > "$root/examples/app-express/node_modules/.lock.sha256"
+  fi
   # A real inference server for tests/tests/real_llm.rs.
   ensure_llm
   if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then

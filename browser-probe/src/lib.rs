@@ -9,6 +9,8 @@
 //! (`tokentap.probe/1`) to tokentap, which joins it to the proxy's record of the same trace.
 //!
 //! Code map:
+//! - [`answer_text`]: answer characters in the body the page reads (SSE, NDJSON, the AI SDK's
+//!   streams, plain text), counted per chunk arrival when an app server re-encodes the stream.
 //! - [`playout`]: one answer's audio playback (heard, ran dry, stopped early).
 //! - [`realtime`]: a realtime voice session over a `WebSocket`: each response's events as the page
 //!   received them, and its own playback.
@@ -28,6 +30,7 @@
 //! (`performance.timeOrigin + performance.now()`), so they compare directly with tokentap's
 //! records on the same machine; across machines the report carries the clock offset estimate.
 
+pub mod answer_text;
 pub mod clock;
 pub mod playout;
 pub mod realtime;

@@ -109,10 +109,27 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
         w.number(c.t_ms);
         w.raw(",\"bytes\":");
         w.uint(c.bytes);
+        if let Some(chars) = c.chars {
+            w.raw(",\"chars\":");
+            w.uint(chars);
+        }
         w.raw("}");
     }
     w.raw("],\"chunks_dropped\":");
     w.uint(turn.chunks_dropped);
+    let path = &turn.response_path;
+    if let Some(format) = path.text_format {
+        w.raw(",\"text_format\":");
+        w.string(format.as_str());
+    }
+    for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via)] {
+        if let Some(v) = value {
+            w.raw(",\"");
+            w.raw(key);
+            w.raw("\":");
+            w.string(v);
+        }
+    }
     w.raw("},\"paints\":[");
     for (i, p) in turn.paints.iter().enumerate() {
         w.comma(i);
@@ -334,6 +351,25 @@ mod tests {
             None,
         );
         t
+    }
+
+    #[test]
+    fn writes_answer_characters_and_the_response_path_when_known() {
+        let mut t = turn();
+        t.set_chars(&[(312, 4), (412, 9)]);
+        t.response_path = crate::turn::ResponsePath {
+            content_encoding: Some("gzip".into()),
+            via: None,
+            text_format: Some(crate::answer_text::TextFormat::Sse),
+        };
+        let json = report_json(&t, None, 1795938041000.0);
+        assert!(
+            json.contains(concat!(
+                r#""chunks":[{"t_ms":1795938039820.125,"bytes":312,"chars":4},{"t_ms":1795938039830,"bytes":412,"chars":9}],"#,
+                r#""chunks_dropped":0,"text_format":"sse","content_encoding":"gzip"},"#
+            )),
+            "{json}"
+        );
     }
 
     #[test]

@@ -34,11 +34,13 @@ pub struct Mark {
     pub t_ms: f64,
 }
 
-/// One body chunk as the page received it; `bytes` is cumulative.
+/// One body chunk as the page received it; `bytes` is cumulative. `chars`: the answer
+/// characters of the complete events received so far (`answer_text`), once counted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ChunkArrival {
     pub t_ms: f64,
     pub bytes: u64,
+    pub chars: Option<u64>,
 }
 
 /// One frame that changed the observed text; `chars` (Unicode scalars) is cumulative.
@@ -103,6 +105,29 @@ pub struct Turn {
     /// A tracked realtime `WebSocket` (then `start_ms` is its creation, `response_ms` its `open`
     /// and `end_ms` its close): the responses as the page saw them, each with its own playback.
     pub realtime: Option<RealtimeSeen>,
+    /// What the page's response said about the path it took (`Content-Encoding`, `Via`), and the
+    /// format its answer characters were counted in.
+    pub response_path: ResponsePath,
+}
+
+/// Headers of the page's response that tell how it travelled, and how its text was read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResponsePath {
+    pub content_encoding: Option<String>,
+    pub via: Option<String>,
+    pub text_format: Option<crate::answer_text::TextFormat>,
+}
+
+/// Longest response header value kept (longer values are cut).
+pub const MAX_HEADER_VALUE_BYTES: usize = 128;
+
+impl ResponsePath {
+    /// Keeps a header value: printable ASCII only, at most [`MAX_HEADER_VALUE_BYTES`].
+    pub fn header(value: Option<String>) -> Option<String> {
+        let v: String =
+            value?.trim().chars().filter(|c| (' '..='~').contains(c)).take(MAX_HEADER_VALUE_BYTES).collect();
+        (!v.is_empty()).then_some(v)
+    }
 }
 
 /// Where a playback goes: a turn, and in a realtime session one of its responses.
@@ -129,6 +154,7 @@ impl Turn {
             audio: Vec::new(),
             audio_dropped: 0,
             audio_response: false,
+            response_path: ResponsePath::default(),
             realtime: None,
         }
     }
@@ -146,8 +172,21 @@ impl Turn {
             &mut self.chunks,
             &mut self.chunks_dropped,
             MAX_CHUNKS,
-            ChunkArrival { t_ms, bytes: self.bytes },
+            ChunkArrival { t_ms, bytes: self.bytes, chars: None },
         );
+    }
+
+    /// Sets each arrival's answer characters from `counts`: (cumulative bytes, cumulative
+    /// characters) after each chunk the counter read, in order. Arrivals past the counted bytes
+    /// stay unknown.
+    pub fn set_chars(&mut self, counts: &[(u64, u64)]) {
+        let mut i = 0;
+        for arrival in &mut self.chunks {
+            while i < counts.len() && counts[i].0 < arrival.bytes {
+                i += 1;
+            }
+            arrival.chars = counts.get(i).map(|c| c.1);
+        }
     }
 
     /// The stream ended (normally, with an error, or cancelled by the app). Only the first end counts.
@@ -444,6 +483,21 @@ mod tests {
         assert_eq!(turn.bytes, 3 * (MAX_CHUNKS as u64 + 10));
         assert_eq!(turn.chunks.last().unwrap().bytes, turn.bytes, "the last entry carries the total");
         assert_eq!(turn.chunks.last().unwrap().t_ms, (MAX_CHUNKS + 9) as f64);
+    }
+
+    #[test]
+    fn answer_characters_go_to_the_arrival_that_completed_their_bytes() {
+        let mut turn = Turn::new(0, request(), 0.0);
+        for (t, len) in [(1.0, 10), (2.0, 5), (3.0, 7)] {
+            turn.record_chunk(t, len);
+        }
+        // The counter read 10, 15 bytes; the last 7 were past its cap.
+        turn.set_chars(&[(10, 0), (15, 4)]);
+        let chars: Vec<Option<u64>> = turn.chunks.iter().map(|c| c.chars).collect();
+        assert_eq!(chars, vec![Some(0), Some(4), None]);
+        assert_eq!(ResponsePath::header(Some(" gzip ".into())), Some("gzip".into()));
+        assert_eq!(ResponsePath::header(Some("\u{1}".into())), None);
+        assert_eq!(ResponsePath::header(Some("x".repeat(500))).map(|v| v.len()), Some(MAX_HEADER_VALUE_BYTES));
     }
 
     #[test]

@@ -61,8 +61,10 @@ try {
   const reportWaiters = [];
   const reportsDone = new Promise((resolve) => { reportArrived = () => { if (out.reports.length >= reportsWanted) resolve(); }; });
   const isReport = (req) => req.method() === "POST" && new URL(req.url()).pathname === "/_tokentap/v1/probe";
+  // A cross-origin beacon's body is not on the finished request: the route below keeps it.
+  const routedBodies = [];
   const keepReport = (req) => {
-    const body = req.postData() ?? "";
+    const body = req.postData() || routedBodies.shift() || "";
     try { out.reports.push(JSON.parse(body)); } catch { out.reports.push({ unparsable: body }); }
   };
 
@@ -87,6 +89,11 @@ try {
       reportArrived();
     });
   } else {
+    await page.route((url) => url.pathname === "/_tokentap/v1/probe", (route) => {
+      const body = route.request().postData();
+      if (body) routedBodies.push(body);
+      route.continue();
+    });
     page.on("requestfinished", async (req) => {
       if (!isReport(req)) return;
       keepReport(req);

@@ -4,6 +4,7 @@
 //! Nothing here sleeps to synchronise: readiness is a line the process prints or a connect that
 //! succeeds, and results are awaited through long-polls and the live record feed.
 
+pub mod app_server;
 pub mod browser;
 pub mod diagnosis;
 pub mod feed;

@@ -93,6 +93,20 @@ fn check_stream_timeline(out: &Value, report: &Value) {
     assert!(last_paint >= last_data, "{paints:?}");
 }
 
+/// The probe counted the answer characters of the body the page read (SSE, `choices[0].delta`):
+/// every arrival carries them, cumulative, and the last one is the whole answer the app showed.
+fn check_answer_chars(out: &Value, report: &Value) {
+    let fetch = &report["fetch"];
+    assert_eq!(fetch["text_format"], "sse", "{fetch}");
+    let mut last = 0;
+    for c in fetch["chunks"].as_array().unwrap() {
+        let chars = c["chars"].as_u64().unwrap_or_else(|| panic!("an arrival without answer characters: {fetch}"));
+        assert!(chars >= last, "answer characters are cumulative: {fetch}");
+        last = chars;
+    }
+    assert_eq!(out["result"]["chars"].as_u64(), Some(last), "the last arrival counts the whole answer: {fetch}");
+}
+
 /// Waits on the live feed for the request's record with the browser timeline joined to it.
 fn joined_record(feed: &mut RecordFeed, out: &Value) -> Value {
     let request_id = out["result"]["request_id"].as_str().expect("x-tokentap-request-id").to_string();
@@ -142,10 +156,15 @@ fn streamed_answer_is_stamped_from_arrival_to_paint() {
         &query(&[("x-mock-tokens", "40"), ("x-mock-itl-ms", "15"), ("x-mock-ttft-ms", "100")], ""),
     );
     check_stream_timeline(&out, &report);
+    check_answer_chars(&out, &report);
     let record = joined_record(&mut feed, &out);
     check_joined_record(&record);
     assert_eq!(record["browser"]["probe_span_id"], report["span_id"]);
     assert_eq!(record["browser"]["time_to_first_paint_from"], "user_send");
+    // The page read tokentap's own response: arrivals by bytes, the counted characters kept.
+    assert_eq!(record["browser"]["alignment"], "bytes", "{:#}", record["browser"]);
+    assert_eq!(record["browser"]["text_format"], "sse", "{:#}", record["browser"]);
+    assert_eq!(record["browser"]["browser_chars"], out["result"]["chars"], "{:#}", record["browser"]);
 
     // The traceparent the provider received carries the probe's trace id.
     let (status, last) = mock.control("/_mock/last_request");

@@ -205,3 +205,82 @@ fn reports_from_all_clients_share_one_budget() {
     // A report refused by the budget is not counted against its trace.
     assert_eq!(health["browser_reports"]["refused_trace_full"], 0, "{health}");
 }
+
+/// A page on another origin (an app's) that `[probe] allowed_origins` lists gets the probe, the
+/// clock and the ingest across origins, preflights included; an origin not listed gets none.
+#[test]
+fn cross_origin_pages_are_served_only_when_their_origin_is_allowed() {
+    const APP: &str = "http://app.test:3000";
+    const OTHER: &str = "http://other.test:3000";
+    let mock = Mock::start(&["--tokens", "3"]);
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("[probe]\nallowed_origins = [\"{APP}\"]\n")).unwrap();
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
+    let allowed = |resp: &http1::HttpResponse| resp.header("access-control-allow-origin") == Some(APP);
+
+    // The probe's three files, imported by a module script across origins (a CORS request).
+    for file in ["probe.js", "tokentap_probe.js", "tokentap_probe_bg.wasm"] {
+        let path = format!("/_tokentap/probe/{file}");
+        let resp = http1::get(tokentap.addr, &path, &[("origin", APP)]);
+        assert_eq!(resp.status, 200, "{path}");
+        assert!(allowed(&resp), "{path}: {:?}", resp.headers);
+        let refused = http1::get(tokentap.addr, &path, &[("origin", OTHER)]);
+        assert_eq!(refused.header("access-control-allow-origin"), None, "{path}: the browser must block it");
+    }
+
+    // Preflights of the clock and the ingest: allowed, and refused for an origin not listed.
+    for path in ["/_tokentap/v1/clock", INGEST] {
+        let preflight = |origin| {
+            http1::send(
+                tokentap.addr,
+                &http1::request_bytes(
+                    "OPTIONS",
+                    path,
+                    &[
+                        ("origin", origin),
+                        ("access-control-request-method", "POST"),
+                        ("access-control-request-headers", "content-type"),
+                    ],
+                    b"",
+                ),
+            )
+        };
+        let ok = preflight(APP);
+        assert_eq!(ok.status, 204, "{path}");
+        assert!(allowed(&ok), "{path}: {:?}", ok.headers);
+        assert!(ok.header("access-control-allow-methods").is_some_and(|m| m.contains("POST") && m.contains("GET")));
+        assert!(ok.header("access-control-allow-headers").is_some_and(|h| h.contains("content-type")));
+        assert_eq!(preflight(OTHER).status, 403, "{path}");
+    }
+
+    // The clock answers the allowed origin, and refuses the other.
+    let clock = http1::get(tokentap.addr, "/_tokentap/v1/clock", &[("origin", APP)]);
+    assert_eq!(clock.status, 200);
+    assert!(allowed(&clock));
+    let time: serde_json::Value = serde_json::from_slice(&clock.body).unwrap();
+    assert!(time["server_time_ms"].as_f64().is_some_and(|t| t > 1e12), "{time}");
+    assert_eq!(http1::get(tokentap.addr, "/_tokentap/v1/clock", &[("origin", OTHER)]).status, 403);
+
+    // A report for a trace tokentap proxied (the app's model call carried the page's trace): the
+    // allowed origin's is accepted and readable by the page; the other's is refused.
+    let trace_id = "5b7ae4dacb7de318bdb19beab126ea8b";
+    let traceparent = format!("00-{trace_id}-1111111111111111-01");
+    let chat = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let proxied = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json"), ("traceparent", &traceparent)],
+        chat,
+    );
+    assert_eq!(proxied.status, 200);
+    let body = report(trace_id);
+    let refused =
+        http1::post(tokentap.addr, INGEST, &[("content-type", "text/plain"), ("origin", OTHER)], body.as_bytes());
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    let accepted =
+        http1::post(tokentap.addr, INGEST, &[("content-type", "text/plain"), ("origin", APP)], body.as_bytes());
+    assert_eq!(accepted.status, 202, "{}", String::from_utf8_lossy(&accepted.body));
+    assert!(allowed(&accepted));
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(health["browser_reports"]["accepted"], 1, "{health}");
+}

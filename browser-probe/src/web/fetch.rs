@@ -14,9 +14,10 @@ use web_sys::{
     ResponseInit, Url,
 };
 
-use super::{get, now_ms, schedule_settle, send_reports, with_probe};
+use super::{body_text, get, now_ms, schedule_settle, send_reports, with_probe};
+use crate::answer_text::TextFormat;
 use crate::trace;
-use crate::turn::RequestInfo;
+use crate::turn::{RequestInfo, ResponsePath};
 
 /// Replaces `window.fetch` with the tracking wrapper (once).
 pub(super) fn install() {
@@ -149,6 +150,13 @@ fn wrap_response(response: Response, turn: u32, url: &str) -> JsValue {
             // Audio, or raw bytes (how servers often send raw PCM): never the painted answer text.
             t.audio_response =
                 content_type.starts_with("audio/") || content_type.starts_with("application/octet-stream");
+            let header = |name: &str| response.headers().get(name).ok().flatten();
+            t.response_path.content_encoding = ResponsePath::header(header("content-encoding"));
+            t.response_path.via = ResponsePath::header(header("via"));
+            if !t.audio_response {
+                let data_stream = header("x-vercel-ai-data-stream").is_some();
+                body_text::start(turn, TextFormat::from_headers(&content_type, data_stream));
+            }
         }
     });
     let Some(body) = response.body() else {
@@ -210,6 +218,7 @@ async fn pull_chunk(
                     t.record_chunk(now, len);
                 }
             });
+            body_text::keep(turn, &chunk, len);
             let _ = controller.enqueue_with_chunk(&chunk);
         }
     }

@@ -9,10 +9,12 @@
 //! - `paint`: `observe()` (MutationObserver → rAF → post-frame task) and long animation frames.
 //! - `audio`: `trackAudio()` and `observeMedia()`.
 //! - `send`: `sendBeacon`, with a `fetch` fallback.
+//! - `body_text`: the body chunks kept per turn and counted for answer characters at report time.
 //! - `socket`: the `window.WebSocket` wrapper: a tracked socket gets a trace context in its URL and
 //!   becomes a turn whose realtime responses the probe follows.
 
 mod audio;
+mod body_text;
 mod fetch;
 mod paint;
 mod send;
@@ -268,9 +270,12 @@ pub fn flush() {
     send_reports(turns);
 }
 
-fn send_reports(turns: Vec<Turn>) {
+fn send_reports(mut turns: Vec<Turn>) {
     if turns.is_empty() {
         return;
+    }
+    for turn in &mut turns {
+        body_text::count(turn);
     }
     let (endpoint, clock, fetch, now) = with_probe(|p| (p.endpoint.clone(), p.clock, p.fetch_fn(), p.now_ms()));
     for turn in &turns {

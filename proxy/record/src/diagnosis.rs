@@ -139,8 +139,9 @@ fn judge(record: &Record, aligned: Vec<Aligned>, order: &[Hop], egress: Option<&
         .as_ref()
         .filter(|d| d.available || d.backlog_max_bytes > 0)
         .map(|d| d.backlog_max_bytes);
-    let (kind, hop, verdict) = verdict(&aligned, &hops, &unobserved, backlog);
-    Diagnosis { kind, verdict, hop, events: aligned.len() as u64, answer_chars, hops, unobserved }
+    let (kind, hop, verdict, evidence) = verdict(&aligned, &hops, &unobserved, backlog, browser);
+    let waits = browser.and_then(|_| crate::waits::waits(record));
+    Diagnosis { kind, verdict, hop, events: aligned.len() as u64, answer_chars, hops, unobserved, evidence, waits }
 }
 
 fn unobserved_reason(record: &Record, hop: Hop) -> String {
@@ -195,6 +196,10 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
     // Releases: consecutive events (in upstream order) released within BURST_GAP_MS of each other.
     let mut bursts = 0;
     let mut largest: Option<Burst> = None;
+    // (release time, held characters) of each burst, in order.
+    let mut releases: Vec<(f64, u64)> = Vec::new();
+    // Held characters in the stream's final release at this hop.
+    let mut last_release_held = 0;
     let mut i = 0;
     while i < seen.len() {
         let mut j = i + 1;
@@ -209,12 +214,18 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
                 hold_ms: release.iter().map(|s| s.2 - baseline).fold(0.0, f64::max),
                 t_ms: release.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max),
             };
+            let held_in_release: u64 = release.iter().filter(|s| held(s)).map(|s| s.3).sum();
+            releases.push((burst.t_ms, held_in_release));
+            if j == seen.len() {
+                last_release_held = held_in_release;
+            }
             if largest.as_ref().is_none_or(|l| burst.chars > l.chars) {
                 largest = Some(burst);
             }
         }
         i = j;
     }
+    let (pattern, burst_interval_ms) = release_pattern(&releases, held_chars, last_release_held);
 
     let held_fraction = if total_chars > 0 { held_chars as f64 / total_chars as f64 } else { 0.0 };
     let delays: Vec<f64> = seen.iter().map(|s| s.1).collect();
@@ -231,23 +242,50 @@ fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_f
         hold_max_ms: seen.iter().map(|s| s.2 - baseline).fold(0.0, f64::max),
         bursts,
         largest_burst: largest,
+        pattern,
+        burst_interval_ms,
         held_chars_in_long_frames: in_long_frames,
         rebuffers: seen.len() >= 2 && held_fraction >= HELD_FRACTION,
     }
 }
+
+/// How a hop's bursts came out: at the end, on a timer, or whenever a buffer filled; with the
+/// median interval between bursts.
+fn release_pattern(
+    releases: &[(f64, u64)],
+    held_chars: u64,
+    last_release_held: u64,
+) -> (Option<ReleasePattern>, Option<f64>) {
+    if releases.is_empty() || held_chars == 0 {
+        return (None, None);
+    }
+    let intervals: Vec<f64> = releases.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let interval = Distribution::from_samples(&intervals);
+    if last_release_held as f64 >= AT_END_FRACTION * held_chars as f64 {
+        return (Some(ReleasePattern::AtEnd), interval.map(|d| d.p50));
+    }
+    let Some(d) = interval else { return (Some(ReleasePattern::WhenFull), None) };
+    let min = intervals.iter().copied().fold(f64::INFINITY, f64::min);
+    let periodic = releases.len() >= 3 && d.p50 > 0.0 && d.max - min <= PERIODIC_SPREAD * d.p50;
+    (Some(if periodic { ReleasePattern::Periodic } else { ReleasePattern::WhenFull }), Some(d.p50))
+}
+
+type Verdict = (VerdictKind, Option<Hop>, String, Option<Evidence>);
 
 fn verdict(
     aligned: &[Aligned],
     hops: &[HopDelay],
     unobserved: &[Unobserved],
     backlog: Option<u64>,
-) -> (VerdictKind, Option<Hop>, String) {
+    browser: Option<&crate::browser::BrowserTimeline>,
+) -> Verdict {
     if aligned.len() < 2 {
         let n = aligned.len();
         return (
             VerdictKind::InsufficientData,
             None,
             format!("not enough data: {n} aligned answer event{}, nothing to compare", if n == 1 { "" } else { "s" }),
+            None,
         );
     }
     let Some(first) = hops.iter().find(|h| h.rebuffers) else {
@@ -257,7 +295,7 @@ fn verdict(
             let missing: Vec<String> = unobserved.iter().map(|u| format!("{}: {}", u.hop.as_str(), u.reason)).collect();
             text.push_str(&format!("; not observed: {}", missing.join("; ")));
         }
-        return (VerdictKind::NoRebuffering, None, text);
+        return (VerdictKind::NoRebuffering, None, text, None);
     };
     let held = format!(
         "{:.0}% of text held a median {} in {} burst{}",
@@ -298,14 +336,19 @@ fn verdict(
                 if first.hop == Hop::Paint { "paint" } else { "reading and paint" }
             ),
         ),
-        Hop::BrowserArrival => (
-            VerdictKind::BetweenProxyAndBrowser,
-            format!("between tokentap and the browser: {held} — typical of a buffering proxy or compression"),
-        ),
+        Hop::BrowserArrival => {
+            let (kind, text, evidence) = culprit::after_handoff(first, browser, &held);
+            return (kind, Some(first.hop), format!("{text}{largest}"), Some(evidence));
+        }
         Hop::Paint => (VerdictKind::BrowserPaint, format!("in the browser: paint delayed (no long tasks seen); {held}")),
     };
-    (kind, Some(first.hop), format!("{text}{largest}"))
+    (kind, Some(first.hop), format!("{text}{largest}"), None)
 }
+
+mod culprit;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod app_server_tests;

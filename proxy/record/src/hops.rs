@@ -109,6 +109,15 @@ pub enum VerdictKind {
     /// Chains only: held between tokentap's egress handoff and the app's output reaching
     /// tokentap's ingress route — the app buffers the stream.
     InApp,
+    /// An app server between the page and tokentap: held between tokentap's handoff (to the app
+    /// server) and the browser, and the page's response was compressed.
+    AppServerCompression,
+    /// An app server between the page and tokentap: held between tokentap's handoff and the
+    /// browser, and the page's response names a reverse proxy (`Via`).
+    ReverseProxyBuffering,
+    /// An app server between the page and tokentap: held between tokentap's handoff and the
+    /// browser, with no sign of compression or a reverse proxy: the app server buffers.
+    AppServerBuffering,
 }
 
 impl VerdictKind {
@@ -122,6 +131,9 @@ impl VerdictKind {
             VerdictKind::BrowserMainThread => "browser_main_thread",
             VerdictKind::BrowserPaint => "browser_paint",
             VerdictKind::InApp => "in_app",
+            VerdictKind::AppServerCompression => "app_server_compression",
+            VerdictKind::ReverseProxyBuffering => "reverse_proxy_buffering",
+            VerdictKind::AppServerBuffering => "app_server_buffering",
         }
     }
 }
@@ -136,6 +148,36 @@ pub struct Burst {
     /// When the burst was released at the hop (ms since t0).
     pub t_ms: f64,
 }
+
+/// How a hop released the text it held: the timing pattern behind a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleasePattern {
+    /// At least [`AT_END_FRACTION`] of the held characters came out in the stream's last
+    /// release: a compressor or buffer that flushes only when the response ends.
+    AtEnd,
+    /// Three or more bursts at a steady interval (within [`PERIODIC_SPREAD`] of their median):
+    /// a flush on a timer.
+    Periodic,
+    /// Bursts at no steady interval: a buffer that flushes when it fills.
+    WhenFull,
+}
+
+impl ReleasePattern {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleasePattern::AtEnd => "at_end",
+            ReleasePattern::Periodic => "periodic",
+            ReleasePattern::WhenFull => "when_full",
+        }
+    }
+}
+
+/// Share of the held characters that must come out in the last release for [`ReleasePattern::AtEnd`].
+pub const AT_END_FRACTION: f64 = 0.8;
+
+/// Burst intervals whose spread (max − min) is at most this share of their median are periodic.
+pub const PERIODIC_SPREAD: f64 = 0.5;
 
 /// One hop's view of the answer text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -164,6 +206,11 @@ pub struct HopDelay {
     pub bursts: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub largest_burst: Option<Burst>,
+    /// How the held text came out (absent without bursts), and the median time between bursts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<ReleasePattern>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_interval_ms: Option<f64>,
     /// Held characters whose release falls in or just after a long animation frame (browser hops).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held_chars_in_long_frames: u64,
@@ -191,6 +238,27 @@ pub struct Diagnosis {
     pub hops: Vec<HopDelay>,
     /// Hops that could not be observed, and why.
     pub unobserved: Vec<Unobserved>,
+    /// What the page's response said about the path after tokentap, when the verdict names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+    /// Where each answer chunk's text waited (with a browser report; `waits.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<Waits>,
+}
+
+/// The evidence behind a verdict on the path between tokentap's handoff and the browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// An app server stood between the page and tokentap (the page's request was not the record's).
+    pub app_server: bool,
+    /// `Content-Encoding` of the page's response (the page reads it decoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    /// `Via` of the page's response: a proxy that announces itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<ReleasePattern>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,4 +293,81 @@ pub fn format_bytes(b: u64) -> String {
         b if b >= 1_000 => format!("{:.0} KB", b as f64 / 1e3),
         b => format!("{b} bytes"),
     }
+}
+
+// Where each answer chunk's text waited (`waits.rs` computes them).
+
+/// Chunks listed individually in [`Waits::chunks`] (the first that waited somewhere).
+pub const MAX_LISTED_CHUNKS: usize = 64;
+
+/// A stretch of the answer's way from the provider to the screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Segment {
+    Upstream,
+    Tokentap,
+    /// tokentap's handoff → browser arrival, through an app server.
+    AppServer,
+    /// tokentap's handoff → browser arrival, the page reading tokentap's response.
+    BetweenProxyAndBrowser,
+    Browser,
+}
+
+impl Segment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Segment::Upstream => "upstream",
+            Segment::Tokentap => "tokentap",
+            Segment::AppServer => "app_server",
+            Segment::BetweenProxyAndBrowser => "between_proxy_and_browser",
+            Segment::Browser => "browser",
+        }
+    }
+}
+
+/// One chunk that completed answer text: its waits per segment (ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkWait {
+    /// Index into `timeline.chunks`.
+    pub chunk: u32,
+    /// Answer characters up to and including this chunk.
+    pub answer_chars: u64,
+    pub upstream_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokentap_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_handoff_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_ms: Option<f64>,
+    /// The segment whose hold was largest and at least the threshold; absent when the text
+    /// waited nowhere beyond the usual.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_in: Option<Segment>,
+}
+
+/// The diagnosis's `waits`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Waits {
+    /// What the stretch after tokentap's handoff is: `app_server` or `between_proxy_and_browser`.
+    pub after_handoff: Segment,
+    /// Distributions over the answer chunks, per segment.
+    pub upstream_ms: Distribution,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokentap_ms: Option<Distribution>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_handoff_ms: Option<Distribution>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_ms: Option<Distribution>,
+    /// Answer chunks and characters whose text waited in each segment.
+    pub waited: Vec<SegmentShare>,
+    /// The first [`MAX_LISTED_CHUNKS`] chunks whose text waited somewhere.
+    pub chunks: Vec<ChunkWait>,
+    pub chunks_not_listed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentShare {
+    pub segment: Segment,
+    pub chunks: u64,
+    pub chars: u64,
 }

@@ -5,14 +5,16 @@
 //! clock's uncertainty (`clock.uncertainty_ms`).
 //!
 //! Alignment:
-//! - a proxy chunk reached the browser when the page's reader had received its last byte (bytes are
-//!   the same stream on both sides);
+//! - a proxy chunk reached the browser when the page's reader had received its last byte, when
+//!   the page read tokentap's response itself; when an app server re-encoded the stream, when the
+//!   page had decoded the answer characters the chunk completed (`browser::arrival`);
 //! - answer text reached the screen when a paint showed at least as many characters as the answer
 //!   had after that event (cumulative Unicode scalars). When the page shows a different number of
 //!   characters in the end (markdown, trimming), counts are scaled to the final painted count.
 
 use tokentap_analysis::{Distribution, EventClass};
 
+use crate::browser::arrival::{Arrivals, RecordSide};
 use crate::browser::report::{BrowserChunk, Paint, ProbeReport};
 use crate::browser::timeline::*;
 use crate::realtime_join::{browser_audio, join_realtime};
@@ -27,11 +29,17 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     let browser_chunks: Vec<BrowserChunk> = report.fetch.as_ref().map(|f| f.chunks.clone()).unwrap_or_default();
     let paints: Vec<Paint> = report.paints.clone();
     let browser_bytes = browser_chunks.last().map(|c| c.bytes).unwrap_or(0);
-    let arrival_of_byte = |end: u64| browser_chunks.iter().find(|c| c.bytes >= end).map(|c| rel(c.t_ms));
 
     let events: Vec<_> = record.analysis.as_ref().map(|a| a.events.as_slice()).unwrap_or(&[]).to_vec();
     let answer_chars =
         events.iter().filter(|e| e.class == EventClass::Answer).map(|e| e.answer_chars_cum).max().unwrap_or(0);
+    let side = RecordSide {
+        parent_span_id: record.parent_span_id.as_deref(),
+        path: &record.path,
+        body_bytes: record.timeline.body_bytes,
+    };
+    let arrivals = Arrivals::new(side, report, answer_chars);
+    let arrival = |end: u64, chars: u64, new_text: bool| arrivals.of(end, chars, new_text).map(rel);
     let painted_chars = paints.last().map(|p| p.chars).unwrap_or(0);
     let scale = if answer_chars > 0 && painted_chars > 0 { painted_chars as f64 / answer_chars as f64 } else { 1.0 };
     let paint_of_chars = |chars: u64| -> Option<f64> {
@@ -48,17 +56,18 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     let mut answer_done_before = 0u64;
     for chunk in &record.timeline.chunks {
         let end = chunk.offset + u64::from(chunk.len);
-        let t_browser_ms = arrival_of_byte(end);
-        if let (Some(b), Some(h)) = (t_browser_ms, chunk.t_handoff_ns) {
-            delivery.push(b - h as f64 / 1e6);
-        }
         let answer_done = events
             .iter()
             .filter(|e| e.class == EventClass::Answer && e.end_offset <= end)
             .map(|e| e.answer_chars_cum)
             .max()
             .unwrap_or(answer_done_before);
-        let t_paint_ms = if answer_done > answer_done_before { paint_of_chars(answer_done) } else { None };
+        let new_text = answer_done > answer_done_before;
+        let t_browser_ms = arrival(end, answer_done, new_text);
+        if let (Some(b), Some(h)) = (t_browser_ms, chunk.t_handoff_ns) {
+            delivery.push(b - h as f64 / 1e6);
+        }
+        let t_paint_ms = if new_text { paint_of_chars(answer_done) } else { None };
         answer_done_before = answer_done;
         chunks.push(BrowserChunkJoin { t_browser_ms, t_paint_ms });
     }
@@ -67,7 +76,7 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
     let render: Vec<f64> = events
         .iter()
         .filter(|e| e.class == EventClass::Answer && e.chars > 0)
-        .filter_map(|e| Some(paint_of_chars(e.answer_chars_cum)? - arrival_of_byte(e.end_offset)?))
+        .filter_map(|e| Some(paint_of_chars(e.answer_chars_cum)? - arrival(e.end_offset, e.answer_chars_cum, true)?))
         .collect();
 
     let marks: Vec<BrowserMark> =
@@ -114,6 +123,13 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         audio: report.audio.iter().map(|a| browser_audio(a, rel)).collect(),
         browser_bytes,
         bytes_match: browser_bytes == record.timeline.body_bytes,
+        alignment: arrivals.alignment,
+        joined_by: if arrivals.app_server { JoinedBy::Trace } else { JoinedBy::ProbeSpan },
+        app_server: arrivals.app_server,
+        text_format: report.fetch.as_ref().and_then(|f| f.text_format),
+        browser_chars: browser_chunks.iter().rev().find_map(|c| c.chars),
+        content_encoding: report.fetch.as_ref().and_then(|f| f.content_encoding.clone()),
+        via: report.fetch.as_ref().and_then(|f| f.via.clone()),
         painted_chars,
         answer_chars,
         chunks_dropped: report.fetch.as_ref().map(|f| f.chunks_dropped).unwrap_or(0),
@@ -136,9 +152,14 @@ mod tests {
     const T0_MS: f64 = T0_UNIX_NS as f64 / 1e6;
 
     /// A record whose body is three answer events arriving at 100, 120 and 140 ms and handed off 1 ms later.
+    /// The page's fetch went through tokentap: the record's parent span is the probe's.
     fn record() -> Record {
-        chat_record(&["abc", "de", "fghij"], |i| 100.0 + 20.0 * i as f64, 1_000_000, None)
+        let mut record = chat_record(&["abc", "de", "fghij"], |i| 100.0 + 20.0 * i as f64, 1_000_000, None);
+        record.parent_span_id = Some(PROBE_SPAN.into());
+        record
     }
+
+    const PROBE_SPAN: &str = "00f067aa0ba902b7";
 
     fn report(record: &Record, offset_ms: f64) -> ProbeReport {
         let ends: Vec<u64> = record.timeline.chunks.iter().map(|c| c.offset + u64::from(c.len)).collect();
@@ -148,7 +169,7 @@ mod tests {
         ProbeReport {
             schema: crate::browser::report::SCHEMA.into(),
             trace_id: record.trace_id.clone(),
-            span_id: "00f067aa0ba902b7".into(),
+            span_id: PROBE_SPAN.into(),
             page_path: Some("/chat".into()),
             request: None,
             clock: Some(ReportedClock { offset_ms, uncertainty_ms: 0.4, samples: 5 }),
@@ -160,9 +181,12 @@ mod tests {
                 chunks: ends
                     .iter()
                     .enumerate()
-                    .map(|(i, &e)| BrowserChunk { t_ms: b(106.0 + 20.0 * i as f64), bytes: e })
+                    .map(|(i, &e)| BrowserChunk { t_ms: b(106.0 + 20.0 * i as f64), bytes: e, chars: None })
                     .collect(),
                 chunks_dropped: 0,
+                text_format: None,
+                content_encoding: None,
+                via: None,
             }),
             paints: vec![
                 Paint { t_ms: b(114.0), chars: 3, presentation_ms: None },

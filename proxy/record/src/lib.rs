@@ -13,6 +13,8 @@
 //!   check) and the prompt cache state.
 //! - `trace`: W3C trace context and ids.
 //! - `turn`: agent turns rebuilt from the wire: the tracker that links steps, the turn record.
+//! - `waits`: where each answer chunk's text waited (upstream, tokentap, after the handoff, the
+//!   browser), once a browser report joined.
 
 pub mod ack;
 pub mod browser;
@@ -28,6 +30,7 @@ pub mod server_time;
 pub mod stamp;
 pub mod trace;
 pub mod turn;
+pub mod waits;
 
 pub use goodput::SloConfig;
 pub use schema::*;

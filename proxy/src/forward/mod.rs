@@ -272,6 +272,13 @@ impl ProxyHttp for TapProxy {
             );
             if self.ingest.config.enabled {
                 self.ingest.recent.note(&trace.trace_id);
+                // An app server that names the page's trace lets the page's report in.
+                let page_trace = req.headers.get(tokentap_record::browser::arrival::PAGE_TRACE_HEADER);
+                if let Some(id) =
+                    page_trace.and_then(|v| v.to_str().ok()).and_then(tokentap_record::browser::arrival::page_trace_id)
+                {
+                    self.ingest.recent.note(id);
+                }
             }
             ctx.data.trace = Some(trace);
         }

@@ -554,6 +554,8 @@ fn handle_item(
             // Metrics and spans (never blocks: a full export queue drops and counts).
             telemetry.observe(&record);
             let trace_id = record.trace_id.clone();
+            let page_trace =
+                tokentap_record::browser::arrival::page_trace_of(&record.request_headers).map(str::to_string);
             let chain_peer = record.route_role.map(|_| record.clone());
             // The store counts written records and failed writes itself.
             if let Err(e) = store.append(record) {
@@ -577,7 +579,9 @@ fn handle_item(
                 }
             }
             // A report that came before its record can be joined now.
-            if let Some(i) = pending.iter().position(|(_, r)| r.trace_id == trace_id) {
+            if let Some(i) =
+                pending.iter().position(|(_, r)| r.trace_id == trace_id || page_trace.as_deref() == Some(&r.trace_id))
+            {
                 if let Some((_, report)) = pending.remove(i) {
                     join_report(report, store, stats, telemetry, pending);
                 }
@@ -594,12 +598,22 @@ fn join_report(
     telemetry: &Telemetry,
     pending: &mut VecDeque<(Instant, ProbeReport)>,
 ) {
-    let Some(stored) = store.find_by_trace(&report.trace_id, &report.span_id) else {
-        pending.push_back((Instant::now(), report));
-        return;
+    let (stored, by_header) = match store.find_by_trace(&report.trace_id, &report.span_id) {
+        Some(stored) => (stored, false),
+        None => match store.find_by_page_trace(&report.trace_id) {
+            Some(stored) => (stored, true),
+            None => {
+                pending.push_back((Instant::now(), report));
+                return;
+            }
+        },
     };
     let mut record = stored.record.clone();
-    record.browser = Some(tokentap_record::join::join(&record, &report));
+    let mut browser = tokentap_record::join::join(&record, &report);
+    if by_header {
+        browser.joined_by = tokentap_record::browser::arrival::JoinedBy::Header;
+    }
+    record.browser = Some(browser);
     record.diagnosis = rediagnose(&record, store);
     telemetry.observe_browser(&record);
     let turn_id = record.turn.as_ref().map(|t| t.turn_id.clone());

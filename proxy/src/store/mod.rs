@@ -335,6 +335,17 @@ impl RecordStore {
         same_trace.find(|s| s.record.parent_span_id.as_deref() == Some(parent_span_id)).or(Some(first)).cloned()
     }
 
+    /// The newest record whose request named `trace_id` in the page-trace header (an app server
+    /// that did not propagate the page's `traceparent` to its model call).
+    pub fn find_by_page_trace(&self, trace_id: &str) -> Option<Arc<StoredRecord>> {
+        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        ring.records
+            .iter()
+            .rev()
+            .find(|s| tokentap_record::browser::arrival::page_trace_of(&s.record.request_headers) == Some(trace_id))
+            .cloned()
+    }
+
     /// The other end of a multi-hop chain: for an ingress record, the latest egress record whose
     /// parent span is its span; for an egress record, the ingress record whose span is its parent.
     pub fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {

@@ -2,9 +2,12 @@
 //! timeline. `join.rs` aligns a report with its record so that every chunk has upstream arrival →
 //! handoff → browser arrival → paint; tokentap's ingest decides who may send reports.
 //!
+//! - `arrival`: when each proxy chunk's text reached the page (by bytes, or by answer characters
+//!   when an app server re-encoded the stream) and how a report found its record.
 //! - `report`: the report schema (`tokentap.probe/1`) and its validation.
 //! - `timeline`: the record's `browser` section.
 
+pub mod arrival;
 pub mod report;
 pub mod timeline;
 

@@ -21,6 +21,8 @@ pub const MAX_COUNT: u64 = 1 << 40;
 pub const MAX_NAME_LEN: usize = 64;
 /// Longest `page_path` and `request.path`.
 pub const MAX_PATH_LEN: usize = 2048;
+/// Longest `fetch.content_encoding` and `fetch.via`.
+pub const MAX_HEADER_VALUE_LEN: usize = 128;
 /// Realtime responses kept per report.
 pub const MAX_REALTIME_RESPONSES: usize = 256;
 /// Longest realtime `session_id` and `response_id`.
@@ -105,14 +107,42 @@ pub struct ReportedFetch {
     pub chunks: Vec<BrowserChunk>,
     #[serde(default)]
     pub chunks_dropped: u64,
+    /// How the probe read answer text out of the body (`chunks[].chars`); absent when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_format: Option<TextFormat>,
+    /// The response's `Content-Encoding` and `Via` as the page saw them (evidence for a verdict).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
-/// A body chunk as the page's reader received it; `bytes` is cumulative.
+/// A body chunk as the page's reader received it; `bytes` is cumulative. `chars` is the answer
+/// text, in Unicode scalars, of the complete events among the bytes received so far (cumulative),
+/// when the probe could read the body's format.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BrowserChunk {
     pub t_ms: f64,
     pub bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chars: Option<u64>,
+}
+
+/// The body format the probe read answer characters from (docs/metrics.md, "Answer characters in
+/// the browser").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextFormat {
+    /// Server-sent events: JSON `data:` (OpenAI, Anthropic, the AI SDK UI message stream, …) or
+    /// plain text `data:`.
+    Sse,
+    /// One JSON object per line.
+    Ndjson,
+    /// The AI SDK data stream protocol (`0:"text"` lines).
+    DataStream,
+    /// The body is the answer text itself.
+    PlainText,
 }
 
 /// A frame that showed the observed element with `chars` characters (cumulative).
@@ -212,6 +242,15 @@ fn name(field: &'static str, v: &str) -> Result<(), ReportError> {
     }
 }
 
+/// A response header value the page read: 1 to [`MAX_HEADER_VALUE_LEN`] printable ASCII bytes.
+fn header_value(field: &'static str, v: &str) -> Result<(), ReportError> {
+    if v.is_empty() || v.len() > MAX_HEADER_VALUE_LEN || !v.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        Err(invalid(field, format!("1 to {MAX_HEADER_VALUE_LEN} printable ASCII bytes")))
+    } else {
+        Ok(())
+    }
+}
+
 /// The earliest and latest browser time seen, to bound the report's span.
 #[derive(Default)]
 struct Span(Option<(f64, f64)>);
@@ -289,14 +328,26 @@ impl ProbeReport {
             if f.chunks.len() > MAX_CHUNKS {
                 return Err(invalid("fetch.chunks", format!("at most {MAX_CHUNKS}")));
             }
-            let mut last = (f.start_ms, 0u64);
+            let mut last = (f.start_ms, 0u64, 0u64);
             for c in &f.chunks {
                 span.time("fetch.chunks.t_ms", c.t_ms)?;
                 count("fetch.chunks.bytes", c.bytes)?;
+                if let Some(chars) = c.chars {
+                    count("fetch.chunks.chars", chars)?;
+                    if chars < last.2 {
+                        return Err(invalid("fetch.chunks", "cumulative characters must not decrease"));
+                    }
+                    last.2 = chars;
+                }
                 if c.t_ms < last.0 || c.bytes < last.1 {
                     return Err(invalid("fetch.chunks", "times and cumulative bytes must not decrease"));
                 }
-                last = (c.t_ms, c.bytes);
+                (last.0, last.1) = (c.t_ms, c.bytes);
+            }
+            for (field, value) in [("fetch.content_encoding", &f.content_encoding), ("fetch.via", &f.via)] {
+                if let Some(v) = value {
+                    header_value(field, v)?;
+                }
             }
         }
         if self.paints.len() > MAX_PAINTS {
@@ -453,7 +504,8 @@ mod tests {
             "clock": {"offset_ms": 0.2, "uncertainty_ms": 0.3, "samples": 5},
             "marks": [{"name": "user_send", "t_ms": 1000.0}],
             "fetch": {"start_ms": 1001.0, "response_ms": 1003.0, "end_ms": 1500.0,
-                      "chunks": [{"t_ms": 1100.0, "bytes": 10}, {"t_ms": 1200.0, "bytes": 20}], "chunks_dropped": 0},
+                      "chunks": [{"t_ms": 1100.0, "bytes": 10, "chars": 4}, {"t_ms": 1200.0, "bytes": 20, "chars": 9}],
+                      "chunks_dropped": 0, "text_format": "sse", "content_encoding": "gzip"},
             "paints": [{"t_ms": 1110.0, "chars": 3}, {"t_ms": 1210.0, "chars": 6}],
             "long_frames": [], "audio": []
         })
@@ -555,6 +607,9 @@ mod tests {
             assert!(err.contains(expect), "{expect}: {err}");
         }
         assert!(matches!(ProbeReport::parse(b"{not json"), Err(ReportError::Malformed(_))));
+        let mut v = valid();
+        v["fetch"]["text_format"] = "html".into();
+        assert!(matches!(ProbeReport::parse(v.to_string().as_bytes()), Err(ReportError::Malformed(_))));
     }
 
     /// Sets `pointer` (a JSON pointer) in a valid report to `value`.
@@ -611,6 +666,11 @@ mod tests {
             ("/request/method", json!(long), "request.method"),
             ("/request/status", json!(60000), "request.status"),
             ("/page_path", json!("/a\r\nb"), "path"),
+            ("/fetch/chunks/1/chars", json!(u64::MAX), "fetch.chunks.chars"),
+            ("/fetch/chunks/1/chars", json!(2), "fetch.chunks"),
+            ("/fetch/content_encoding", json!(long), "fetch.content_encoding"),
+            ("/fetch/content_encoding", json!("gzip\u{7f}"), "fetch.content_encoding"),
+            ("/fetch/via", json!(""), "fetch.via"),
         ];
         for (pointer, value, field) in cases {
             let report = with(pointer, value);

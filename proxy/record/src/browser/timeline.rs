@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use tokentap_analysis::Distribution;
 
+pub use crate::browser::arrival::{ArrivalAlignment, JoinedBy};
+pub use crate::browser::report::TextFormat;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BrowserClock {
     /// Estimated tokentap clock − browser clock.
@@ -96,6 +99,26 @@ pub struct BrowserTimeline {
     pub browser_bytes: u64,
     /// True when the page read exactly the bytes tokentap forwarded.
     pub bytes_match: bool,
+    /// How `chunks[].t_browser_ms` were aligned: by bytes, by answer characters, or not at all.
+    #[serde(default)]
+    pub alignment: ArrivalAlignment,
+    /// How the report found this record.
+    #[serde(default)]
+    pub joined_by: JoinedBy,
+    /// The page's request was not this record's request: an app server stood between the page
+    /// and tokentap (its model call is this record).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub app_server: bool,
+    /// The body format the probe decoded answer characters from, and their final count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_format: Option<TextFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser_chars: Option<u64>,
+    /// The page's response's `Content-Encoding` and `Via`, as the page read them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     pub painted_chars: u64,
     pub answer_chars: u64,
     pub chunks_dropped: u64,

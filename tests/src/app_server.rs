@@ -1,0 +1,99 @@
+//! The example app servers of `examples/` (a page on the app's own origin, the app between the
+//! page and tokentap), started as child processes for the app topology tests.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::browser::repo_root;
+use crate::process::Proc;
+
+/// Which example app server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppKind {
+    /// `examples/app-fastapi`: FastAPI, the official `openai` SDK, OpenTelemetry.
+    FastApi,
+    /// `examples/app-express`: Express and the Vercel AI SDK's UI message stream.
+    Express,
+}
+
+/// The classic buffering mistake the example can turn on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Off,
+    /// Starlette's `GZipMiddleware` / Express's `compression()`.
+    On,
+}
+
+/// A running example app server.
+pub struct AppServer {
+    pub proc: Proc,
+    /// The page's origin, e.g. `http://127.0.0.1:43121`.
+    pub origin: String,
+}
+
+/// A port that was free a moment ago (bound on port 0 and released), for a server whose origin
+/// must be configured in tokentap before the server starts.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+}
+
+/// The Python of the examples' virtualenv that `scripts/setup.sh test` creates
+/// (`TOKENTAP_EXAMPLES_PYTHON` overrides).
+pub fn examples_python() -> PathBuf {
+    let path = std::env::var_os("TOKENTAP_EXAMPLES_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".cache/venv-examples/bin/python"));
+    assert!(path.exists(), "{} not found: run scripts/setup.sh test, which creates it", path.display());
+    path
+}
+
+impl AppServer {
+    /// Starts `kind` on `port`, calling the model through tokentap at `tokentap_url`.
+    pub fn start(kind: AppKind, port: u16, tokentap_url: &str, compression: Compression) -> AppServer {
+        Self::start_with_env(kind, port, tokentap_url, compression, &[])
+    }
+
+    /// Like [`AppServer::start`], with more environment variables for the app (e.g. `APP_STREAM`).
+    pub fn start_with_env(
+        kind: AppKind,
+        port: u16,
+        tokentap_url: &str,
+        compression: Compression,
+        env: &[(&str, &str)],
+    ) -> AppServer {
+        let root = repo_root();
+        let on = if compression == Compression::On { "1" } else { "0" };
+        let mut cmd = match kind {
+            AppKind::FastApi => {
+                let mut cmd = Command::new(examples_python());
+                cmd.arg(root.join("examples/app-fastapi/app.py")).env("APP_GZIP", on);
+                cmd
+            }
+            AppKind::Express => {
+                let dir = root.join("examples/app-express");
+                assert!(
+                    dir.join("node_modules/ai").exists(),
+                    "examples/app-express/node_modules is missing: run scripts/setup.sh test"
+                );
+                let mut cmd = Command::new("node");
+                cmd.arg(dir.join("server.mjs")).current_dir(&dir).env("APP_COMPRESSION", on);
+                cmd
+            }
+        };
+        // The example's own placeholder key, which the test checks never reaches a record.
+        cmd.env_remove("OPENAI_API_KEY");
+        cmd.arg("--port").arg(port.to_string()).env("TOKENTAP_URL", tokentap_url).envs(env.iter().copied());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(key);
+            }
+        }
+        let mut proc = Proc::spawn(cmd);
+        let line = proc.wait_line("app listening on ", Duration::from_secs(60));
+        let origin = line.trim_start_matches("app listening on ").split(' ').next().unwrap_or("").to_string();
+        assert_eq!(origin, format!("http://127.0.0.1:{port}"), "{line}");
+        AppServer { proc, origin }
+    }
+}
