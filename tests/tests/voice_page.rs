@@ -70,6 +70,25 @@ fn wav_chunks(bytes: &[u8]) -> (&[u8], &[u8]) {
     (format.expect("fmt chunk"), data.expect("data chunk"))
 }
 
+/// The voice demo page with `query`, `wav` as the microphone, waiting for `reports` probe reports.
+fn voice_page(tokentap: &Tokentap, query: &str, reports: usize, wav: &Path) -> PageRun {
+    PageRun {
+        origin: format!("http://{}", tokentap.addr),
+        path: format!("/_tokentap/demo/voice/?{query}"),
+        page_file: None,
+        probe_fallback: false,
+        reports,
+        report_mode: Reports::Observe,
+        timeout_ms: 60_000,
+        result_expr: None,
+        chromium_args: vec![
+            "--use-fake-ui-for-media-stream".into(),
+            "--use-fake-device-for-media-stream".into(),
+            format!("--use-file-for-fake-audio-capture={}", wav.display()),
+        ],
+    }
+}
+
 /// Runs one voice turn on the page and returns what the page resolved with (the turn as the admin
 /// API served it, once the browser's playback had joined it).
 fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Tokentap, Mock, RecordFeed) {
@@ -83,23 +102,8 @@ fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Token
     let headers: serde_json::Map<String, Value> =
         mock_headers.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
     let query: String = url_encode(&Value::Object(headers).to_string());
-    let run = PageRun {
-        origin: format!("http://{}", tokentap.addr),
-        path: format!("/_tokentap/demo/voice/?auto=1&talk_ms=6000&mock={query}{extra_query}"),
-        page_file: None,
-        probe_fallback: false,
-        // The transcription, the model call and at least one speech request report.
-        reports: 3,
-        report_mode: Reports::Observe,
-        timeout_ms: 60_000,
-        result_expr: None,
-        chromium_args: vec![
-            "--use-fake-ui-for-media-stream".into(),
-            "--use-fake-device-for-media-stream".into(),
-            format!("--use-file-for-fake-audio-capture={}", wav.display()),
-        ],
-    };
-    let out = run_page(&run);
+    // The transcription, the model call and at least one speech request report.
+    let out = run_page(&voice_page(&tokentap, &format!("auto=1&talk_ms=6000&mock={query}{extra_query}"), 3, &wav));
     assert!(out["error"].is_null(), "browser run failed: {out:#}");
     assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
     let result = out["result"].clone();
@@ -263,24 +267,9 @@ fn a_realtime_session_on_the_voice_page_is_heard_after_its_first_audio_arrived()
     std::fs::write(&config, "demo_page = true\n").unwrap();
     let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url, "--config", config.to_str().unwrap()], &env);
     let wav = speech_wav(dir.path());
-    let run = PageRun {
-        origin: format!("http://{}", tokentap.addr),
-        path: "/_tokentap/demo/voice/?auto=1&talk_ms=6000&mode=realtime&mock_first_audio_ms=300&mock_delta_ms=50&mock_audio_ms=800"
-            .into(),
-        page_file: None,
-        probe_fallback: false,
-        // The session's report, once the socket closed and its playback ended.
-        reports: 1,
-        report_mode: Reports::Observe,
-        timeout_ms: 60_000,
-        result_expr: None,
-        chromium_args: vec![
-            "--use-fake-ui-for-media-stream".into(),
-            "--use-fake-device-for-media-stream".into(),
-            format!("--use-file-for-fake-audio-capture={}", wav.display()),
-        ],
-    };
-    let out = run_page(&run);
+    // The session's report, once the socket closed and its playback ended.
+    let query = "auto=1&talk_ms=6000&mode=realtime&mock_first_audio_ms=300&mock_delta_ms=50&mock_audio_ms=800";
+    let out = run_page(&voice_page(&tokentap, query, 1, &wav));
     assert!(out["error"].is_null(), "browser run failed: {out:#}");
     assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
     assert!(out["report_answers"].as_array().unwrap().iter().all(|a| a["status"] == 202), "{out:#}");
