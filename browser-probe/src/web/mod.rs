@@ -47,7 +47,8 @@ struct Probe {
     original_fetch: Option<Function>,
     /// The app's `trackFetch(url)` predicate; `None` tracks same-origin requests.
     track_fetch: Option<Function>,
-    /// The app's `trackWebSocket(url)` predicate; `None` tracks sockets to the page's host.
+    /// The app's `trackWebSocket(url)` predicate; `None` tracks sockets to the page's host whose
+    /// path contains `realtime`.
     track_websocket: Option<Function>,
     turns: Turns,
     clock: Option<ClockEstimate>,

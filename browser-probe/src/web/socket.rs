@@ -8,7 +8,8 @@
 //! or the session. It never reads a message for the app and never changes one.
 //!
 //! Tracked: sockets whose URL the app's `trackWebSocket(url)` predicate accepts, by default those
-//! to the page's own host (where tokentap serves the page). A URL that already carries a valid
+//! to the page's own host (where tokentap serves the page) whose path names a realtime endpoint
+//! (`/v1/realtime`, `/openai/realtime`, …). A URL that already carries a valid
 //! `tokentap_traceparent` keeps it: the app then knows the session's trace id.
 
 use js_sys::{Array, Function, JsString, Object, Reflect};
@@ -75,7 +76,12 @@ fn tracked(url: &JsValue) -> Option<(String, RequestInfo)> {
     let tracked = match &predicate {
         // The app's predicate runs without the probe borrowed; it may call mark().
         Some(f) => f.call1(&JsValue::NULL, &url.href().into()).is_ok_and(|v| v.is_truthy()),
-        None => page.host().is_ok_and(|h| h == url.host()),
+        // Only realtime endpoints: a page's other sockets (a dev server's reload channel, the app's
+        // own protocol) keep their URLs untouched.
+        // (A byte search: `str::contains` would bring a substring searcher into the module.)
+        None => {
+            page.host().is_ok_and(|h| h == url.host()) && url.pathname().as_bytes().windows(8).any(|w| w == b"realtime")
+        }
     };
     if !tracked {
         return None;
