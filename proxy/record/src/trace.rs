@@ -101,7 +101,7 @@ pub fn stable_hex(input: &[u8], bytes: usize) -> String {
         hash ^= hash >> 33;
         for b in hash.to_be_bytes() {
             if out.len() < bytes * 2 {
-                out.push_str(&format!("{b:02x}"));
+                push_hex(&mut out, &[b]);
             }
         }
         lane += 1;
@@ -117,23 +117,52 @@ pub fn turn_trace_id(turn_header_value: &str) -> String {
     stable_hex(turn_header_value.as_bytes(), 16)
 }
 
-/// `bytes` random bytes as lower-case hex.
+/// `bytes` random bytes as lower-case hex (ids: request, trace, span, turn, conversation).
+///
+/// The bytes come from the thread's ChaCha generator, seeded and reseeded from the operating
+/// system: ids are unpredictable (a client cannot guess another request's trace id to post a
+/// browser report into it) without a system call per id.
 pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    if getrandom::getrandom(&mut buf).is_err() {
-        // Fall back to a time-seeded value rather than failing a request over an id.
-        let seed =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(1);
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = (seed >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(151);
-        }
+    use rand::RngCore;
+    let mut raw = [0u8; 32];
+    let mut out = String::with_capacity(bytes * 2);
+    let mut left = bytes;
+    let mut rng = rand::thread_rng();
+    while left > 0 {
+        let n = left.min(raw.len());
+        rng.fill_bytes(&mut raw[..n]);
+        push_hex(&mut out, &raw[..n]);
+        left -= n;
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    out
+}
+
+/// Appends `bytes` as lower-case hex.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_ids_are_lower_hex_of_the_asked_length_and_differ() {
+        for bytes in [0, 1, 8, 12, 16, 31, 32, 33, 70] {
+            let a = random_hex(bytes);
+            assert_eq!(a.len(), bytes * 2);
+            assert!(a.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{a}");
+        }
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| random_hex(16)).collect();
+        assert_eq!(ids.len(), 1000);
+        let mut out = String::new();
+        push_hex(&mut out, &[0x00, 0x0f, 0xa5, 0xff]);
+        assert_eq!(out, "000fa5ff");
+    }
 
     #[test]
     fn the_query_traceparent_is_read_and_stripped() {

@@ -316,6 +316,7 @@ fn idle_turns_close_incomplete_and_memory_stays_bounded() {
     assert!(tracker.tick(T0 + S).is_empty());
     let closed = tracker.tick(T0 + S + idle + 1);
     assert_eq!(closed.len(), 1);
+    assert_eq!((tracker.open_turns(), tracker.open_turns_walked()), (0, 0));
     assert_eq!((closed[0].status, closed[0].totals.unanswered_tool_calls), (TurnStatus::Incomplete, 1));
 
     let mut evicted = 0;
@@ -328,6 +329,7 @@ fn idle_turns_close_incomplete_and_memory_stays_bounded() {
             &[(&format!("call{i}"), "f", 11.0 + f64::from(i))],
         ));
         evicted += p.closed.iter().filter(|t| t.status == TurnStatus::Evicted).count();
+        assert_eq!(tracker.open_turns(), tracker.open_turns_walked());
     }
     assert!(tracker.conversations() <= 3);
     assert_eq!(evicted, 47);
@@ -417,8 +419,11 @@ proptest! {
             let t = i as f64;
             let call_refs: Vec<(&str, &str, f64)> = calls.iter().map(|id| (id.as_str(), "get_time", t + 0.5)).collect();
             let p = tracker.observe(step("/v1/chat/completions", body, t, t + 0.5, &call_refs));
+            prop_assert_eq!(tracker.open_turns(), tracker.open_turns_walked());
             seen[*c].push((p.turn.conversation_id, p.turn.turn_id, *turn));
         }
+        tracker.tick(T0 + 3600 * S);
+        prop_assert_eq!((tracker.open_turns(), tracker.open_turns_walked()), (0, 0));
         for (c, steps) in seen.iter().enumerate() {
             // One conversation id per conversation, one turn id per turn, none shared.
             prop_assert!(steps.iter().all(|s| s.0 == steps[0].0), "conversation {} split: {:?}", c, steps);
