@@ -53,6 +53,25 @@ pub fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &[u8])
     send(addr, &request_bytes("POST", path, headers, body))
 }
 
+/// The request bytes of [`request_bytes`] without `connection: close`: the connection stays open
+/// for the next request (HTTP/1.1 keep-alive).
+pub fn keep_alive_request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let raw = request_bytes(method, path, headers, body);
+    let close = b"connection: close\r\n";
+    let at = find(&raw, close).expect("request_bytes asks to close");
+    [&raw[..at], &raw[at + close.len()..]].concat()
+}
+
+/// Writes one request on an open connection and reads its whole response, leaving the
+/// connection open for the next one.
+pub fn exchange(stream: &mut TcpStream, raw_request: &[u8]) -> HttpResponse {
+    let sent_at = Instant::now();
+    stream.write_all(raw_request).expect("write request");
+    let mut s = StreamedResponse::reading(&mut *stream, sent_at);
+    while s.read_some() {}
+    s.into_response()
+}
+
 /// Sends raw request bytes and reads the whole response.
 pub fn send(addr: SocketAddr, raw_request: &[u8]) -> HttpResponse {
     let mut s = StreamedResponse::open(addr, raw_request);

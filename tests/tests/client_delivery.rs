@@ -1,6 +1,9 @@
 //! Client delivery from TCP ACKs: a slow reader behind tokentap. Handoff stamps stay smooth (the
 //! kernel takes the bytes), while ACK times show how long the client really took.
 
+use std::net::TcpStream;
+use std::time::Duration;
+
 use tokentap_e2e::{http1, Mock, Tokentap};
 
 #[test]
@@ -50,4 +53,41 @@ fn fast_client_acks_follow_handoffs() {
     for c in record["timeline"]["chunks"].as_array().unwrap() {
         assert!(c["t_acked_ns"].as_u64().unwrap() >= c["t_handoff_ns"].as_u64().unwrap(), "{c}");
     }
+}
+
+/// On a kept-alive connection the tail watch runs beside the connection (one watcher task for
+/// all of them): each response is served at once and each record still has its tail
+/// acknowledged.
+#[test]
+fn responses_on_a_kept_alive_connection_each_have_their_tail_acknowledged() {
+    let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "5", "--tokens", "10"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let mut conn = TcpStream::connect(tokentap.addr).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let request = http1::keep_alive_request(
+        "POST",
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let resp = http1::exchange(&mut conn, &request);
+        assert!(resp.complete && resp.status == 200, "{} {:?}", resp.status, resp.headers);
+        assert_ne!(resp.header("connection"), Some("close"), "the connection is kept: {:?}", resp.headers);
+        ids.push(resp.header("x-tokentap-request-id").expect("request id").to_string());
+    }
+    // The connection stays open while the records arrive: the client's last ACK needs it.
+    for _ in 0..3 {
+        let record = feed.next_record_for("/v1/chat/completions");
+        let id = record["request_id"].as_str().unwrap().to_string();
+        assert!(ids.contains(&id), "{id} not among {ids:?}");
+        let delivery = &record["timeline"]["client_delivery"];
+        assert_eq!((&delivery["available"], &delivery["drained"]), (&true.into(), &true.into()), "{delivery}");
+        let chunks = record["timeline"]["chunks"].as_array().unwrap();
+        let last = chunks.last().expect("chunks");
+        assert!(last["t_acked_ns"].as_u64().unwrap() >= last["t_handoff_ns"].as_u64().unwrap(), "{last}");
+    }
+    drop(conn);
 }

@@ -7,6 +7,7 @@
 pub mod internal;
 pub mod privacy;
 pub mod probe_ingest;
+pub mod tail;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, ErrorType, Result};
 
 use tokentap_analysis::server_timing::{MAX_TIMING_HEADER_BYTES, TIMING_HEADERS};
-use tokentap_record::ack::{AckSample, ACK_POLL};
+use tokentap_record::ack::AckSample;
 use tokentap_record::trace::{split_traceparent_query, TraceContext};
 use tokentap_record::{ErrorInfo, ErrorSide, Outcome, UpstreamConnection};
 
@@ -30,6 +31,7 @@ use crate::pipeline::{CompletedRequest, FinalizeQueue};
 use crate::request_data::RequestData;
 use internal::ProbeIngest;
 use privacy::{redact_path, Redactor};
+use tail::{TailWatch, TailWatcher};
 
 /// Header tokentap adds to responses (when enabled) so a client can find its record.
 pub const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
@@ -57,6 +59,7 @@ pub struct TapProxy {
     pages: Arc<Pages>,
     ingest: Arc<ProbeIngest>,
     kept: Arc<crate::timeline::KeptBudget>,
+    tails: TailWatcher,
 }
 
 impl TapProxy {
@@ -64,7 +67,8 @@ impl TapProxy {
         let redactor = Redactor::new(&config.privacy.redact_headers);
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
         let kept = finalize.kept_budget();
-        Self { config, redactor, finalize, pages, ingest, kept }
+        let tails = TailWatcher::new(finalize.clone());
+        Self { config, redactor, finalize, pages, ingest, kept, tails }
     }
 }
 
@@ -134,44 +138,6 @@ fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<S
         sample: AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked },
         open: matches!(info.tcpi_state, TCP_ESTABLISHED | TCP_CLOSE_WAIT),
     })
-}
-
-/// Samples the client socket every `ACK_POLL` until the client has acknowledged the response's
-/// tail or `deadline` passes, then hands the request to the pipeline. Runs as its own task after
-/// `logging` has returned, so a keep-alive connection serves its next request meanwhile. The
-/// socket is identified by its cookie (`SO_COOKIE`): once the connection is closed and its file
-/// descriptor reused, the cookie differs and sampling stops, so no other socket's counters are
-/// ever read into this record.
-async fn watch_tail(
-    socket: Arc<SocketDigest>,
-    cookie: u64,
-    mut completed: CompletedRequest,
-    deadline: Instant,
-    finalize: FinalizeQueue,
-) {
-    let data = &mut completed.data;
-    loop {
-        tokio::time::sleep(ACK_POLL).await;
-        let reading = sample_socket(&socket, data.anchor.elapsed_ns(), data.chunks.handed_off_bytes);
-        // Read the cookie after the counters: if it still matches, they were this socket's.
-        if socket.socket_cookie().ok() != Some(cookie) {
-            break;
-        }
-        let open = match reading {
-            Ok(reading) => {
-                data.ack.push_tail(reading.sample);
-                reading.open
-            }
-            Err(reason) => {
-                data.ack.unavailable = Some(reason.to_string());
-                break;
-            }
-        };
-        if data.ack.drained || !open || Instant::now() >= deadline {
-            break;
-        }
-    }
-    finalize.submit(completed);
 }
 
 /// Request header bytes (names and values) a record keeps; a client can send a head of up to
@@ -645,15 +611,15 @@ impl ProxyHttp for TapProxy {
             (Some(socket), Some(cookie))
                 if open && !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero() =>
             {
-                let deadline = Instant::now() + drain;
-                let watch = watch_tail(socket, cookie, completed, deadline, self.finalize.clone());
-                // A connection that is kept alive serves its next request while its own task
-                // watches; one that closes after this response is watched here, since closing
-                // the socket would end the watch before the client acknowledged the tail.
+                let watch = TailWatch::new(socket, cookie, completed, Instant::now() + drain);
+                // A connection that is kept alive serves its next request while the tail watcher
+                // task reads its socket; one that closes after this response is watched here,
+                // since closing the socket would end the watch before the client acknowledged
+                // the tail.
                 if session.as_downstream().get_keepalive().is_some() {
-                    tokio::spawn(watch);
+                    self.tails.watch(watch);
                 } else {
-                    watch.await;
+                    tail::watch_here(watch, &self.finalize).await;
                 }
             }
             _ => self.finalize.submit(completed),

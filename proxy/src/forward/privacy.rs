@@ -44,8 +44,11 @@ impl Redactor {
     }
 
     pub fn is_secret_header(&self, name: &str) -> bool {
-        let lower = name.to_ascii_lowercase();
-        REDACTED_HEADERS.contains(&lower.as_str()) || self.extra_headers.contains(&lower) || looks_secret(&lower)
+        // Header names from the parser are lower-case already: copy only when one is not.
+        let lower: std::borrow::Cow<'_, str> =
+            if name.bytes().any(|b| b.is_ascii_uppercase()) { name.to_ascii_lowercase().into() } else { name.into() };
+        let lower = lower.as_ref();
+        REDACTED_HEADERS.contains(&lower) || self.extra_headers.iter().any(|h| h == lower) || looks_secret(lower)
     }
 
     /// A header value as it may appear in a record.
