@@ -588,9 +588,9 @@ impl ProxyHttp for TapProxy {
         }
         let (outcome, error) = classify_outcome(e, ctx);
         let watch = e.is_none() && !ctx.data.chunks.chunks.is_empty() && ctx.data.ack.unavailable.is_none();
-        let mut completed = CompletedRequest { data: ctx.data.take(), outcome, error, shed: false };
+        let mut completed = Box::new(CompletedRequest { data: ctx.data.take(), outcome, error, shed: false });
         if !watch {
-            self.finalize.submit(completed);
+            self.finalize.submit_boxed(completed);
             return;
         }
         // Watch the client acknowledge the tail: one sample now, then, while the tail is not
@@ -622,7 +622,7 @@ impl ProxyHttp for TapProxy {
                     tail::watch_here(watch, &self.finalize).await;
                 }
             }
-            _ => self.finalize.submit(completed),
+            _ => self.finalize.submit_boxed(completed),
         }
     }
 

@@ -27,7 +27,8 @@ pub struct TailWatch {
     /// counters are ever read into this record.
     pub socket: Arc<SocketDigest>,
     pub cookie: u64,
-    pub completed: CompletedRequest,
+    /// Boxed: the watcher's queue moves watches around, and a request's data is about 1 KB.
+    pub completed: Box<CompletedRequest>,
     pub deadline: Instant,
     /// The acknowledged count of the last reading.
     last_acked: Option<u64>,
@@ -38,7 +39,7 @@ pub struct TailWatch {
 }
 
 impl TailWatch {
-    pub fn new(socket: Arc<SocketDigest>, cookie: u64, completed: CompletedRequest, deadline: Instant) -> Self {
+    pub fn new(socket: Arc<SocketDigest>, cookie: u64, completed: Box<CompletedRequest>, deadline: Instant) -> Self {
         let last_acked = completed.data.ack.tail.last().map(|s| s.acked);
         Self { socket, cookie, completed, deadline, last_acked, due: Instant::now() + ACK_POLL, seq: 0 }
     }
@@ -102,7 +103,7 @@ pub async fn watch_here(mut watch: TailWatch, finalize: &FinalizeQueue) {
             break;
         }
     }
-    finalize.submit(watch.completed);
+    finalize.submit_boxed(watch.completed);
 }
 
 /// The task that watches the tails of kept-alive connections, started on first use in the
@@ -126,7 +127,7 @@ impl TailWatcher {
             tx
         });
         if let Err(returned) = tx.send(watch) {
-            self.finalize.submit(returned.0.completed);
+            self.finalize.submit_boxed(returned.0.completed);
         }
     }
 }
@@ -158,7 +159,7 @@ async fn run(mut rx: UnboundedReceiver<TailWatch>, finalize: FinalizeQueue) {
         while watching.peek().is_some_and(|w| w.0.due <= now) {
             let Some(Reverse(mut watch)) = watching.pop() else { break };
             if watch.read() {
-                finalize.submit(watch.completed);
+                finalize.submit_boxed(watch.completed);
             } else {
                 watch.due = now + ACK_POLL;
                 watching.push(Reverse(watch));

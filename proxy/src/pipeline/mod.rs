@@ -195,7 +195,13 @@ impl FinalizeQueue {
     }
 
     /// Hands a completed request to the worker without waiting.
-    pub fn submit(&self, mut completed: CompletedRequest) {
+    pub fn submit(&self, completed: CompletedRequest) {
+        self.submit_boxed(Box::new(completed));
+    }
+
+    /// [`Self::submit`] for a request already on the heap (the tail watcher keeps them boxed, so
+    /// that its queue moves pointers, not kilobytes).
+    pub fn submit_boxed(&self, mut completed: Box<CompletedRequest>) {
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
         if self.backed_up() {
             // Release the kept bytes now: memory under overload is the stamps, not the bodies.
@@ -206,7 +212,7 @@ impl FinalizeQueue {
         // Counted as queued before it is sent: the worker counts it out as soon as it receives
         // it, and must never see the count below zero (it would read as a huge backlog and shed).
         self.stats.queued.fetch_add(1, Ordering::Relaxed);
-        if self.tx.try_send(WorkItem::Request(Box::new(completed))).is_err() {
+        if self.tx.try_send(WorkItem::Request(completed)).is_err() {
             self.stats.queued.fetch_sub(1, Ordering::Relaxed);
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
