@@ -14,6 +14,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::admin::{self, AdminState};
 use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
+use crate::forward::scheduling_lag::LagProbe;
 use crate::forward::TapProxy;
 use crate::pages::Pages;
 use crate::pipeline::{self, PipelineStats, RecordObserver};
@@ -145,7 +146,11 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     server.bootstrap();
     let conf = server.configuration.clone();
     let finalize = queue.clone();
-    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages)));
+    let lag_probe = {
+        let telemetry = telemetry.clone();
+        LagProbe::new(stats.scheduling_lag.clone(), Arc::new(move |lag| telemetry.observe_scheduling_lag(lag)))
+    };
+    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe));
     let mut service =
         Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();

@@ -223,3 +223,41 @@ fn client_chosen_model_names_are_capped() {
     let (_, health) = tokentap.admin_get("/_tokentap/api/health");
     assert!(health["telemetry"]["metric_series_folded"].as_u64().unwrap() >= 50, "{health}");
 }
+
+/// The scheduling lag probe starts with the first recorded request; its samples reach the health
+/// answer and the exported histogram.
+#[test]
+fn the_runtime_scheduling_lag_is_sampled_once_traffic_starts() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    let lag = &health["self_overhead"]["scheduling_lag"];
+    assert_eq!(lag["samples"], 0, "{health}");
+    assert!(lag["p50_us"].is_null(), "{health}");
+
+    let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], &chat_body());
+    assert_eq!(resp.status, 200);
+    // The probe samples every 25-75 ms: poll until a few samples are in.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let lag = loop {
+        let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+        let lag = health["self_overhead"]["scheduling_lag"].clone();
+        if lag["samples"].as_u64().unwrap_or(0) >= 3 {
+            break lag;
+        }
+        assert!(Instant::now() < deadline, "no scheduling lag samples after 30 s: {health}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (p50, p99) = (lag["p50_us"].as_u64().unwrap(), lag["p99_us"].as_u64().unwrap());
+    let (recent_max, max) = (lag["recent_max_us"].as_u64().unwrap(), lag["max_us"].as_u64().unwrap());
+    assert!(p50 <= p99 && p99 <= recent_max && recent_max <= max, "{lag}");
+    assert!(lag["recent_samples"].as_u64().unwrap() >= 3, "{lag}");
+
+    let (_, text) = scrape(&tokentap);
+    let count = text
+        .lines()
+        .find(|l| l.starts_with("tokentap_self_overhead_scheduling_lag_seconds_count"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no scheduling lag histogram in:\n{text}"));
+    assert!(count >= 3, "{count}");
+}

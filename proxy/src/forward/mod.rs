@@ -7,6 +7,7 @@
 pub mod internal;
 pub mod privacy;
 pub mod probe_ingest;
+pub mod scheduling_lag;
 pub mod tail;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use crate::pipeline::{CompletedRequest, FinalizeQueue};
 use crate::request_data::RequestData;
 use internal::ProbeIngest;
 use privacy::{redact_path, Redactor};
+use scheduling_lag::LagProbe;
 use tail::{TailWatch, TailWatcher};
 
 /// Header tokentap adds to responses (when enabled) so a client can find its record.
@@ -60,15 +62,16 @@ pub struct TapProxy {
     ingest: Arc<ProbeIngest>,
     kept: Arc<crate::timeline::KeptBudget>,
     tails: TailWatcher,
+    lag_probe: LagProbe,
 }
 
 impl TapProxy {
-    pub fn new(config: Arc<ValidConfig>, finalize: FinalizeQueue, pages: Arc<Pages>) -> Self {
+    pub fn new(config: Arc<ValidConfig>, finalize: FinalizeQueue, pages: Arc<Pages>, lag_probe: LagProbe) -> Self {
         let redactor = Redactor::new(&config.privacy.redact_headers);
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
         let kept = finalize.kept_budget();
         let tails = TailWatcher::new(finalize.clone());
-        Self { config, redactor, finalize, pages, ingest, kept, tails }
+        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe }
     }
 }
 
@@ -223,6 +226,7 @@ impl ProxyHttp for TapProxy {
 
         ctx.recording = self.config.timeline.enabled;
         if ctx.recording {
+            self.lag_probe.start_once();
             ctx.data.method = req.method.as_str().to_string();
             // A browser's WebSocket cannot send headers: the probe puts its trace context in the
             // query instead, which is read here and never forwarded.

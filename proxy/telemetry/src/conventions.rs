@@ -34,6 +34,7 @@ pub enum MetricId {
     Requests,
     GoodRequests,
     HookTime,
+    SchedulingLag,
     RecordsDropped,
     RecordsShed,
     VoiceTimeToFirstAudio,
@@ -212,6 +213,14 @@ pub const METRICS: &[MetricDef] = &[
         description: "Time tokentap spent inside its proxy hooks for one request.",
         instrument: Instrument::Histogram(OVERHEAD_BUCKETS),
         prometheus_name: "tokentap_self_overhead_hook_time_seconds",
+    },
+    MetricDef {
+        id: MetricId::SchedulingLag,
+        name: "tokentap.self_overhead.scheduling_lag",
+        unit: "s",
+        description: "How long a task made ready from outside waited before the proxy's runtime polled it (sampled every 25-75 ms).",
+        instrument: Instrument::Histogram(OVERHEAD_BUCKETS),
+        prometheus_name: "tokentap_self_overhead_scheduling_lag_seconds",
     },
     MetricDef {
         id: MetricId::RecordsDropped,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokentap_record::{Record, SloConfig};
 
-use crate::conventions::{self, SpanOptions};
+use crate::conventions::{self, MetricId, SpanOptions};
 use crate::metrics::Metrics;
 use crate::otlp::ExportItem;
 use crate::registry::{MetricRegistry, MetricSnapshot, ObservedSources};
@@ -178,6 +178,11 @@ impl Telemetry {
                 self.metrics.stats.count_dropped(Signal::Traces, n, DropReason::QueueFull);
             }
         }
+    }
+
+    /// One sample of the proxy runtime's scheduling lag (the probe's thread, never the proxy's).
+    pub fn observe_scheduling_lag(&self, lag: std::time::Duration) {
+        self.metrics.registry.add(MetricId::SchedulingLag, &Vec::new(), lag.as_secs_f64());
     }
 
     /// The metrics, with the counters kept elsewhere (record pipeline, export) brought up to date.

@@ -30,6 +30,8 @@ impl Arm {
 /// A started proxy (none for the direct arm).
 pub(crate) struct Running {
     pub(crate) addr: SocketAddr,
+    /// tokentap's admin listener (its `/metrics`).
+    pub(crate) admin: Option<SocketAddr>,
     pub(crate) proc: Option<Proc>,
     pub(crate) dir: Option<tempfile::TempDir>,
 }
@@ -48,7 +50,7 @@ impl Running {
 
 pub(crate) fn start(arm: &Arm, upstream: SocketAddr, core: usize, threads: usize) -> Running {
     match arm {
-        Arm::Direct => Running { addr: upstream, proc: None, dir: None },
+        Arm::Direct => Running { addr: upstream, admin: None, proc: None, dir: None },
         Arm::Nginx { bin } => start_nginx(bin, upstream, core),
         Arm::Tokentap { bin, recording, .. } => start_tokentap(bin, upstream, core, threads, *recording),
     }
@@ -92,7 +94,9 @@ fn start_tokentap(bin: &Path, upstream: SocketAddr, core: usize, threads: usize,
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
-    Running { addr, proc: Some(proc), dir: Some(dir) }
+    let admin_line = proc.wait_line("tokentap admin API on ", Duration::from_secs(10));
+    let admin = admin_line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).and_then(|a| a.parse().ok());
+    Running { addr, admin, proc: Some(proc), dir: Some(dir) }
 }
 
 fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize) -> Running {
@@ -110,7 +114,7 @@ fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize) -> Running {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
             if std::net::TcpStream::connect(addr).is_ok() {
-                return Running { addr, proc: Some(proc), dir: Some(dir) };
+                return Running { addr, admin: None, proc: Some(proc), dir: Some(dir) };
             }
             if proc.try_wait().is_some() {
                 if proc.stderr().contains("Address already in use") {

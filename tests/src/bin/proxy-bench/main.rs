@@ -11,6 +11,7 @@
 
 mod arm;
 mod faults;
+mod lag;
 mod load;
 mod machine;
 mod soak;
@@ -241,9 +242,13 @@ fn main() {
             for repeat in 0..args.repeats {
                 for i in rotated(arms.len(), repeat) {
                     let target = &running[i];
+                    let lag_before = target.admin.and_then(lag::LagHistogram::fetch);
                     let window = machine::CpuWindow::start(target.pid());
                     let duration = Duration::from_secs(args.rate_seconds);
                     let result = rt.block_on(load::open_loop(target.addr, rate, duration, args.connections));
+                    if let Some(after) = target.admin.and_then(lag::LagHistogram::fetch) {
+                        rows[i].add_lag(&after.since(lag_before.as_ref()));
+                    }
                     if let Some(pid) = target.pid() {
                         machine::wait_idle(pid, Duration::from_secs(30));
                     }
@@ -285,8 +290,24 @@ fn stream_level(
     for repeat in 0..args.repeats {
         for i in rotated(arms.len(), repeat) {
             let target = &running[i];
+            // Memory with every stream of the level open: sampled halfway through the first
+            // round, before this level has produced any record (the record ring fills later).
+            let open_rss = (repeat == 0).then(|| target.pid()).flatten().map(|pid| {
+                let at = args.schedule.gap * args.schedule.events as u32 / 2;
+                std::thread::spawn(move || {
+                    std::thread::sleep(at);
+                    machine::status_kib(pid, "VmRSS:")
+                })
+            });
+            let lag_before = target.admin.and_then(lag::LagHistogram::fetch);
             let window = machine::CpuWindow::start(target.pid());
             let results = rt.block_on(load::stream_round(target.addr, level, args.schedule));
+            if let Some(after) = target.admin.and_then(lag::LagHistogram::fetch) {
+                rows[i].add_lag(&after.since(lag_before.as_ref()));
+            }
+            if let Some(sampler) = open_rss {
+                rows[i].open_rss_kib = sampler.join().ok();
+            }
             if let Some(pid) = target.pid() {
                 // The record pipeline finishes off the forwarding path: its CPU counts too.
                 machine::wait_idle(pid, Duration::from_secs(60));

@@ -1,6 +1,7 @@
 //! Percentiles and the markdown tables proxy-bench prints (and scripts/bench-proxy.sh copies into
 //! BENCHMARKS.md).
 
+use crate::lag::LagHistogram;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -82,8 +83,11 @@ pub(crate) struct StreamRow {
     failed: usize,
     cpu: Cpu,
     pub(crate) idle_rss_kib: Option<u64>,
+    /// With every stream of the level open, in the first round (no record of the level yet).
+    pub(crate) open_rss_kib: Option<u64>,
     pub(crate) peak_rss_kib: Option<u64>,
     pub(crate) self_overhead: Option<SelfOverhead>,
+    scheduling_lag: Option<LagHistogram>,
 }
 
 impl StreamRow {
@@ -96,9 +100,15 @@ impl StreamRow {
             failed: 0,
             cpu: Cpu::default(),
             idle_rss_kib: None,
+            open_rss_kib: None,
             peak_rss_kib: None,
             self_overhead: None,
+            scheduling_lag: None,
         }
+    }
+
+    pub(crate) fn add_lag(&mut self, round: &LagHistogram) {
+        self.scheduling_lag.get_or_insert_with(LagHistogram::default).add(round);
     }
 
     pub(crate) fn add(&mut self, results: Vec<StreamResult>, used: CpuUsed) {
@@ -122,11 +132,16 @@ pub(crate) struct OpenLoopRow {
     latencies: Vec<f64>,
     failed: usize,
     cpu: Cpu,
+    scheduling_lag: Option<LagHistogram>,
 }
 
 impl OpenLoopRow {
     pub(crate) fn new(arm: String, rate: f64) -> OpenLoopRow {
-        OpenLoopRow { arm, rate, latencies: Vec::new(), failed: 0, cpu: Cpu::default() }
+        OpenLoopRow { arm, rate, latencies: Vec::new(), failed: 0, cpu: Cpu::default(), scheduling_lag: None }
+    }
+
+    pub(crate) fn add_lag(&mut self, round: &LagHistogram) {
+        self.scheduling_lag.get_or_insert_with(LagHistogram::default).add(round);
     }
 
     pub(crate) fn add(&mut self, result: OpenLoopResult, used: CpuUsed) {
@@ -210,8 +225,8 @@ fn mib(kib: Option<u64>) -> String {
 pub(crate) fn stream_table(rows: &mut [StreamRow], args: &Args) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Streaming: per-event latency (arrival − send). \"Added\" = arm − direct at the same percentile. Late = more than one gap ({} ms) after its send.\n", args.schedule.gap.as_millis());
-    let _ = writeln!(s, "| streams | arm | p50 µs | p99 µs | added p50 / p99 µs | late events | failed streams | CPU ms per 1k events | idle → peak RSS MiB | KiB per stream | self-reported handoff lag p50 / p99 µs |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| streams | arm | p50 µs | p99 µs | added p50 / p99 µs | late events | failed streams | CPU ms per 1k events | idle → peak RSS MiB | KiB per open stream | self-reported handoff lag p50 / p99 µs | self-reported scheduling lag p50 / p99 µs |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let gap_us = args.schedule.gap.as_secs_f64() * 1e6;
     let mut warnings = Vec::new();
     let mut direct = (0usize, f64::NAN, f64::NAN);
@@ -236,10 +251,11 @@ pub(crate) fn stream_table(rows: &mut [StreamRow], args: &Args) -> String {
         } else {
             format!("{:.1}", row.cpu.proxy_ns as f64 / 1e6 / (events as f64 / 1000.0))
         };
-        let per_stream = match (row.idle_rss_kib, row.peak_rss_kib) {
-            (Some(idle), Some(peak)) if level > 0 => format!("{:.1}", peak.saturating_sub(idle) as f64 / level as f64),
+        let per_stream = match (row.idle_rss_kib, row.open_rss_kib) {
+            (Some(idle), Some(open)) if level > 0 => format!("{:.1}", open.saturating_sub(idle) as f64 / level as f64),
             _ => "–".into(),
         };
+        let scheduling = row.scheduling_lag.as_ref().map_or_else(|| "–".into(), LagHistogram::cell);
         let lag = row
             .self_overhead
             .as_ref()
@@ -259,7 +275,7 @@ pub(crate) fn stream_table(rows: &mut [StreamRow], args: &Args) -> String {
         };
         let _ = writeln!(
             s,
-            "| {level} | {}{flag} | {p50:.0} | {p99:.0} | {added} | {late} of {events} ({:.2} %) | {} of {} | {cpu} | {} → {} | {per_stream} | {lag} |",
+            "| {level} | {}{flag} | {p50:.0} | {p99:.0} | {added} | {late} of {events} ({:.2} %) | {} of {} | {cpu} | {} → {} | {per_stream} | {lag} | {scheduling} |",
             row.arm,
             if events > 0 { late as f64 * 100.0 / events as f64 } else { 0.0 },
             row.failed,
@@ -283,9 +299,9 @@ pub(crate) fn open_loop_table(rows: &[OpenLoopRow], args: &Args) -> String {
     );
     let _ = writeln!(
         s,
-        "| requests/s | arm | p50 µs | p99 µs | p99.9 µs | added p50 / p99 µs | failed | CPU ms per 1k requests |"
+        "| requests/s | arm | p50 µs | p99 µs | p99.9 µs | added p50 / p99 µs | failed | CPU ms per 1k requests | self-reported scheduling lag p50 / p99 µs |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
     let mut direct = (f64::NAN, f64::NAN, f64::NAN);
     let mut warnings = Vec::new();
     for row in rows {
@@ -319,11 +335,12 @@ pub(crate) fn open_loop_table(rows: &[OpenLoopRow], args: &Args) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {}{flag} | {p50:.0} | {p99:.0} | {p999:.0} | {added} | {} of {} | {cpu} |",
+            "| {} | {}{flag} | {p50:.0} | {p99:.0} | {p999:.0} | {added} | {} of {} | {cpu} | {} |",
             row.rate,
             row.arm,
             row.failed,
-            row.failed + sorted.len()
+            row.failed + sorted.len(),
+            row.scheduling_lag.as_ref().map_or_else(|| "–".into(), LagHistogram::cell)
         );
     }
     for w in warnings {
