@@ -25,6 +25,7 @@ pub mod pages;
 pub mod pipeline;
 pub mod request_data;
 pub mod route;
+pub mod scheduling_lag;
 pub mod server;
 pub mod store;
 pub mod timeline;

@@ -14,10 +14,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::admin::{self, AdminState};
 use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
-use crate::forward::scheduling_lag::LagProbe;
 use crate::forward::TapProxy;
 use crate::pages::Pages;
 use crate::pipeline::{self, PipelineStats, RecordObserver};
+use crate::scheduling_lag::LagProbe;
 use crate::store::{RecordStore, StoreError};
 use tokentap_telemetry::{ExportError, Telemetry};
 

@@ -7,7 +7,6 @@
 pub mod internal;
 pub mod privacy;
 pub mod probe_ingest;
-pub mod scheduling_lag;
 pub mod tail;
 
 use std::sync::Arc;
@@ -30,9 +29,9 @@ use crate::config::ValidConfig;
 use crate::pages::Pages;
 use crate::pipeline::{CompletedRequest, FinalizeQueue};
 use crate::request_data::RequestData;
+use crate::scheduling_lag::LagProbe;
 use internal::ProbeIngest;
 use privacy::{redact_path, Redactor};
-use scheduling_lag::LagProbe;
 use tail::{TailWatch, TailWatcher};
 
 /// Header tokentap adds to responses (when enabled) so a client can find its record.

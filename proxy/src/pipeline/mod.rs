@@ -69,8 +69,8 @@ pub struct PipelineStats {
     pub kept: Arc<crate::timeline::KeptBudget>,
     /// Client connections under `[connections]` (open, refused, slow heads).
     pub connections: Arc<crate::admission::ConnectionStats>,
-    /// How long the proxy's runtime keeps a ready task waiting (`forward::scheduling_lag`).
-    pub scheduling_lag: Arc<crate::forward::scheduling_lag::SchedulingLag>,
+    /// How long the proxy's runtime keeps a ready task waiting (`scheduling_lag`).
+    pub scheduling_lag: Arc<crate::scheduling_lag::SchedulingLag>,
 }
 
 /// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →
