@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
+use tokentap_analysis::distribution::percentile;
 
 /// The samples kept for `/_tokentap/api/health` (about a minute at one sample per 50 ms; 4 bytes each).
 pub const RECENT_SAMPLES: usize = 1_200;
@@ -48,22 +49,21 @@ impl SchedulingLag {
     }
 
     /// The `self_overhead.scheduling_lag` section of `/_tokentap/api/health`: percentiles of the
-    /// recent samples (nearest rank), the total count and the largest since start. Percentiles are
-    /// null before the first sample (the probe starts with the first proxied request).
+    /// recent samples (interpolated as everywhere in tokentap, rounded to whole µs), the total count
+    /// and the largest since start. Percentiles are null before the first sample (the probe starts
+    /// with the first proxied request).
     pub fn json(&self) -> serde_json::Value {
-        let mut recent: Vec<u32> = self.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
-        recent.sort_unstable();
-        let rank = |p: f64| -> Option<u32> {
-            let last = recent.len().checked_sub(1)?;
-            Some(recent[((p / 100.0) * last as f64).round() as usize])
-        };
+        let mut recent: Vec<f64> =
+            self.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&us| f64::from(us)).collect();
+        recent.sort_by(f64::total_cmp);
+        let rank = |p: f64| (!recent.is_empty()).then(|| percentile(&recent, p).round() as u64);
         serde_json::json!({
             "samples": self.samples.load(Ordering::Relaxed),
             "recent_samples": recent.len(),
             "p50_us": rank(50.0),
             "p90_us": rank(90.0),
             "p99_us": rank(99.0),
-            "recent_max_us": recent.last(),
+            "recent_max_us": recent.last().map(|&us| us as u64),
             "max_us": (!recent.is_empty()).then(|| self.max_us.load(Ordering::Relaxed)),
         })
     }
@@ -151,7 +151,9 @@ mod tests {
         let j = lag.json();
         assert_eq!(j["samples"], 2 * RECENT_SAMPLES as u64);
         assert_eq!(j["recent_samples"], RECENT_SAMPLES);
+        // 600.5 interpolated between the two middle samples, rounded.
         assert_eq!(j["p50_us"], 601);
+        assert_eq!(j["p90_us"], 1_080);
         assert_eq!(j["p99_us"], 1_188);
         assert_eq!(j["recent_max_us"], 1_200);
         // The largest since start is kept apart from the window.
