@@ -4,6 +4,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pingora::connectors::http::v1::Connector;
+use pingora::connectors::ConnectorOptions;
 use pingora::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 use pingora::proxy::http_proxy;
 use pingora::server::configuration::ServerConf;
@@ -14,6 +16,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::admin::{self, AdminState};
 use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
+use crate::forward::tunnel::Tunnels;
 use crate::forward::TapProxy;
 use crate::pages::Pages;
 use crate::pipeline::{self, PipelineStats, RecordObserver};
@@ -150,7 +153,8 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
         let telemetry = telemetry.clone();
         LagProbe::new(stats.scheduling_lag.clone(), Arc::new(move |lag| telemetry.observe_scheduling_lag(lag)))
     };
-    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe));
+    let tunnels = Tunnels::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
+    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, tunnels));
     let mut service =
         Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();

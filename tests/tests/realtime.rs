@@ -16,7 +16,7 @@ use proptest::test_runner::{Config, TestRunner};
 use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex};
 use tokentap_e2e::process::run_sdk_script;
 use tokentap_e2e::websocket::{frame, run_client, Ending, WsSession, WsUpstream};
-use tokentap_e2e::{Mock, OtlpReceiver, Tokentap};
+use tokentap_e2e::{http1, Mock, OtlpReceiver, Tokentap};
 
 /// A permessage-deflate compressor (RFC 7692 §7.2.1: sync flush, the 4-byte tail removed).
 struct Deflater(Compress);
@@ -197,6 +197,116 @@ fn websocket_sessions_are_forwarded_byte_for_byte_and_recorded() {
         })
         .unwrap_or_else(|e| panic!("{e}"));
     let _ = std::io::stderr().flush();
+}
+
+/// An upstream that answers at once must not lose the session. pingora's own HTTP/1 proxy
+/// closed the tunnel right after the `101` whenever it read the `101` before the end of the
+/// upgrade request's empty body (cloudflare/pingora#946): the client got the `101`, then EOF.
+/// tokentap relays upgrades itself; every one of these sessions must carry both frames each way.
+#[test]
+fn sessions_stay_open_when_the_upstream_answers_at_once() {
+    let upstream = WsUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let mask = Some([1, 2, 3, 4]);
+    for i in 0..150u32 {
+        let client =
+            [frame(true, false, 0x1, mask, format!("c{i}").as_bytes()), frame(true, false, 0x8, mask, &[0x03, 0xE8])]
+                .concat();
+        let server =
+            [frame(true, false, 0x1, None, format!("s{i}").as_bytes()), frame(true, false, 0x8, None, &[0x03, 0xE8])]
+                .concat();
+        let session = WsSession {
+            path: format!("/v1/realtime?n={i}"),
+            client_pieces: vec![client.clone()],
+            server_pieces: vec![server.clone()],
+            extensions: None,
+            ending: Ending::Close,
+        };
+        let (upstream_side, end) = upstream.serve(&session);
+        let got = run_client(tokentap.addr, &session, || {
+            let _ = end.send(());
+        });
+        let up = upstream_side.recv().expect("upstream side");
+        assert!(got.head.starts_with("HTTP/1.1 101"), "session {i}: {}", got.head);
+        assert_eq!(got.received, server, "session {i}: what the client got");
+        assert_eq!(up.received, client, "session {i}: what the upstream got");
+    }
+}
+
+/// An upgrade request as a browser's WebSocket sends it.
+const UPGRADE: &[u8] = b"GET /v1/realtime HTTP/1.1\r\nhost: tokentap.test\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
+
+/// An upstream that answers each connection's request head with `answer`, then closes.
+fn answering_upstream(answer: Vec<u8>) -> std::net::SocketAddr {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(&answer);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_refused_upgrade_reaches_the_client_as_an_ordinary_response() {
+    let body = br#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
+    let mut answer = format!(
+        "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(body);
+    let upstream = answering_upstream(answer);
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let mut feed = tokentap.feed();
+    let resp = http1::send(tokentap.addr, UPGRADE);
+    assert_eq!(resp.status, 401);
+    assert!(resp.complete, "the body ends by its content-length");
+    assert_eq!(resp.body, body);
+    let record = feed.next_record_for("/v1/realtime");
+    assert_eq!(record["status"], 401, "{record}");
+    assert_eq!(record["outcome"], "http_error", "{record}");
+}
+
+#[test]
+fn an_upgrade_to_an_upstream_that_is_down_is_a_502_that_says_so() {
+    // A port that was free a moment ago: nothing listens on it.
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let tokentap = Tokentap::start(&format!("http://{down}"), &[]);
+    let mut feed = tokentap.feed();
+    let resp = http1::send(tokentap.addr, UPGRADE);
+    let body = String::from_utf8_lossy(&resp.body).into_owned();
+    assert_eq!(resp.status, 502, "{body}");
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("tokentap: upstream error "), "{message}");
+    let record = feed.next_record_for("/v1/realtime");
+    assert_eq!(record["outcome"], "upstream_connect_error", "{record}");
+}
+
+/// A garbage answer to an upgrade is a 502 that quotes none of it, never a tunnel.
+#[test]
+fn a_garbage_answer_to_an_upgrade_is_a_502() {
+    let upstream = answering_upstream(b"SSH-2.0-UPSTREAM-SECRET\r\n\r\nTUNNELLED-BYTES".to_vec());
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let mut feed = tokentap.feed();
+    let resp = http1::send(tokentap.addr, UPGRADE);
+    let body = String::from_utf8_lossy(&resp.body).into_owned();
+    assert_eq!(resp.status, 502, "{body}");
+    assert!(!body.contains("UPSTREAM-SECRET") && !body.contains("TUNNELLED"), "{body}");
+    let record = feed.next_record_for("/v1/realtime");
+    assert_eq!(record["outcome"], "upstream_error", "{record}");
+    assert!(!record.to_string().contains("UPSTREAM-SECRET"), "{record}");
 }
 
 /// The mock's schedule for the SDK conversation: first audio 300 ms after the event that

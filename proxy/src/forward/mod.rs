@@ -8,6 +8,7 @@ pub mod internal;
 pub mod privacy;
 pub mod probe_ingest;
 pub mod tail;
+pub mod tunnel;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +34,7 @@ use crate::scheduling_lag::LagProbe;
 use internal::ProbeIngest;
 use privacy::{redact_path, Redactor};
 use tail::{TailWatch, TailWatcher};
+use tunnel::Tunnels;
 
 /// Header tokentap adds to responses (when enabled) so a client can find its record.
 pub const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
@@ -62,15 +64,22 @@ pub struct TapProxy {
     kept: Arc<crate::timeline::KeptBudget>,
     tails: TailWatcher,
     lag_probe: LagProbe,
+    tunnels: Tunnels,
 }
 
 impl TapProxy {
-    pub fn new(config: Arc<ValidConfig>, finalize: FinalizeQueue, pages: Arc<Pages>, lag_probe: LagProbe) -> Self {
+    pub fn new(
+        config: Arc<ValidConfig>,
+        finalize: FinalizeQueue,
+        pages: Arc<Pages>,
+        lag_probe: LagProbe,
+        tunnels: Tunnels,
+    ) -> Self {
         let redactor = Redactor::new(&config.privacy.redact_headers);
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
         let kept = finalize.kept_budget();
         let tails = TailWatcher::new(finalize.clone());
-        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe }
+        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, tunnels }
     }
 }
 
@@ -266,10 +275,13 @@ impl ProxyHttp for TapProxy {
         }
         ctx.data.route = Some(route);
         if session.is_upgrade_req() {
-            // A WebSocket session: pingora relays it both ways after the 101, through the same
-            // body hooks. The client may stay silent for minutes (pingora's default: 60 s).
+            // A WebSocket session, relayed by tokentap itself (`tunnel`) through the same hooks.
+            // The client may stay silent for minutes (pingora's default: 60 s).
             ctx.data.upgrade = true;
             session.set_read_timeout(Some(Duration::from_secs(self.config.timeouts.websocket_idle_s)));
+            ctx.charge(entered);
+            self.relay_upgrade(session, ctx).await?;
+            return Ok(true);
         }
         ctx.charge(entered);
         Ok(false)

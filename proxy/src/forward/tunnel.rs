@@ -1,0 +1,146 @@
+//! WebSocket sessions (HTTP/1.1 `Upgrade`), relayed by tokentap itself.
+//!
+//! pingora 0.9.1's HTTP/1 proxy can end a tunnel the moment it opens: its upstream half takes the
+//! end of the upgrade request's own empty body for the end of the tunnel when it reads the `101`
+//! first, and the client gets the `101`, then EOF (cloudflare/pingora#946, not fixed in a
+//! release). Which comes first is a coin toss whenever the upstream answers before the proxy polls
+//! its two halves: a fast local upstream on a busy machine loses sessions. So an upgrade request
+//! is relayed here, by one loop that reads both sides and calls the same hooks in the same order
+//! as pingora's proxy: `upstream_peer`, `connected_to_upstream`, `upstream_request_filter`,
+//! `upstream_response_filter`, `response_filter`, then the body hooks for every piece either way.
+//!
+//! After the `101` the tunnel ends when either side ends, as in pingora's proxy. An answer other
+//! than `101` (a refused upgrade) is relayed as an ordinary response.
+
+use bytes::Bytes;
+use pingora::connectors::http::v1::Connector;
+use pingora::protocols::http::HttpTask;
+use pingora::protocols::{UniqueID, ALPN};
+use pingora::proxy::{ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorType, Result};
+
+use super::{RequestCtx, TapProxy};
+
+/// The connector for upgrade requests: its own, since an upgraded connection is never pooled.
+pub struct Tunnels {
+    connector: Connector,
+}
+
+impl Tunnels {
+    pub fn new(connector: Connector) -> Self {
+        Self { connector }
+    }
+}
+
+/// An upstream failure, named as pingora's proxy names it (`error_while_proxy`): never retried.
+fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
+    let mut e = e.into_up().more_context(format!("upstream {}", peer._address));
+    e.set_retry(false);
+    e
+}
+
+impl TapProxy {
+    /// Relays one upgrade request: its head up, the answer down and, after a `101`, both
+    /// directions until either side ends. An error carries its side (client or upstream).
+    pub(super) async fn relay_upgrade(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        let mut peer = self.upstream_peer(session, ctx).await?;
+        // WebSocket is HTTP/1.1 only (RFC 6455): never offer h2 for an upgrade.
+        peer.options.alpn = ALPN::H1;
+        let (mut upstream, reused) = self
+            .tunnels
+            .connector
+            .get_http_session(&*peer)
+            .await
+            .map_err(|e| self.fail_to_connect(session, &peer, ctx, e).into_up())?;
+        upstream.read_timeout = peer.options.read_timeout;
+        upstream.write_timeout = peer.options.write_timeout;
+        let fd = upstream.id();
+        self.connected_to_upstream(session, reused, &peer, fd, Some(upstream.digest()), ctx).await?;
+
+        let mut request = session.req_header().clone();
+        request.set_version(http::Version::HTTP_11);
+        self.upstream_request_filter(session, &mut request, ctx).await?;
+        upstream.write_request_header(Box::new(request)).await.map_err(|e| upstream_failed(e, &peer))?;
+        // The upgrade request's own body is empty and already over (pingora's proxy reports it
+        // the same way, right after the head).
+        self.request_body_filter(session, &mut None, true, ctx).await?;
+
+        let upgraded = loop {
+            let task = upstream.read_response_task().await.map_err(|e| upstream_failed(e, &peer))?;
+            let HttpTask::Header(mut answer, end) = task else {
+                let e = Error::explain(ErrorType::InvalidHTTPHeader, "no response head");
+                return Err(upstream_failed(e, &peer));
+            };
+            let status = answer.status.as_u16();
+            if answer.status.is_informational() && status != 101 {
+                // 1xx before the answer: passed on as it came.
+                self.upstream_response_filter(session, &mut answer, ctx).await?;
+                session.write_response_header(answer, false).await.map_err(|e| e.into_down())?;
+                continue;
+            }
+            if status == 101 && !upstream.was_upgraded() {
+                let e =
+                    Error::explain(ErrorType::InvalidHTTPHeader, "a 101 that is not an HTTP/1.1 switch of protocols");
+                return Err(upstream_failed(e, &peer));
+            }
+            self.upstream_response_filter(session, &mut answer, ctx).await?;
+            self.response_filter(session, &mut answer, ctx).await?;
+            session.write_response_header(answer, end).await.map_err(|e| e.into_down())?;
+            if end {
+                self.deliver(session, None, true, ctx).await?;
+                return Ok(());
+            }
+            break status == 101;
+        };
+
+        loop {
+            tokio::select! {
+                piece = session.downstream_session.read_body_or_idle(false), if upgraded => {
+                    let mut piece = piece.map_err(|e| e.into_down())?;
+                    let end = piece.is_none();
+                    self.request_body_filter(session, &mut piece, end, ctx).await?;
+                    if let Some(bytes) = piece.filter(|b| !b.is_empty()) {
+                        upstream.maybe_upgrade_body_writer();
+                        upstream.write_body(&bytes).await.map_err(|e| upstream_failed(e, &peer))?;
+                    }
+                    if end {
+                        // The client closed: the tunnel is over.
+                        return Ok(());
+                    }
+                }
+                task = upstream.read_response_task() => {
+                    let (piece, end) = match task.map_err(|e| upstream_failed(e, &peer))? {
+                        HttpTask::Body(piece, end) | HttpTask::UpgradedBody(piece, end) => {
+                            let end = end || piece.is_none();
+                            (piece, end)
+                        }
+                        HttpTask::Done => (None, true),
+                        HttpTask::Failed(e) => return Err(upstream_failed(e, &peer)),
+                        HttpTask::Header(..) | HttpTask::Trailer(_) => {
+                            let e = Error::explain(ErrorType::InvalidHTTPHeader, "a second response head");
+                            return Err(upstream_failed(e, &peer));
+                        }
+                    };
+                    self.deliver(session, piece, end, ctx).await?;
+                    if end {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// One piece from the upstream to the client, through both response body hooks.
+    async fn deliver(
+        &self,
+        session: &mut Session,
+        mut piece: Option<Bytes>,
+        end: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.upstream_response_body_filter(session, &mut piece, end, ctx)?;
+        self.response_body_filter(session, &mut piece, end, ctx)?;
+        session.write_response_body(piece, end).await.map_err(|e| e.into_down())
+    }
+}
