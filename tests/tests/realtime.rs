@@ -309,6 +309,93 @@ fn a_garbage_answer_to_an_upgrade_is_a_502() {
     assert!(!record.to_string().contains("UPSTREAM-SECRET"), "{record}");
 }
 
+/// An `h2c` upgrade offered on a POST (as some HTTP/2 clients offer it on `http://`) keeps its
+/// body: an upstream that declines the offer reads the whole body and answers as usual.
+#[test]
+fn an_upgrade_offered_on_a_post_keeps_its_body() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            // Echoes the request body, framed by the request's content-length.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            let body = loop {
+                if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + length {
+                        break got[end + 4..end + 4 + length].to_vec();
+                    }
+                }
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break Vec::new(),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            };
+            let mut answer =
+                format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len())
+                    .into_bytes();
+            answer.extend_from_slice(&body);
+            let _ = conn.write_all(&answer);
+        }
+    });
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"hello"}]}"#;
+    let headers =
+        [("content-type", "application/json"), ("upgrade", "h2c"), ("http2-settings", "AAMAAABkAAQAoAAAAAIAAAAA")];
+    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &headers, body);
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, body);
+}
+
+/// A client that sends its first frame in the same write as its handshake (before the `101`)
+/// still has it delivered, after the handshake.
+#[test]
+fn a_frame_sent_with_the_handshake_is_delivered_after_it() {
+    use std::io::Read;
+    let upstream = WsUpstream::start();
+    let tokentap = Tokentap::start(&upstream.url(), &[]);
+    let early = frame(true, false, 0x1, Some([9, 8, 7, 6]), br#"{"type":"session.update"}"#);
+    let answer = frame(true, false, 0x1, None, br#"{"type":"session.updated"}"#);
+    let session = WsSession {
+        path: "/v1/realtime?early=1".to_string(),
+        client_pieces: vec![early.clone()],
+        server_pieces: vec![answer.clone()],
+        extensions: None,
+        ending: Ending::Close,
+    };
+    let (upstream_side, end) = upstream.serve(&session);
+    let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    client.write_all(&[UPGRADE, &early[..]].concat()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let body_at = loop {
+        let n = client.read(&mut buf).unwrap();
+        assert!(n > 0, "EOF after {} bytes", got.len());
+        got.extend_from_slice(&buf[..n]);
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+    };
+    assert!(got.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&got));
+    while got.len() < body_at + answer.len() {
+        let n = client.read(&mut buf).unwrap();
+        assert!(n > 0, "EOF after {} bytes", got.len());
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(&got[body_at..], &answer[..]);
+    let _ = end.send(());
+    let up = upstream_side.recv().expect("upstream side");
+    assert_eq!(up.received, early, "what the upstream got");
+}
+
 /// The mock's schedule for the SDK conversation: first audio 300 ms after the event that
 /// triggered the response (`response.created` goes out at the trigger), deltas 50 ms apart.
 const FIRST_AUDIO_MS: f64 = 300.0;

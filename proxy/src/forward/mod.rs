@@ -275,13 +275,17 @@ impl ProxyHttp for TapProxy {
         }
         ctx.data.route = Some(route);
         if session.is_upgrade_req() {
-            // A WebSocket session, relayed by tokentap itself (`tunnel`) through the same hooks.
-            // The client may stay silent for minutes (pingora's default: 60 s).
+            // A WebSocket session. The client may stay silent for minutes (pingora's default: 60 s).
             ctx.data.upgrade = true;
             session.set_read_timeout(Some(Duration::from_secs(self.config.timeouts.websocket_idle_s)));
-            ctx.charge(entered);
-            self.relay_upgrade(session, ctx).await?;
-            return Ok(true);
+            // One with no request body (every WebSocket handshake) is relayed by tokentap itself
+            // (`tunnel`), through the same hooks; one with a body (an `h2c` upgrade offered on a
+            // POST) is left to pingora, which sends the body before it reads the answer.
+            if session.is_body_empty() {
+                ctx.charge(entered);
+                self.relay_upgrade(session, ctx).await?;
+                return Ok(true);
+            }
         }
         ctx.charge(entered);
         Ok(false)

@@ -10,7 +10,8 @@
 //! `upstream_response_filter`, `response_filter`, then the body hooks for every piece either way.
 //!
 //! After the `101` the tunnel ends when either side ends, as in pingora's proxy. An answer other
-//! than `101` (a refused upgrade) is relayed as an ordinary response.
+//! than `101` (a refused upgrade) is relayed as an ordinary response. Only upgrade requests without
+//! a body come here (every WebSocket handshake); one with a body is left to pingora.
 
 use bytes::Bytes;
 use pingora::connectors::http::v1::Connector;
