@@ -151,12 +151,18 @@ http {{
         server {upstream};
         keepalive 1024;
     }}
+    # A WebSocket handshake passes its Upgrade on; any other request keeps the upstream alive.
+    map $http_upgrade $upstream_connection {{
+        default upgrade;
+        '' "";
+    }}
     server {{
         listen 127.0.0.1:{port} backlog=65535;
         location / {{
             proxy_pass http://provider;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $upstream_connection;
             proxy_buffering off;
             proxy_request_buffering off;
             proxy_read_timeout 300s;

@@ -23,6 +23,33 @@ pub(crate) const STAMP_DIGITS: usize = 20;
 pub(crate) struct Schedule {
     pub(crate) events: usize,
     pub(crate) gap: Duration,
+    pub(crate) transport: Transport,
+}
+
+/// How a stream travels: an HTTP response body of server-sent events, or server frames of a
+/// WebSocket session (a realtime API), each carrying the same timed event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Sse,
+    WebSocket,
+}
+
+impl Transport {
+    pub(crate) fn parse(value: &str) -> Option<Transport> {
+        match value {
+            "sse" => Some(Transport::Sse),
+            "websocket" => Some(Transport::WebSocket),
+            _ => None,
+        }
+    }
+}
+
+/// What a request asks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    Stream,
+    Json,
+    WebSocket,
 }
 
 pub(crate) fn chunk_event(stamp: u64, content: &str, finish: &str) -> String {
@@ -37,8 +64,8 @@ fn chunked(payload: &str) -> String {
     format!("{:x}\r\n{payload}\r\n", payload.len())
 }
 
-/// Reads one request (head and Content-Length body) from `buf`/`stream`; false at end of stream.
-async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+/// Reads one request (head and Content-Length body) from `buf`/`stream`; `None` at end of stream.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Ask> {
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i;
@@ -57,11 +84,18 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<bool>
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
     }
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
     let body = &buf[head_end + 4..head_end + 4 + len];
     let marker: &[u8] = b"\"stream\":true";
-    let streaming = body.windows(marker.len()).any(|w| w == marker);
+    let ask = if head.contains("\r\nupgrade: websocket") {
+        Ask::WebSocket
+    } else if body.windows(marker.len()).any(|w| w == marker) {
+        Ask::Stream
+    } else {
+        Ask::Json
+    };
     buf.drain(..head_end + 4 + len);
-    Some(streaming)
+    Some(ask)
 }
 
 fn content_length(head: &[u8]) -> usize {
@@ -75,16 +109,25 @@ fn content_length(head: &[u8]) -> usize {
 }
 
 /// Serves every connection: streamed requests get `schedule.events` timed chunks, each written
-/// at `arrival + 5 ms + i × gap`; non-streaming requests get one chat completion at once.
+/// at `arrival + 5 ms + i × gap`; a WebSocket handshake gets a `101` and the same events as
+/// server frames, then a close frame; non-streaming requests get one chat completion at once.
 pub(crate) async fn upstream(listener: TcpListener, schedule: Schedule) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else { continue };
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             let mut buf = Vec::new();
-            while let Some(streaming) = read_request(&mut stream, &mut buf).await {
-                let ok =
-                    if streaming { stream_answer(&mut stream, schedule).await } else { json_answer(&mut stream).await };
+            while let Some(ask) = read_request(&mut stream, &mut buf).await {
+                let ok = match ask {
+                    Ask::Stream => stream_answer(&mut stream, schedule).await,
+                    Ask::Json => json_answer(&mut stream).await,
+                    Ask::WebSocket => {
+                        let _ = websocket_answer(&mut stream, schedule).await;
+                        // The session is over: the connection carries nothing else.
+                        let _ = stream.shutdown().await;
+                        false
+                    }
+                };
                 if !ok {
                     return;
                 }
@@ -122,6 +165,41 @@ async fn stream_answer(stream: &mut TcpStream, schedule: Schedule) -> bool {
     stream.write_all(tail.as_bytes()).await.is_ok()
 }
 
+/// A WebSocket server frame (unmasked, final, text) around `payload`.
+fn server_frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 4);
+    out.push(0x81);
+    match payload.len() {
+        n if n < 126 => out.push(n as u8),
+        n => {
+            out.push(126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The close frame that ends each session (status 1000), by which the client knows it is over.
+const CLOSE_FRAME: &[u8] = &[0x88, 0x02, 0x03, 0xE8];
+
+async fn websocket_answer(stream: &mut TcpStream, schedule: Schedule) -> bool {
+    let start = tokio::time::Instant::now();
+    let head = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n";
+    if stream.write_all(head).await.is_err() {
+        return false;
+    }
+    for i in 0..schedule.events {
+        tokio::time::sleep_until(start + Duration::from_millis(5) + schedule.gap * i as u32).await;
+        let event = server_frame(chunk_event(now_ns(), " tok", "null").as_bytes());
+        if stream.write_all(&event).await.is_err() {
+            return false;
+        }
+    }
+    stream.write_all(CLOSE_FRAME).await.is_ok()
+}
+
 const CHAT_STREAM_BODY: &str =
     r#"{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"Say forty words."}]}"#;
 const CHAT_BODY: &str =
@@ -144,8 +222,18 @@ pub(crate) struct StreamResult {
     pub(crate) failed: bool,
 }
 
-/// One streamed request on its own connection, started at `start`.
-pub(crate) async fn stream_client(addr: SocketAddr, events: usize, start: tokio::time::Instant) -> StreamResult {
+/// A realtime session's handshake.
+const WEBSOCKET_REQUEST: &str = "GET /v1/realtime?model=bench-model HTTP/1.1\r\nhost: bench\r\n\
+authorization: Bearer sk-bench\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
+
+/// One streamed request (or WebSocket session) on its own connection, started at `start`.
+pub(crate) async fn stream_client(
+    addr: SocketAddr,
+    events: usize,
+    transport: Transport,
+    start: tokio::time::Instant,
+) -> StreamResult {
     tokio::time::sleep_until(start).await;
     let mut result = StreamResult { latencies_us: Vec::with_capacity(events), failed: false };
     let Ok(mut stream) = TcpStream::connect(addr).await else {
@@ -153,15 +241,23 @@ pub(crate) async fn stream_client(addr: SocketAddr, events: usize, start: tokio:
         return result;
     };
     let _ = stream.set_nodelay(true);
-    if stream.write_all(request(CHAT_STREAM_BODY, true).as_bytes()).await.is_err() {
+    let ask = match transport {
+        Transport::Sse => request(CHAT_STREAM_BODY, true),
+        Transport::WebSocket => WEBSOCKET_REQUEST.to_string(),
+    };
+    if stream.write_all(ask.as_bytes()).await.is_err() {
         result.failed = true;
         return result;
     }
+    let end: &[u8] = match transport {
+        Transport::Sse => b"\r\n0\r\n\r\n",
+        Transport::WebSocket => CLOSE_FRAME,
+    };
     let mut buf = Vec::with_capacity(16384);
     let mut scanned = 0;
     let mut tmp = vec![0u8; 16384];
-    // Read to the end of the chunked body (its last chunk), as a client that consumes the whole
-    // response does, then close.
+    // Read to the end of the chunked body (its last chunk) or to the close frame, as a client that
+    // consumes the whole response does, then close.
     loop {
         let n = match stream.read(&mut tmp).await {
             Ok(0) | Err(_) => break,
@@ -181,7 +277,7 @@ pub(crate) async fn stream_client(addr: SocketAddr, events: usize, start: tokio:
             }
             scanned = at + STAMP_DIGITS;
         }
-        if buf.ends_with(b"\r\n0\r\n\r\n") {
+        if buf.ends_with(end) {
             break;
         }
         // Keep memory flat: drop what was scanned.
@@ -201,7 +297,7 @@ pub(crate) async fn stream_round(addr: SocketAddr, streams: usize, schedule: Sch
     let tasks: Vec<_> = (0..streams)
         .map(|k| {
             let start = begin + schedule.gap.mul_f64(k as f64 / streams as f64);
-            tokio::spawn(stream_client(addr, schedule.events, start))
+            tokio::spawn(stream_client(addr, schedule.events, schedule.transport, start))
         })
         .collect();
     let mut out = Vec::with_capacity(streams);

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use arm::Arm;
-use load::Schedule;
+use load::{Schedule, Transport};
 use table::{OpenLoopRow, StreamRow};
 
 pub(crate) struct Args {
@@ -47,6 +47,7 @@ pub(crate) struct Args {
 }
 
 const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 40] [--gap-ms 50] [--repeats 2]
+  [--transport sse|websocket]   (how streams travel: SSE responses, or server frames of WebSocket sessions)
   [--rates 100,1000,3000] [--rate-seconds 5] [--connections 64]
   [--tokentap LABEL=PATH]... [--recording-off true|false] [--nginx PATH|none]
   [--proxy-core 0] [--load-core 1] [--threads 1]
@@ -57,7 +58,7 @@ const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 4
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         levels: vec![1, 100, 500, 1000, 2000, 5000],
-        schedule: Schedule { events: 40, gap: Duration::from_millis(50) },
+        schedule: Schedule { events: 40, gap: Duration::from_millis(50), transport: Transport::Sse },
         repeats: 2,
         rates: vec![100.0, 1000.0, 3000.0],
         rate_seconds: 5,
@@ -92,6 +93,9 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| bad("a list of counts"))?
             }
             "--events" => args.schedule.events = value.parse().map_err(|_| bad("a count"))?,
+            "--transport" => {
+                args.schedule.transport = Transport::parse(&value).ok_or_else(|| bad("sse or websocket"))?
+            }
             "--gap-ms" => args.schedule.gap = Duration::from_millis(value.parse().map_err(|_| bad("milliseconds"))?),
             "--repeats" => args.repeats = value.parse().map_err(|_| bad("a count"))?,
             "--rates" => {
@@ -208,7 +212,7 @@ fn main() {
         println!("{}", table::preamble(&args_line(), std::slice::from_ref(&arm), &args));
         let target = arm::start(&arm, upstream, args.proxy_core, args.threads);
         let Some(pid) = target.pid() else { unreachable!("tokentap is a process") };
-        let warm = Schedule { events: 3, gap: Duration::from_millis(5) };
+        let warm = Schedule { events: 3, gap: Duration::from_millis(5), transport: args.schedule.transport };
         let _ = rt.block_on(load::stream_round(target.addr, 1, warm));
         let every = Duration::from_secs(args.soak_sample_s.max(1));
         let samples = soak::run(
@@ -279,7 +283,7 @@ fn stream_level(
     let mut rows: Vec<StreamRow> = arms.iter().map(|a| StreamRow::new(a.name(), level)).collect();
     // One short stream through each proxy first, so that what is loaded lazily (the tokenizer's
     // tables) counts in the idle figure, not per stream.
-    let warm = Schedule { events: 3, gap: Duration::from_millis(5) };
+    let warm = Schedule { events: 3, gap: Duration::from_millis(5), transport: args.schedule.transport };
     for (i, target) in running.iter().enumerate() {
         let _ = rt.block_on(load::stream_round(target.addr, 1, warm));
         if let Some(pid) = target.pid() {

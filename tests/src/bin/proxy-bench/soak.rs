@@ -56,7 +56,7 @@ pub(crate) fn run(
             tasks.push(tokio::spawn(async move {
                 let mut at = first;
                 while !stop.load(Ordering::Relaxed) {
-                    let result = stream_client(addr, schedule.events, at).await;
+                    let result = stream_client(addr, schedule.events, schedule.transport, at).await;
                     if result.failed {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }

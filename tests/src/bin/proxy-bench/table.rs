@@ -224,7 +224,11 @@ fn mib(kib: Option<u64>) -> String {
 
 pub(crate) fn stream_table(rows: &mut [StreamRow], args: &Args) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "Streaming: per-event latency (arrival − send). \"Added\" = arm − direct at the same percentile. Late = more than one gap ({} ms) after its send.\n", args.schedule.gap.as_millis());
+    let carried = match args.schedule.transport {
+        crate::load::Transport::Sse => "server-sent events in an HTTP response",
+        crate::load::Transport::WebSocket => "server frames of WebSocket sessions",
+    };
+    let _ = writeln!(s, "Streaming ({carried}): per-event latency (arrival − send). \"Added\" = arm − direct at the same percentile. Late = more than one gap ({} ms) after its send.\n", args.schedule.gap.as_millis());
     let _ = writeln!(s, "| streams | arm | p50 µs | p99 µs | added p50 / p99 µs | late events | failed streams | CPU ms per 1k events | idle → peak RSS MiB | KiB per open stream | self-reported handoff lag p50 / p99 µs | self-reported scheduling lag p50 / p99 µs |");
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let gap_us = args.schedule.gap.as_secs_f64() * 1e6;
