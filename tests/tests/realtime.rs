@@ -396,6 +396,55 @@ fn a_frame_sent_with_the_handshake_is_delivered_after_it() {
     assert_eq!(up.received, early, "what the upstream got");
 }
 
+/// A session where neither side says anything ends at `timeouts.websocket_idle_s`: the client
+/// gets EOF after the `101`, and the record names the read timeout.
+#[test]
+fn a_silent_session_ends_at_the_idle_timeout() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = conn.write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\n",
+                );
+                // Silent from here on; holds the connection until tokentap closes it.
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "[timeouts]\nwebsocket_idle_s = 1\n").unwrap();
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    client.write_all(UPGRADE).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match client.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the session did not end at the idle timeout: {e}"),
+        }
+    }
+    assert!(got.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&got));
+    let record = feed.next_record_for("/v1/realtime");
+    assert_eq!(record["status"], 101, "{record}");
+    assert_eq!(record["error"]["kind"], "ReadTimedout", "{record}");
+}
+
 /// The mock's schedule for the SDK conversation: first audio 300 ms after the event that
 /// triggered the response (`response.created` goes out at the trigger), deltas 50 ms apart.
 const FIRST_AUDIO_MS: f64 = 300.0;
