@@ -278,10 +278,10 @@ impl ProxyHttp for TapProxy {
             // A WebSocket session. The client may stay silent for minutes (pingora's default: 60 s).
             ctx.data.upgrade = true;
             session.set_read_timeout(Some(Duration::from_secs(self.config.timeouts.websocket_idle_s)));
-            // One with no request body (every WebSocket handshake) is relayed by tokentap itself
-            // (`tunnel`), through the same hooks; one with a body (an `h2c` upgrade offered on a
-            // POST) is left to pingora, which sends the body before it reads the answer.
-            if session.is_body_empty() {
+            // A WebSocket handshake without a body is relayed by tokentap itself (`tunnel`),
+            // through the same hooks; any other upgrade request (an `h2c` offer) is left to
+            // pingora, which sends a body before it reads the answer and drops the offer.
+            if tunnel::is_websocket_handshake(session.req_header()) && session.is_body_empty() {
                 ctx.charge(entered);
                 self.relay_upgrade(session, ctx).await?;
                 return Ok(true);

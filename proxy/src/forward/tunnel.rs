@@ -10,11 +10,13 @@
 //! `upstream_response_filter`, `response_filter`, then the body hooks for every piece either way.
 //!
 //! After the `101` the tunnel ends when either side ends, as in pingora's proxy. An answer other
-//! than `101` (a refused upgrade) is relayed as an ordinary response. Only upgrade requests without
-//! a body come here (every WebSocket handshake); one with a body is left to pingora.
+//! than `101` (a refused upgrade) is relayed as an ordinary response. Only WebSocket handshakes
+//! without a body come here (every browser's and SDK's); any other upgrade request is left to
+//! pingora, whose proxy turns an offer such as `h2c` into a plain request.
 
 use bytes::Bytes;
 use pingora::connectors::http::v1::Connector;
+use pingora::http::RequestHeader;
 use pingora::protocols::http::HttpTask;
 use pingora::protocols::{UniqueID, ALPN};
 use pingora::proxy::{ProxyHttp, Session};
@@ -41,6 +43,39 @@ fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
     e
 }
 
+/// Whether a request is a WebSocket handshake (`Upgrade: websocket`, RFC 6455 §4.1), the one
+/// upgrade relayed here; pingora's proxy turns any other upgrade offer into a plain request.
+pub fn is_websocket_handshake(request: &RequestHeader) -> bool {
+    request.version == http::Version::HTTP_11
+        && request.headers.get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+}
+
+/// At most this many `Connection` tokens are read (a bound on a hostile header's work).
+const MAX_CONNECTION_TOKENS: usize = 16;
+
+/// The handshake's head as the upstream gets it, as pingora's proxy sends it: the headers the
+/// client's `Connection` names and the other hop-by-hop headers dropped, then exactly
+/// `Connection: Upgrade` and `Upgrade: websocket`.
+fn websocket_handshake_head(request: &mut RequestHeader) -> Result<()> {
+    let nominated: Vec<http::HeaderName> = request
+        .headers
+        .get_all("connection")
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .take(MAX_CONNECTION_TOKENS)
+        .filter_map(|token| http::HeaderName::from_bytes(token.trim_ascii()).ok())
+        .collect();
+    for name in nominated {
+        request.remove_header(&name);
+    }
+    for name in ["te", "transfer-encoding", "http2-settings", "connection", "upgrade"] {
+        request.remove_header(name);
+    }
+    request.insert_header("connection", "Upgrade")?;
+    request.insert_header("upgrade", "websocket")?;
+    Ok(())
+}
+
 impl TapProxy {
     /// Relays one upgrade request: its head up, the answer down and, after a `101`, both
     /// directions until either side ends. An error carries its side (client or upstream).
@@ -62,6 +97,7 @@ impl TapProxy {
         let mut request = session.req_header().clone();
         request.set_version(http::Version::HTTP_11);
         self.upstream_request_filter(session, &mut request, ctx).await?;
+        websocket_handshake_head(&mut request)?;
         upstream.write_request_header(Box::new(request)).await.map_err(|e| upstream_failed(e, &peer))?;
         // The upgrade request's own body is empty and already over (pingora's proxy reports it
         // the same way, right after the head).
@@ -143,5 +179,61 @@ impl TapProxy {
         self.upstream_response_body_filter(session, &mut piece, end, ctx)?;
         self.response_body_filter(session, &mut piece, end, ctx)?;
         session.write_response_body(piece, end).await.map_err(|e| e.into_down())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(headers: &[(&str, &str)]) -> RequestHeader {
+        let mut request = RequestHeader::build("GET", b"/v1/realtime", None).unwrap();
+        for (name, value) in headers {
+            request.append_header(name.to_string(), *value).unwrap();
+        }
+        request
+    }
+
+    #[test]
+    fn the_handshake_head_keeps_what_the_upstream_needs_and_drops_hop_by_hop_headers() {
+        /// Client headers, headers present upstream, headers absent upstream.
+        type Case = (&'static [(&'static str, &'static str)], &'static [&'static str], &'static [&'static str]);
+        let cases: &[Case] = &[
+            (
+                &[("connection", "keep-alive, Upgrade"), ("upgrade", "WebSocket"), ("sec-websocket-key", "k")],
+                &["sec-websocket-key"],
+                &["keep-alive"],
+            ),
+            (
+                &[("connection", "Upgrade, X-Hop"), ("x-hop", "1"), ("upgrade", "websocket"), ("te", "trailers")],
+                &[],
+                &["x-hop", "te"],
+            ),
+            (
+                &[("connection", ", ,bad name, Upgrade"), ("upgrade", "websocket"), ("http2-settings", "AA")],
+                &[],
+                &["http2-settings"],
+            ),
+        ];
+        for (headers, present, absent) in cases {
+            let mut head = request(headers);
+            websocket_handshake_head(&mut head).unwrap();
+            assert_eq!(head.headers.get_all("connection").iter().collect::<Vec<_>>(), ["Upgrade"], "{headers:?}");
+            assert_eq!(head.headers.get_all("upgrade").iter().collect::<Vec<_>>(), ["websocket"], "{headers:?}");
+            for name in *present {
+                assert!(head.headers.contains_key(*name), "{name} kept: {headers:?}");
+            }
+            for name in *absent {
+                assert!(!head.headers.contains_key(*name), "{name} dropped: {headers:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_websocket_handshakes_are_relayed_here() {
+        assert!(is_websocket_handshake(&request(&[("upgrade", "websocket")])));
+        assert!(is_websocket_handshake(&request(&[("upgrade", "WebSocket")])));
+        assert!(!is_websocket_handshake(&request(&[("upgrade", "h2c")])));
+        assert!(!is_websocket_handshake(&request(&[])));
     }
 }
