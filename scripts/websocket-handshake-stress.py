@@ -42,16 +42,23 @@ def read_head(conn):
     return head, rest
 
 
+def read_at_least(conn, got, n):
+    """Reads onto `got` until it holds `n` bytes or the peer closes; returns what it holds."""
+    while len(got) < n:
+        data = conn.recv(4096)
+        if not data:
+            break
+        got += data
+    return got
+
+
 def serve_session(conn):
     """The upstream's side of one session: 101 at once, then a frame once the client's arrived."""
     with conn:
         _, got = read_head(conn)
         conn.sendall(SWITCH)
-        while len(got) < len(CLIENT_FRAME):
-            data = conn.recv(4096)
-            if not data:
-                return
-            got += data
+        if len(read_at_least(conn, got, len(CLIENT_FRAME))) < len(CLIENT_FRAME):
+            return
         try:
             conn.sendall(SERVER_FRAME)
             conn.shutdown(socket.SHUT_WR)
@@ -89,11 +96,7 @@ def session_lost(port):
         head, rest = read_head(client)
         try:
             client.sendall(CLIENT_FRAME)
-            while len(rest) < len(SERVER_FRAME):
-                data = client.recv(4096)
-                if not data:
-                    break
-                rest += data
+            rest = read_at_least(client, rest, len(SERVER_FRAME))
         except OSError:
             pass
     return not head.startswith(b"HTTP/1.1 101") or rest != SERVER_FRAME

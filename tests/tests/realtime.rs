@@ -236,25 +236,51 @@ fn sessions_stay_open_when_the_upstream_answers_at_once() {
 /// An upgrade request as a browser's WebSocket sends it.
 const UPGRADE: &[u8] = b"GET /v1/realtime HTTP/1.1\r\nhost: tokentap.test\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n";
 
-/// An upstream that answers each connection's request head with `answer`, then closes.
-fn answering_upstream(answer: Vec<u8>) -> std::net::SocketAddr {
-    use std::io::Read;
+/// An upstream on a free port that serves each connection with `serve`, on a thread of its own.
+fn upstream_serving(serve: impl Fn(std::net::TcpStream) + Send + Sync + 'static) -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
+    let serve = std::sync::Arc::new(serve);
     std::thread::spawn(move || {
-        for mut conn in listener.incoming().map_while(Result::ok) {
-            let mut head = Vec::new();
-            let mut buf = [0u8; 4096];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = conn.write_all(&answer);
+        for conn in listener.incoming().map_while(Result::ok) {
+            let serve = serve.clone();
+            std::thread::spawn(move || serve(conn));
         }
     });
     addr
+}
+
+/// Reads a request head and as much of its body as `content-length` says; returns the body
+/// (empty when the connection ends first).
+fn read_request(conn: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return got[end + 4..end + 4 + length].to_vec();
+            }
+        }
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return Vec::new(),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// An upstream that answers each connection's request with `answer`, then closes.
+fn answering_upstream(answer: Vec<u8>) -> std::net::SocketAddr {
+    upstream_serving(move |mut conn| {
+        read_request(&mut conn);
+        let _ = conn.write_all(&answer);
+    })
 }
 
 #[test]
@@ -313,37 +339,14 @@ fn a_garbage_answer_to_an_upgrade_is_a_502() {
 /// body: an upstream that declines the offer reads the whole body and answers as usual.
 #[test]
 fn an_upgrade_offered_on_a_post_keeps_its_body() {
-    use std::io::Read;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let upstream = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().map_while(Result::ok) {
-            // Echoes the request body, framed by the request's content-length.
-            let mut got = Vec::new();
-            let mut buf = [0u8; 4096];
-            let body = loop {
-                if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    if got.len() >= end + 4 + length {
-                        break got[end + 4..end + 4 + length].to_vec();
-                    }
-                }
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break Vec::new(),
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            };
-            let mut answer =
-                format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len())
-                    .into_bytes();
-            answer.extend_from_slice(&body);
-            let _ = conn.write_all(&answer);
-        }
+    // Echoes the request body.
+    let upstream = upstream_serving(|mut conn| {
+        let body = read_request(&mut conn);
+        let mut answer =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len())
+                .into_bytes();
+        answer.extend_from_slice(&body);
+        let _ = conn.write_all(&answer);
     });
     let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
     let body = br#"{"model":"m","messages":[{"role":"user","content":"hello"}]}"#;
@@ -401,26 +404,13 @@ fn a_frame_sent_with_the_handshake_is_delivered_after_it() {
 #[test]
 fn a_silent_session_ends_at_the_idle_timeout() {
     use std::io::Read;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let upstream = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().map_while(Result::ok) {
-            std::thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match conn.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = conn.write_all(
-                    b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\n",
-                );
-                // Silent from here on; holds the connection until tokentap closes it.
-                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
-            });
-        }
+    let upstream = upstream_serving(|mut conn| {
+        read_request(&mut conn);
+        let _ =
+            conn.write_all(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\r\n");
+        // Silent from here on; holds the connection until tokentap closes it.
+        let mut buf = [0u8; 4096];
+        while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
     });
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(config.path(), "[timeouts]\nwebsocket_idle_s = 1\n").unwrap();
