@@ -400,7 +400,7 @@ fn a_frame_sent_with_the_handshake_is_delivered_after_it() {
 }
 
 /// A session where neither side says anything ends at `timeouts.websocket_idle_s`: the client
-/// gets EOF after the `101`, and the record names the read timeout.
+/// gets EOF after the `101`, the record names the read timeout and the log says so.
 #[test]
 fn a_silent_session_ends_at_the_idle_timeout() {
     use std::io::Read;
@@ -433,6 +433,11 @@ fn a_silent_session_ends_at_the_idle_timeout() {
     let record = feed.next_record_for("/v1/realtime");
     assert_eq!(record["status"], 101, "{record}");
     assert_eq!(record["error"]["kind"], "ReadTimedout", "{record}");
+    // The log says what ended, in tokentap's words (never as a failed request filter).
+    let mut tokentap = tokentap;
+    tokentap.proc.wait_stderr("WebSocket session ended", std::time::Duration::from_secs(30));
+    let log = tokentap.proc.stderr();
+    assert!(!log.contains("Fail to filter request"), "{log}");
 }
 
 /// The mock's schedule for the SDK conversation: first audio 300 ms after the event that

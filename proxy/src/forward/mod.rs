@@ -106,11 +106,13 @@ pub struct RequestCtx {
     pub no_route: bool,
     /// `[timeline] enabled`: when false, the request is forwarded and nothing else.
     pub recording: bool,
+    /// A WebSocket session relayed by `tunnel` (which logs its own errors).
+    pub relayed: bool,
 }
 
 impl RequestCtx {
     fn new() -> Self {
-        Self { data: RequestData::start(), internal: false, no_route: false, recording: true }
+        Self { data: RequestData::start(), internal: false, no_route: false, recording: true, relayed: false }
     }
 
     fn charge(&mut self, entered: Instant) {
@@ -283,7 +285,12 @@ impl ProxyHttp for TapProxy {
             // pingora, which sends a body before it reads the answer and drops the offer.
             if tunnel::is_websocket_handshake(session.req_header()) && session.is_body_empty() {
                 ctx.charge(entered);
-                self.relay_upgrade(session, ctx).await?;
+                ctx.relayed = true;
+                if let Err(e) = self.relay_upgrade(session, ctx).await {
+                    // pingora would log this as a failed request filter; say what it is instead.
+                    tracing::warn!(request_id = %ctx.data.request_id, "WebSocket session ended: {}", error_message(&e));
+                    return Err(e);
+                }
                 return Ok(true);
             }
         }
@@ -643,6 +650,11 @@ impl ProxyHttp for TapProxy {
             }
             _ => self.finalize.submit_boxed(completed),
         }
+    }
+
+    fn suppress_error_log(&self, _session: &Session, ctx: &Self::CTX, _error: &Error) -> bool {
+        // A relayed WebSocket session's error was logged by the relay, with what it means.
+        ctx.relayed
     }
 
     fn request_summary(&self, session: &Session, _ctx: &Self::CTX) -> String {
