@@ -335,6 +335,27 @@ fn a_garbage_answer_to_an_upgrade_is_a_502() {
     assert!(!record.to_string().contains("UPSTREAM-SECRET"), "{record}");
 }
 
+/// An upstream that answers a handshake with informational heads and never the answer gets a
+/// 502 after a few, not an endless relay of them.
+#[test]
+fn endless_informational_answers_to_an_upgrade_are_a_502() {
+    let upstream = answering_upstream(b"HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n".repeat(1000));
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let mut feed = tokentap.feed();
+    let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    client.write_all(UPGRADE).unwrap();
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut client, &mut got).unwrap();
+    let got = String::from_utf8_lossy(&got);
+    let heads: Vec<&str> = got.split("\r\n\r\n").filter_map(|part| part.lines().next()).collect();
+    let early = heads.iter().filter(|h| h.starts_with("HTTP/1.1 103")).count();
+    assert!((1..=16).contains(&early), "{early} informational heads passed on: {got}");
+    assert!(heads.iter().any(|h| h.starts_with("HTTP/1.1 502")), "{got}");
+    let record = feed.next_record_for("/v1/realtime");
+    assert_eq!(record["outcome"], "upstream_error", "{record}");
+}
+
 /// An `h2c` upgrade offered on a POST (as some HTTP/2 clients offer it on `http://`) keeps its
 /// body: an upstream that declines the offer reads the whole body and answers as usual.
 #[test]

@@ -576,8 +576,10 @@ impl ProxyHttp for TapProxy {
                 ErrorSource::Internal | ErrorSource::Unset => 500,
             },
         };
-        // Only answer when nothing was sent yet; a started response ends abnormally instead.
-        if code > 0 && session.response_written().is_none() {
+        // Only answer when no answer was sent yet (informational heads may have been); a started
+        // response ends abnormally instead.
+        let answered = session.response_written().is_some_and(|head| !head.status.is_informational());
+        if code > 0 && !answered {
             let message = serde_json::Value::String(format!("tokentap: {}", error_message(e)));
             let body = format!("{{\"error\":{{\"type\":\"tokentap_upstream_error\",\"message\":{message}}}}}");
             let mut resp = match ResponseHeader::build(code, Some(3)) {

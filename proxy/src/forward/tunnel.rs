@@ -50,6 +50,10 @@ pub fn is_websocket_handshake(request: &RequestHeader) -> bool {
         && request.headers.get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
 }
 
+/// At most this many informational (1xx) answers are passed on before the answer; an upstream
+/// that sends more is answering nothing.
+const MAX_INFORMATIONAL: u32 = 16;
+
 /// At most this many `Connection` tokens are read (a bound on a hostile header's work).
 const MAX_CONNECTION_TOKENS: usize = 16;
 
@@ -103,6 +107,7 @@ impl TapProxy {
         // the same way, right after the head).
         self.request_body_filter(session, &mut None, true, ctx).await?;
 
+        let mut informational = 0;
         let upgraded = loop {
             let task = upstream.read_response_task().await.map_err(|e| upstream_failed(e, &peer))?;
             let HttpTask::Header(mut answer, end) = task else {
@@ -111,7 +116,12 @@ impl TapProxy {
             };
             let status = answer.status.as_u16();
             if answer.status.is_informational() && status != 101 {
-                // 1xx before the answer: passed on as it came.
+                // 1xx before the answer: passed on as it came, a few at most.
+                informational += 1;
+                if informational > MAX_INFORMATIONAL {
+                    let e = Error::explain(ErrorType::InvalidHTTPHeader, "informational answers without end");
+                    return Err(upstream_failed(e, &peer));
+                }
                 self.upstream_response_filter(session, &mut answer, ctx).await?;
                 session.write_response_header(answer, false).await.map_err(|e| e.into_down())?;
                 continue;
