@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use tokentap_e2e::process::run_sdk_script;
 use tokentap_e2e::{http1, Mock, Tokentap};
 
 struct Pki {
@@ -79,6 +80,34 @@ fn https_upstream_with_test_ca_works_over_http2() {
     assert_eq!(record["outcome"], "ok");
     let connection = &record["timeline"]["connection"];
     assert_eq!(connection["protocol"], "h2", "{record}");
+    assert!(connection["tls_ms"].as_f64().is_some(), "{record}");
+}
+
+/// A realtime session (the official openai SDK's client) through tokentap to an HTTPS upstream,
+/// as to `wss://api.openai.com`: verified against the CA, over HTTP/1.1 (WebSocket has no HTTP/2
+/// here), recorded with its TLS time.
+#[test]
+fn a_websocket_session_reaches_an_https_upstream_over_http1() {
+    let pki = Pki::new("localhost");
+    let mock = pki.mock();
+    let config = pki.config(mock.addr.port());
+    let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let base = format!("http://{}/v1", tokentap.addr);
+    let query = ["mock_first_audio_ms=20", "mock_delta_ms=5", "mock_audio_ms=60"];
+    let args: Vec<&str> =
+        ["--base-url", base.as_str()].into_iter().chain(query.iter().flat_map(|q| ["--query", q])).collect();
+    let out = run_sdk_script("realtime_openai.py", &args);
+    assert_eq!(out["responses"].as_array().map(Vec::len), Some(3), "{out}");
+    let record = loop {
+        let r = feed.next_record();
+        if r["path"].as_str().is_some_and(|p| p.starts_with("/v1/realtime")) {
+            break r;
+        }
+    };
+    assert_eq!(record["status"], 101, "{record}");
+    let connection = &record["timeline"]["connection"];
+    assert_eq!(connection["protocol"], "http/1.1", "{record}");
     assert!(connection["tls_ms"].as_f64().is_some(), "{record}");
 }
 
