@@ -6,8 +6,10 @@ upstream (in this process) answers the handshake at once, which is when pingora-
 HTTP/1 proxy could close the tunnel right after the 101 (cloudflare/pingora#946). A session is
 lost when the client does not get both the 101 and the server frame.
 
-usage: scripts/websocket-handshake-stress.py TOKENTAP_BIN SESSIONS
-(BENCHMARKS.md ran it with both cores kept busy by two `yes > /dev/null` processes.)
+usage: scripts/websocket-handshake-stress.py TOKENTAP_BIN SESSIONS [REPORT_EVERY]
+With REPORT_EVERY, it also prints the sessions lost so far and tokentap's resident memory after
+every REPORT_EVERY sessions. (BENCHMARKS.md ran it on a quiet machine and with both cores kept
+busy by two `yes > /dev/null` processes.)
 """
 import os
 import re
@@ -102,15 +104,28 @@ def session_lost(port):
     return not head.startswith(b"HTTP/1.1 101") or rest != SERVER_FRAME
 
 
+def resident_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     binary, sessions = sys.argv[1], int(sys.argv[2])
+    every = int(sys.argv[3]) if len(sys.argv) == 4 else 0
     listener = socket.create_server(("127.0.0.1", 0), backlog=512)
     threading.Thread(target=upstream, args=(listener,), daemon=True).start()
     proc, port = start_tokentap(binary, listener.getsockname()[1])
+    lost = 0
     try:
-        lost = sum(session_lost(port) for _ in range(sessions))
+        for done in range(1, sessions + 1):
+            lost += session_lost(port)
+            if every and done % every == 0:
+                print(f"after {done} sessions: lost {lost}, tokentap VmRSS {resident_kib(proc.pid)} KiB", flush=True)
     finally:
         proc.terminate()
         proc.wait()
