@@ -50,6 +50,15 @@ impl Pki {
         ])
     }
 
+    /// The mock behind tokentap, whose one route trusts this CA (the config file must outlive
+    /// tokentap's start, so it is returned too).
+    fn tokentap(&self) -> (Mock, tempfile::NamedTempFile, Tokentap) {
+        let mock = self.mock();
+        let config = self.config(mock.addr.port());
+        let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
+        (mock, config, tokentap)
+    }
+
     fn config(&self, port: u16) -> tempfile::NamedTempFile {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         write!(
@@ -67,10 +76,8 @@ const BODY: &[u8] = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"u
 #[test]
 fn https_upstream_with_test_ca_works_over_http2() {
     let pki = Pki::new("localhost");
-    let mock = pki.mock();
+    let (mock, _config, tokentap) = pki.tokentap();
     assert!(mock.url.starts_with("https://"));
-    let config = pki.config(mock.addr.port());
-    let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
     let mut feed = tokentap.feed();
     let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], BODY);
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
@@ -89,9 +96,7 @@ fn https_upstream_with_test_ca_works_over_http2() {
 #[test]
 fn a_websocket_session_reaches_an_https_upstream_over_http1() {
     let pki = Pki::new("localhost");
-    let mock = pki.mock();
-    let config = pki.config(mock.addr.port());
-    let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
+    let (_mock, _config, tokentap) = pki.tokentap();
     let mut feed = tokentap.feed();
     let base = format!("http://{}/v1", tokentap.addr);
     let query = ["mock_first_audio_ms=20", "mock_delta_ms=5", "mock_audio_ms=60"];
@@ -114,9 +119,7 @@ fn a_websocket_session_reaches_an_https_upstream_over_http1() {
 #[test]
 fn certificate_for_the_wrong_host_fails_clearly() {
     let pki = Pki::new("wrong.example");
-    let mock = pki.mock();
-    let config = pki.config(mock.addr.port());
-    let tokentap = Tokentap::start_with_args(&["--config", config.path().to_str().unwrap()]);
+    let (_mock, _config, tokentap) = pki.tokentap();
     let mut feed = tokentap.feed();
     let resp = http1::post(tokentap.addr, "/v1/chat/completions", &[("content-type", "application/json")], BODY);
     assert_eq!(resp.status, 502);
