@@ -97,7 +97,8 @@ impl WsUpstream {
     }
 }
 
-fn read_head(stream: &mut TcpStream) -> String {
+/// Reads one HTTP head byte by byte, so that nothing after it is consumed.
+pub fn read_head(stream: &mut TcpStream) -> String {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {

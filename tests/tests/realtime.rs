@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex};
 use tokentap_e2e::process::run_sdk_script;
-use tokentap_e2e::websocket::{frame, run_client, Ending, WsSession, WsUpstream};
+use tokentap_e2e::websocket::{frame, read_head, run_client, Ending, WsSession, WsUpstream};
 use tokentap_e2e::{http1, Mock, OtlpReceiver, Tokentap};
 
 /// A permessage-deflate compressor (RFC 7692 §7.2.1: sync flush, the 4-byte tail removed).
@@ -398,23 +398,11 @@ fn a_frame_sent_with_the_handshake_is_delivered_after_it() {
     let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
     client.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
     client.write_all(&[UPGRADE, &early[..]].concat()).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let body_at = loop {
-        let n = client.read(&mut buf).unwrap();
-        assert!(n > 0, "EOF after {} bytes", got.len());
-        got.extend_from_slice(&buf[..n]);
-        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-    };
-    assert!(got.starts_with(b"HTTP/1.1 101"), "{}", String::from_utf8_lossy(&got));
-    while got.len() < body_at + answer.len() {
-        let n = client.read(&mut buf).unwrap();
-        assert!(n > 0, "EOF after {} bytes", got.len());
-        got.extend_from_slice(&buf[..n]);
-    }
-    assert_eq!(&got[body_at..], &answer[..]);
+    let head = read_head(&mut client);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let mut got = vec![0u8; answer.len()];
+    client.read_exact(&mut got).expect("the upstream's frame after the 101");
+    assert_eq!(got, answer);
     let _ = end.send(());
     let up = upstream_side.recv().expect("upstream side");
     assert_eq!(up.received, early, "what the upstream got");

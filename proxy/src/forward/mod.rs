@@ -545,10 +545,7 @@ impl ProxyHttp for TapProxy {
         _ctx: &mut Self::CTX,
         _client_reused: bool,
     ) -> Box<Error> {
-        // tokentap never retries: what the upstream did is what the client sees.
-        let mut e = e.more_context(format!("upstream {}", peer._address));
-        e.set_retry(false);
-        e
+        while_proxying(e, peer)
     }
 
     fn fail_to_connect(
@@ -664,6 +661,14 @@ impl ProxyHttp for TapProxy {
         let req = session.req_header();
         format!("{} {}", req.method, redact_path(req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")))
     }
+}
+
+/// An error while proxying to `peer`, named after the upstream and never retried: tokentap never
+/// retries, so what the upstream did is what the client sees.
+fn while_proxying(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
+    let mut e = e.more_context(format!("upstream {}", peer._address));
+    e.set_retry(false);
+    e
 }
 
 /// A message for records and clients: which side failed, the error's kind and what it means,

@@ -36,11 +36,9 @@ impl Tunnels {
     }
 }
 
-/// An upstream failure, named as pingora's proxy names it (`error_while_proxy`): never retried.
+/// An upstream failure, named as `error_while_proxy` names one (never retried).
 fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
-    let mut e = e.into_up().more_context(format!("upstream {}", peer._address));
-    e.set_retry(false);
-    e
+    super::while_proxying(e.into_up(), peer)
 }
 
 /// Whether a request is a WebSocket handshake (`Upgrade: websocket`, RFC 6455 §4.1), the one
