@@ -110,6 +110,14 @@ impl Inflater {
         if self.budget_left == 0 {
             return Err(InflateError::BudgetSpent);
         }
+        if payload.is_empty() && payload_complete {
+            // RFC 7692 §7.2.1 has every compressed message end in (part of) an empty stored
+            // block, so a conforming payload is never empty. Some senders skip it for an empty
+            // message (zlib emits nothing for a second sync flush with no input). Appending the
+            // tail to nothing would leave the inflater inside a stored block's length and garble
+            // every later message of the window, so an empty payload is an empty message.
+            return Ok(Inflated { payload: Vec::new(), len: 0, truncated: false });
+        }
         if !self.context_takeover {
             self.inner.reset(false);
         }
@@ -188,9 +196,18 @@ pub(crate) mod tests {
                     break;
                 }
             }
-            assert!(out.ends_with(&TAIL));
+            end_with_empty_stored_block(&mut out);
             out.truncate(out.len() - 4);
             out
+        }
+    }
+
+    /// RFC 7692 §7.2.1 step 2: the compressed data ends with an empty stored block. zlib (which
+    /// pingora's build of flate2 uses) emits nothing for a sync flush right after another with no
+    /// input; the stream is then byte-aligned at a block boundary, where the whole block goes.
+    fn end_with_empty_stored_block(out: &mut Vec<u8>) {
+        if !out.ends_with(&TAIL) {
+            out.extend_from_slice(&[0x00, 0x00, 0x00, 0xFF, 0xFF]);
         }
     }
 
@@ -242,9 +259,26 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_empty_message_keeps_the_window_whether_or_not_it_carries_the_empty_block() {
+        let messages: [&[u8]; 4] =
+            [br#"{"type":"session.update","n":0}"#, b"", br#"{"type":"session.update","n":2}"#, b""];
+        // The empty message as RFC 7692 has it (the empty stored block's header, 0x00), and as
+        // a sender that skips the block sends it (nothing).
+        for empty in [&[0x00][..], &[][..]] {
+            let mut d = Deflater::new(true);
+            let mut i = Inflater::new(true, 1 << 20, 1 << 30);
+            for m in messages {
+                let c = if m.is_empty() { empty.to_vec() } else { d.compress(m) };
+                let got = i.inflate(&c, true).unwrap();
+                assert_eq!(got.payload, m, "empty sent as {empty:?}");
+            }
+        }
+    }
+
+    #[test]
     fn corrupt_data_is_an_error_not_a_panic() {
         let mut i = Inflater::new(true, 1000, 1 << 20);
         assert!(i.inflate(&[0xFF, 0xFF, 0xFF, 0x00, 0x12], true).is_err());
-        assert_eq!(i.inflate(b"", true), Err(InflateError::ContextLost));
+        assert_eq!(i.inflate(&[0x00], true), Err(InflateError::ContextLost));
     }
 }
