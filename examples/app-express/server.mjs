@@ -75,7 +75,12 @@ app.post("/api/chat", async (req, res) => {
   Readable.fromWeb(response.body).pipe(res);
 });
 
-const server = app.listen(Number(args.port), args.host, () => {
+// Express 5 calls back with the error when the server cannot listen (e.g. the port is taken).
+const server = app.listen(Number(args.port), args.host, (error) => {
+  if (error) {
+    console.error(`app: cannot listen on ${args.host}:${args.port}: ${error.message}`);
+    process.exit(1);
+  }
   const { address, port } = server.address();
   console.log(`app listening on http://${address}:${port} (compression ${compressed ? "on" : "off"})`);
 });

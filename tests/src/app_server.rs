@@ -34,8 +34,9 @@ pub struct AppServer {
 }
 
 /// A port that was free a moment ago (bound on port 0 and released), for a server whose origin
-/// must be configured in tokentap before the server starts.
-pub fn free_port() -> u16 {
+/// must be configured in tokentap before the server starts. Another process can take it before
+/// the server binds it: [`AppServer::start_on_free_port`] starts again on another port then.
+fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
 }
 
@@ -50,19 +51,36 @@ pub fn examples_python() -> PathBuf {
 }
 
 impl AppServer {
-    /// Starts `kind` on `port`, calling the model through tokentap at `tokentap_url`.
-    pub fn start(kind: AppKind, port: u16, tokentap_url: &str, compression: Compression) -> AppServer {
-        Self::start_with_env(kind, port, tokentap_url, compression, &[])
+    /// Starts `kind` on a free port, with more environment variables for the app (e.g.
+    /// `APP_STREAM`). `tokentap_for(origin)` starts what the app calls, knowing the app's origin
+    /// in advance, and returns it with its URL. When the port is taken between picking it and the
+    /// app's bind, both start again on another port.
+    pub fn start_on_free_port<T>(
+        kind: AppKind,
+        compression: Compression,
+        env: &[(&str, &str)],
+        mut tokentap_for: impl FnMut(&str) -> (T, String),
+    ) -> (AppServer, T) {
+        for _ in 0..5 {
+            let port = free_port();
+            let (tokentap, url) = tokentap_for(&format!("http://127.0.0.1:{port}"));
+            if let Some(app) = Self::try_start(kind, port, &url, compression, env) {
+                return (app, tokentap);
+            }
+        }
+        panic!("five free ports in a row were taken before the app server could bind them");
     }
 
-    /// Like [`AppServer::start`], with more environment variables for the app (e.g. `APP_STREAM`).
-    pub fn start_with_env(
+    /// Starts `kind` on `port`, calling the model through tokentap at `tokentap_url`; `None` when
+    /// the port was taken (the app said so and exited). Any other failure panics with the app's
+    /// output.
+    fn try_start(
         kind: AppKind,
         port: u16,
         tokentap_url: &str,
         compression: Compression,
         env: &[(&str, &str)],
-    ) -> AppServer {
+    ) -> Option<AppServer> {
         let root = repo_root();
         let on = if compression == Compression::On { "1" } else { "0" };
         let mut cmd = match kind {
@@ -91,9 +109,17 @@ impl AppServer {
             }
         }
         let mut proc = Proc::spawn(cmd);
-        let line = proc.wait_line("app listening on ", Duration::from_secs(60));
+        let Some(line) = proc.wait_line_or_exit("app listening on ", Duration::from_secs(60)) else {
+            let stderr = proc.stderr();
+            assert!(
+                stderr.to_ascii_lowercase().contains("address already in use"),
+                "the app server exited before listening; stdout:\n{}\nstderr:\n{stderr}",
+                proc.stdout()
+            );
+            return None;
+        };
         let origin = line.trim_start_matches("app listening on ").split(' ').next().unwrap_or("").to_string();
         assert_eq!(origin, format!("http://127.0.0.1:{port}"), "{line}");
-        AppServer { proc, origin }
+        Some(AppServer { proc, origin })
     }
 }

@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -72,20 +72,35 @@ impl Proc {
     /// Waits for a stdout line starting with `prefix`; panics with the stderr text if the process
     /// exits first or nothing comes within `timeout`.
     pub fn wait_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        self.wait_line_or_exit(prefix, timeout).unwrap_or_else(|| self.no_line(prefix))
+    }
+
+    /// Like [`Proc::wait_line`], but `None` when the process closed its stdout (it exited) first;
+    /// the caller reads `stderr` to say why. Panics when nothing comes within `timeout`.
+    pub fn wait_line_or_exit(&mut self, prefix: &str, timeout: Duration) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(line) if line.starts_with(prefix) => return Some(line),
                 Ok(_) => continue,
-                Err(_) => panic!(
-                    "no line starting with {prefix:?}; status {:?}; stdout:\n{}\nstderr:\n{}",
-                    self.child.try_wait(),
-                    self.stdout(),
-                    self.stderr()
-                ),
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Its stderr may still be being read: wait for the exit and both readers.
+                    self.wait_exit();
+                    return None;
+                }
+                Err(RecvTimeoutError::Timeout) => self.no_line(prefix),
             }
         }
+    }
+
+    fn no_line(&mut self, prefix: &str) -> ! {
+        panic!(
+            "no line starting with {prefix:?}; status {:?}; stdout:\n{}\nstderr:\n{}",
+            self.child.try_wait(),
+            self.stdout(),
+            self.stderr()
+        )
     }
 
     /// The exit status, if the process has exited.

@@ -12,7 +12,7 @@
 //! hop is everything between tokentap's handoff to the app and the browser's arrival.
 
 use serde_json::Value;
-use tokentap_e2e::app_server::{free_port, AppKind, AppServer, Compression};
+use tokentap_e2e::app_server::{AppKind, AppServer, Compression};
 use tokentap_e2e::browser::{run_page, PageRun, Reports};
 use tokentap_e2e::{Mock, RecordFeed, Tokentap};
 
@@ -32,13 +32,14 @@ struct Turn {
 fn one_turn(kind: AppKind, compression: Compression, app_env: &[(&str, &str)]) -> Turn {
     // 40 deltas 30 ms apart: a clean app shows them one by one.
     let mock = Mock::start(&["--tokens", "40", "--itl-ms", "30", "--ttft-ms", "100"]);
-    let app_port = free_port();
-    let app_origin = format!("http://127.0.0.1:{app_port}");
     let config = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(config.path(), format!("[probe]\nallowed_origins = [\"{app_origin}\"]\n")).unwrap();
-    let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
+    let (app, tokentap) = AppServer::start_on_free_port(kind, compression, app_env, |app_origin| {
+        std::fs::write(config.path(), format!("[probe]\nallowed_origins = [\"{app_origin}\"]\n")).unwrap();
+        let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
+        let url = format!("http://{}", tokentap.addr);
+        (tokentap, url)
+    });
     let mut feed = tokentap.feed();
-    let app = AppServer::start_with_env(kind, app_port, &format!("http://{}", tokentap.addr), compression, app_env);
 
     let out = run_page(&PageRun {
         origin: app.origin.clone(),
