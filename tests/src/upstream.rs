@@ -236,3 +236,38 @@ async fn read_chunked(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Res
         }
     }
 }
+
+/// A port that refuses connections for as long as this lives: a socket bound to it that never
+/// listens. No other process can take the port meanwhile, as one could a port that was merely
+/// free a moment ago.
+pub struct RefusingPort {
+    socket: socket2::Socket,
+}
+
+impl RefusingPort {
+    pub fn new() -> RefusingPort {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+        socket.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into()).expect("bind a free port");
+        RefusingPort { socket }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.socket.local_addr().expect("local addr").as_socket().expect("an IP address")
+    }
+}
+
+impl Default for RefusingPort {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_refusing_port_refuses() {
+        let port = super::RefusingPort::new();
+        let error = std::net::TcpStream::connect(port.addr()).expect_err("nothing listens");
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    }
+}

@@ -86,9 +86,8 @@ fn upstream_429_and_500_pass_through_unchanged_without_retry() {
 
 #[test]
 fn connect_failure_is_a_clear_502_and_recorded() {
-    // A port nothing listens on: bind, read the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let tokentap = Tokentap::start(&format!("http://127.0.0.1:{port}"), &[]);
+    let down = tokentap_e2e::upstream::RefusingPort::new();
+    let tokentap = Tokentap::start(&format!("http://{}", down.addr()), &[]);
     let mut feed = tokentap.feed();
     let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], BODY);
     assert_eq!(resp.status, 502);

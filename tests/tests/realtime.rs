@@ -329,9 +329,8 @@ fn a_refused_upgrade_reaches_the_client_as_an_ordinary_response() {
 
 #[test]
 fn an_upgrade_to_an_upstream_that_is_down_is_a_502_that_says_so() {
-    // A port that was free a moment ago: nothing listens on it.
-    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let tokentap = Tokentap::start(&format!("http://{down}"), &[]);
+    let down = tokentap_e2e::upstream::RefusingPort::new();
+    let tokentap = Tokentap::start(&format!("http://{}", down.addr()), &[]);
     let mut feed = tokentap.feed();
     let resp = http1::send(tokentap.addr, UPGRADE);
     let body = String::from_utf8_lossy(&resp.body).into_owned();
