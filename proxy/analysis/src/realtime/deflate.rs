@@ -7,6 +7,10 @@
 //! value is recorded but inflation always uses 15 bits (miniz_oxide, pure Rust, has no smaller
 //! window anyway).
 //!
+//! Senders' variants that RFC 7692 allows or that are seen in practice: a message ending the
+//! stream with a BFINAL block (§7.2.3.3; the next message starts a new stream, as browsers read
+//! it), and an empty message sent as an empty payload (read as empty, the window untouched).
+//!
 //! Decompression bombs: a message inflates into at most `max_message_bytes` (the rest is inflated
 //! and thrown away, so the shared window stays right) and a direction inflates at most
 //! `max_inflated_bytes` in all; past that its compressed messages are counted, not read.
@@ -90,6 +94,14 @@ impl std::fmt::Debug for Inflater {
 
 const TAIL: [u8; 4] = [0x00, 0x00, 0xFF, 0xFF];
 
+/// Where inflating a message's bytes left the sender's stream.
+enum Flow {
+    /// Open: the message's tail comes next.
+    More,
+    /// Ended by a block with BFINAL set: the rest of the message is not deflate data.
+    StreamEnded,
+}
+
 impl Inflater {
     pub fn new(context_takeover: bool, max_message_bytes: usize, max_inflated_bytes: u64) -> Self {
         Self {
@@ -123,17 +135,21 @@ impl Inflater {
         }
         let mut out = Inflated { payload: Vec::new(), len: 0, truncated: false };
         let mut scratch = [0u8; 8192];
-        let result = self.run(payload, &mut scratch, &mut out).and_then(|()| self.run(&TAIL, &mut scratch, &mut out));
+        let result = match self.run(payload, &mut scratch, &mut out) {
+            Ok(Flow::More) => self.run(&TAIL, &mut scratch, &mut out).map(|_| ()),
+            Ok(Flow::StreamEnded) => Ok(()),
+            Err(e) => Err(e),
+        };
         if result.is_err() || !payload_complete {
             self.context_lost = self.context_takeover;
         }
         result.map(|()| out)
     }
 
-    fn run(&mut self, mut input: &[u8], scratch: &mut [u8], out: &mut Inflated) -> Result<(), InflateError> {
+    fn run(&mut self, mut input: &[u8], scratch: &mut [u8], out: &mut Inflated) -> Result<Flow, InflateError> {
         loop {
             if self.budget_left == 0 {
-                return Ok(());
+                return Ok(Flow::More);
             }
             let in_before = self.inner.total_in();
             let out_before = self.inner.total_out();
@@ -154,9 +170,16 @@ impl Inflater {
                 out.truncated = true;
             }
             match status {
-                Status::StreamEnd => return Ok(()),
+                // A block with BFINAL set ends the sender's stream (RFC 7692 §7.2.3.3 allows it
+                // where the empty-block flush is not available). What follows in this message is
+                // the empty block's header at most; the next message starts a new stream, with a
+                // fresh inflater (as browsers read it).
+                Status::StreamEnd => {
+                    self.inner.reset(false);
+                    return Ok(Flow::StreamEnded);
+                }
                 // No progress with input left means the data is stuck; none left means done.
-                _ if input.is_empty() && produced < scratch.len() => return Ok(()),
+                _ if input.is_empty() && produced < scratch.len() => return Ok(Flow::More),
                 _ if consumed == 0 && produced == 0 => return Err(InflateError::Corrupt),
                 _ => {}
             }
@@ -273,6 +296,26 @@ pub(crate) mod tests {
                 assert_eq!(got.payload, m, "empty sent as {empty:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_message_that_ends_the_stream_is_followed_by_a_fresh_one() {
+        // RFC 7692 §7.2.3.3: "Hello" in a block with BFINAL set, then the empty block's header.
+        let hello = [0xf3, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00, 0x00];
+        for takeover in [true, false] {
+            let mut i = Inflater::new(takeover, 1 << 20, 1 << 30);
+            for _ in 0..3 {
+                assert_eq!(i.inflate(&hello, true).unwrap().payload, b"Hello", "takeover {takeover}");
+            }
+            // A sender may mix both flushes: sync-flushed messages from a fresh stream follow.
+            let mut d = Deflater::new(takeover);
+            assert_eq!(i.inflate(&d.compress(b"next"), true).unwrap().payload, b"next");
+            assert_eq!(i.inflate(&d.compress(b"next again"), true).unwrap().payload, b"next again");
+        }
+        // The final block without the empty block's header after it, then the RFC's form: both read.
+        let mut i = Inflater::new(true, 1 << 20, 1 << 30);
+        assert_eq!(i.inflate(&hello[..7], true).unwrap().payload, b"Hello");
+        assert_eq!(i.inflate(&hello, true).unwrap().payload, b"Hello");
     }
 
     #[test]
