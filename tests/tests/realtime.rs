@@ -1,8 +1,8 @@
 //! Realtime voice over WebSocket through tokentap (issue 15).
 //!
 //! 1. Byte-exact forwarding: generated sessions (random frame sizes, fragmentation, ping/pong,
-//!    masked client frames, permessage-deflate on and off, text and binary, close handshakes and
-//!    resets) through one tokentap to a scripted upstream; each side must receive exactly what the
+//!    masked client frames, permessage-deflate on and off with both of RFC 7692's flushes, empty
+//!    messages, text and binary, close handshakes and resets) through one tokentap to a scripted upstream; each side must receive exactly what the
 //!    other sent, and the session record must count the frames each side sent.
 //! 2. The official openai SDK's realtime client through tokentap to the mock: a conversation with
 //!    a tool call, an interruption and an audio answer; the session record shows each response's
@@ -47,6 +47,25 @@ impl Deflater {
         out.truncate(out.len() - 4);
         out
     }
+
+    /// The other flush RFC 7692 allows (§7.2.3.3): the message ends the stream with a BFINAL
+    /// block, then the empty block's header (0x00); the next message starts a new stream.
+    fn compress_final(&mut self, message: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(message.len() + 1024);
+        let mut input = message;
+        loop {
+            out.reserve(4096);
+            let before = self.0.total_in();
+            let status = self.0.compress_vec(input, &mut out, FlushCompress::Finish).expect("deflate");
+            input = &input[(self.0.total_in() - before) as usize..];
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+        }
+        out.push(0x00);
+        self.0.reset();
+        out
+    }
 }
 
 /// One generated message: text or binary, its payload size, how many fragments, and whether a
@@ -88,6 +107,8 @@ fn encode_side(messages: &[GenMessage], masked: bool, deflate: &mut Option<Defla
             // An empty message goes as RFC 7692 has it (the empty block's first byte) or as a
             // sender that skips the block sends it (nothing); the window is the same after both.
             Some(_) if payload.is_empty() => (if i % 2 == 0 { Vec::new() } else { vec![0x00] }, true),
+            // Every fifth message ends the sender's deflate stream instead of flushing it.
+            Some(d) if i % 5 == 4 => (d.compress_final(&payload), true),
             Some(d) => (d.compress(&payload), true),
             None => (payload, false),
         };
