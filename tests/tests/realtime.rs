@@ -28,17 +28,7 @@ impl Deflater {
     }
 
     fn compress(&mut self, message: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(message.len() + 1024);
-        let mut input = message;
-        loop {
-            out.reserve(4096);
-            let before = self.0.total_in();
-            self.0.compress_vec(input, &mut out, FlushCompress::Sync).expect("deflate");
-            input = &input[(self.0.total_in() - before) as usize..];
-            if input.is_empty() && out.len() < out.capacity() {
-                break;
-            }
-        }
+        let mut out = self.deflate(message, FlushCompress::Sync);
         // zlib (flate2's backend when pingora is in the build) emits nothing for a sync flush
         // right after another with no input, e.g. for an empty message: the block goes whole.
         if !out.ends_with(&[0x00, 0x00, 0xFF, 0xFF]) {
@@ -51,20 +41,29 @@ impl Deflater {
     /// The other flush RFC 7692 allows (§7.2.3.3): the message ends the stream with a BFINAL
     /// block, then the empty block's header (0x00); the next message starts a new stream.
     fn compress_final(&mut self, message: &[u8]) -> Vec<u8> {
+        let mut out = self.deflate(message, FlushCompress::Finish);
+        out.push(0x00);
+        self.0.reset();
+        out
+    }
+
+    /// All of `message` through the compressor, then `flush` until it is done.
+    fn deflate(&mut self, message: &[u8], flush: FlushCompress) -> Vec<u8> {
         let mut out = Vec::with_capacity(message.len() + 1024);
         let mut input = message;
         loop {
             out.reserve(4096);
             let before = self.0.total_in();
-            let status = self.0.compress_vec(input, &mut out, FlushCompress::Finish).expect("deflate");
+            let status = self.0.compress_vec(input, &mut out, flush).expect("deflate");
             input = &input[(self.0.total_in() - before) as usize..];
-            if status == flate2::Status::StreamEnd {
-                break;
+            let done = match flush {
+                FlushCompress::Finish => status == flate2::Status::StreamEnd,
+                _ => input.is_empty() && out.len() < out.capacity(),
+            };
+            if done {
+                return out;
             }
         }
-        out.push(0x00);
-        self.0.reset();
-        out
     }
 }
 
