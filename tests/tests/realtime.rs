@@ -2,8 +2,9 @@
 //!
 //! 1. Byte-exact forwarding: generated sessions (random frame sizes, fragmentation, ping/pong,
 //!    masked client frames, permessage-deflate on and off with both of RFC 7692's flushes, empty
-//!    messages, text and binary, close handshakes and resets) through one tokentap to a scripted upstream; each side must receive exactly what the
-//!    other sent, and the session record must count the frames each side sent.
+//!    messages, text and binary, close handshakes and resets) through one tokentap to a scripted
+//!    upstream; each side must receive exactly what the other sent, and the session record must
+//!    count the frames each side sent.
 //! 2. The official openai SDK's realtime client through tokentap to the mock: a conversation with
 //!    a tool call, an interruption and an audio answer; the session record shows each response's
 //!    time to first audio within a stated tolerance of the mock's schedule.
