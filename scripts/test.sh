@@ -20,6 +20,7 @@ fi
 echo "[test] checking formatting, lints and module cycles"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+python3 scripts/check-module-cycles.py --self-test
 python3 scripts/check-module-cycles.py
 echo "[test] building the workspace (binaries and tests)"
 cargo build --workspace --bins --tests --locked

@@ -250,7 +250,7 @@ pub struct Record {
     pub chain: Option<crate::hops::Chain>,
     /// The user turn this request is a step of (`turn`), for model calls of a conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<crate::turn::TurnRef>,
+    pub turn: Option<TurnRef>,
     /// Text-to-speech responses: the audio's format, first audible sample, audio received over
     /// time, real-time factor and predicted underruns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,4 +268,61 @@ pub struct Record {
     /// responses (docs/metrics.md, "Realtime voice"). Has its own `version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<tokentap_analysis::realtime::RealtimeSession>,
+}
+
+/// How a request was linked to the step before it (strongest rule first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnLink {
+    /// The first step of its turn, in a new conversation.
+    First,
+    /// The first step of a later turn of a known conversation (a new user message).
+    NextTurn,
+    /// The same W3C trace id, sent by the client.
+    TraceId,
+    /// The same explicit turn or conversation header (`[turns] turn_header`,
+    /// `conversation_header`).
+    Header,
+    /// It carries the result of a tool call the previous step's response made.
+    ToolResult,
+    /// OpenAI Responses `previous_response_id`.
+    PreviousResponse,
+    /// Its messages extend the previous step's messages (keyed prefix hashes).
+    Prefix,
+    /// A speech-to-text or text-to-speech request of the turn (`voice` in the turn record says
+    /// how it was joined).
+    Voice,
+}
+
+impl TurnLink {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnLink::First => "first",
+            TurnLink::NextTurn => "next_turn",
+            TurnLink::TraceId => "trace_id",
+            TurnLink::Header => "header",
+            TurnLink::ToolResult => "tool_result",
+            TurnLink::PreviousResponse => "previous_response",
+            TurnLink::Prefix => "prefix",
+            TurnLink::Voice => "voice",
+        }
+    }
+}
+
+/// Where a request record sits in its turn (`Record::turn`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRef {
+    pub turn_id: String,
+    /// `gen_ai.conversation.id`.
+    pub conversation_id: String,
+    /// 1-based.
+    pub step: u32,
+    pub link: TurnLink,
+    /// The turn's trace: every exported span of the turn carries it, also when this request's own
+    /// `trace_id` (the one sent upstream) differs.
+    pub trace_id: String,
+    /// The turn's `invoke_agent` span, parent of this request's span; set once the turn has made a
+    /// tool call (a turn of one plain answer exports no agent span).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_span_id: Option<String>,
 }
