@@ -31,6 +31,9 @@ mod analysis;
 mod analyzer;
 pub mod audio;
 mod classify;
+#[cfg(feature = "parser-comparison")]
+#[doc(hidden)]
+pub use classify::parser_comparison;
 pub mod conversation;
 pub mod distribution;
 mod event;

@@ -6,6 +6,8 @@ mod anthropic;
 mod gemini;
 mod ollama;
 mod openai_chat;
+#[cfg(feature = "parser-comparison")]
+pub use openai_chat::parser_comparison;
 mod openai_responses;
 
 use std::borrow::Cow;

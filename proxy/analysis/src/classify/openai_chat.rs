@@ -12,6 +12,48 @@ use crate::server_timing::ServerTiming;
 
 mod fast;
 
+/// The Chat Completions chunk parsers side by side, for the instruction counts in BENCHMARKS.md
+/// (`examples/chat_chunk_parsers.rs`).
+#[cfg(feature = "parser-comparison")]
+pub mod parser_comparison {
+    use super::{fast, Chunk};
+
+    /// Which parser reads the chunks.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ChunkParser {
+        /// The hand-written one-pass scanner with its resumable prefix (what tokentap runs), and
+        /// serde_json for what it declines.
+        Fast,
+        /// `serde_json::from_str` into the same borrowed types.
+        SerdeJson,
+        /// `sonic_rs::from_str` into the same borrowed types.
+        SonicRs,
+    }
+
+    /// Parses every chunk of one stream in order; returns the answer bytes seen (so the work
+    /// cannot be optimised away) or `None` when a parser refused a chunk.
+    pub fn parse_stream(parser: ChunkParser, chunks: &[&str]) -> Option<usize> {
+        let mut resume = fast::Resume::default();
+        let mut answer = 0;
+        for data in chunks {
+            let chunk: Chunk<'_> = match parser {
+                ChunkParser::Fast => match fast::parse(&mut resume, data) {
+                    Some(chunk) => chunk,
+                    None => serde_json::from_str(data).ok()?,
+                },
+                ChunkParser::SerdeJson => serde_json::from_str(data).ok()?,
+                ChunkParser::SonicRs => sonic_rs::from_str(data).ok()?,
+            };
+            for choice in chunk.choices.iter().flatten() {
+                if let Some(content) = choice.delta.as_ref().and_then(|d| d.content.as_ref()) {
+                    answer += content.as_str().len();
+                }
+            }
+        }
+        Some(answer)
+    }
+}
+
 const MAX_TOOL_SLOTS: usize = 1024;
 
 #[derive(Debug, Default)]
