@@ -65,17 +65,67 @@ pub struct SloError {
     pub message: String,
 }
 
+/// The objectives of `[slo]`, named as in records and reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    TtftAnswer,
+    Tpot,
+    E2e,
+    FirstPaint,
+}
+
+impl Objective {
+    pub const ALL: [Objective; 4] = [Objective::TtftAnswer, Objective::Tpot, Objective::E2e, Objective::FirstPaint];
+
+    /// The name in records, reports and `[slo]` keys (without `_ms`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Objective::TtftAnswer => "ttft_answer",
+            Objective::Tpot => "tpot",
+            Objective::E2e => "e2e",
+            Objective::FirstPaint => "first_paint",
+        }
+    }
+}
+
+/// How one request fared against one objective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectiveOutcome {
+    Met,
+    Missed,
+    /// The value is undefined where it should exist (e.g. no first answer token was seen).
+    Unverified,
+    /// The value is undefined and cannot exist for this request (e.g. TPOT of a one-token answer).
+    NotApplicable,
+}
+
+impl ObjectiveOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectiveOutcome::Met => "met",
+            ObjectiveOutcome::Missed => "missed",
+            ObjectiveOutcome::Unverified => "unverified",
+            ObjectiveOutcome::NotApplicable => "not_applicable",
+        }
+    }
+
+    /// Does not stand in the way of a good request.
+    pub fn passes(self) -> bool {
+        matches!(self, ObjectiveOutcome::Met | ObjectiveOutcome::NotApplicable)
+    }
+}
+
 /// One objective's result for one request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ObjectiveResult {
-    /// `ttft_answer`, `tpot`, `e2e` or `first_paint`.
-    pub objective: &'static str,
+    pub objective: Objective,
     pub limit_ms: f64,
     /// The request's value; absent when undefined.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_ms: Option<f64>,
-    /// `met`, `missed`, `unverified` (value undefined) or `not_applicable`.
-    pub result: &'static str,
+    pub result: ObjectiveOutcome,
 }
 
 /// The goodput verdict of one request.
@@ -101,9 +151,9 @@ impl Verdict {
             .objectives
             .iter()
             .filter_map(|o| match o.result {
-                "missed" => Some(o.objective.to_string()),
-                "unverified" => Some(format!("{}?", o.objective)),
-                _ => None,
+                ObjectiveOutcome::Missed => Some(o.objective.as_str().to_string()),
+                ObjectiveOutcome::Unverified => Some(format!("{}?", o.objective.as_str())),
+                ObjectiveOutcome::Met | ObjectiveOutcome::NotApplicable => None,
             })
             .collect();
         failed.join(" ")
@@ -121,29 +171,46 @@ pub fn verdict(record: &Record, slo: &SloConfig) -> Verdict {
     let metrics = record.analysis.as_ref().map(|a| &a.metrics);
     let mut objectives = Vec::new();
     let mut check =
-        |objective: &'static str, limit: Option<f64>, value: Option<f64>, undefined_result: &'static str| {
+        |objective: Objective, limit: Option<f64>, value: Option<f64>, undefined_result: ObjectiveOutcome| {
             if let Some(limit_ms) = limit {
                 let result = match value {
-                    Some(v) if v <= limit_ms => "met",
-                    Some(_) => "missed",
+                    Some(v) if v <= limit_ms => ObjectiveOutcome::Met,
+                    Some(_) => ObjectiveOutcome::Missed,
                     None => undefined_result,
                 };
                 objectives.push(ObjectiveResult { objective, limit_ms, value_ms: value, result });
             }
         };
-    check("ttft_answer", slo.ttft_answer_ms, metrics.and_then(|m| m.ttft_answer_ms), "unverified");
+    let unverified = ObjectiveOutcome::Unverified;
+    check(Objective::TtftAnswer, slo.ttft_answer_ms, metrics.and_then(|m| m.ttft_answer_ms), unverified);
     let tokens_withheld = record.analysis.as_ref().is_some_and(|a| a.flags.token_text_truncated);
-    let tpot_undefined = if tokens_withheld || metrics.is_none() { "unverified" } else { "not_applicable" };
-    check("tpot", slo.tpot_ms, metrics.and_then(|m| m.tpot_ms), tpot_undefined);
-    check("e2e", slo.e2e_ms, metrics.and_then(|m| m.e2e_ms), "unverified");
-    check("first_paint", slo.first_paint_ms, first_paint_ms(record), "unverified");
-    let good = succeeded && objectives.iter().all(|o| matches!(o.result, "met" | "not_applicable"));
+    let tpot_undefined =
+        if tokens_withheld || metrics.is_none() { unverified } else { ObjectiveOutcome::NotApplicable };
+    check(Objective::Tpot, slo.tpot_ms, metrics.and_then(|m| m.tpot_ms), tpot_undefined);
+    check(Objective::E2e, slo.e2e_ms, metrics.and_then(|m| m.e2e_ms), unverified);
+    check(Objective::FirstPaint, slo.first_paint_ms, first_paint_ms(record), unverified);
+    let good = succeeded && objectives.iter().all(|o| o.result.passes());
     Verdict { good, succeeded, objectives }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_in_records_are_the_names_in_reports() {
+        for objective in Objective::ALL {
+            assert_eq!(serde_json::to_value(objective).unwrap(), objective.as_str());
+        }
+        for outcome in [
+            ObjectiveOutcome::Met,
+            ObjectiveOutcome::Missed,
+            ObjectiveOutcome::Unverified,
+            ObjectiveOutcome::NotApplicable,
+        ] {
+            assert_eq!(serde_json::to_value(outcome).unwrap(), outcome.as_str());
+        }
+    }
 
     fn record(outcome: &str, metrics: serde_json::Value) -> Record {
         serde_json::from_value(serde_json::json!({
@@ -189,7 +256,7 @@ mod tests {
         let single_event = serde_json::json!({"ttft_answer_ms": 100.0, "body_bytes": 1, "chunk_count": 1});
         let v = verdict(&record("ok", single_event), &slo());
         assert!(v.good, "{v:?}");
-        assert_eq!(v.objectives[1].result, "not_applicable");
+        assert_eq!(v.objectives[1].result, ObjectiveOutcome::NotApplicable);
         let paint = SloConfig { first_paint_ms: Some(800.0), ..SloConfig::default() };
         let m = serde_json::json!({"ttft_answer_ms": 100.0, "body_bytes": 1, "chunk_count": 1});
         assert_eq!(verdict(&record("ok", m), &paint).label(Outcome::Ok), "first_paint?");

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use tokentap_analysis::Distribution;
 
-use tokentap_record::goodput::{first_paint_ms, verdict};
+use tokentap_record::goodput::{first_paint_ms, verdict, ObjectiveOutcome};
 use tokentap_record::server_time::ServerCheck;
 use tokentap_record::SloConfig;
 use tokentap_record::{Outcome, Record};
@@ -343,12 +343,12 @@ pub fn summarize(key: Vec<(String, String)>, records: &[&Record], options: &Repo
         let v = verdict(r, &options.slo);
         goodput.total += 1;
         for o in &v.objectives {
-            let c = goodput.objectives.entry(o.objective.to_string()).or_default();
+            let c = goodput.objectives.entry(o.objective.as_str().to_string()).or_default();
             match o.result {
-                "met" => c.met += 1,
-                "missed" => c.missed += 1,
-                "unverified" => c.unverified += 1,
-                _ => c.not_applicable += 1,
+                ObjectiveOutcome::Met => c.met += 1,
+                ObjectiveOutcome::Missed => c.missed += 1,
+                ObjectiveOutcome::Unverified => c.unverified += 1,
+                ObjectiveOutcome::NotApplicable => c.not_applicable += 1,
             }
         }
         let analysis = r.analysis.as_ref();
