@@ -412,6 +412,12 @@ mod tests {
             SendError::Retryable(_)
         ));
         assert!(matches!(classify_grpc_status(&tonic::Status::invalid_argument("bad")), SendError::Permanent(_)));
+        // A server without the signal's service.
+        assert!(matches!(classify_grpc_status(&tonic::Status::unimplemented("no metrics")), SendError::Refused(_)));
+        assert!(matches!(
+            classify_grpc_failure("Metrics export failed with gRPC code: Unimplemented: unknown service"),
+            SendError::Refused(_)
+        ));
     }
 
     #[tokio::test(flavor = "current_thread")]
