@@ -38,8 +38,8 @@ pub struct OtelConfig {
     /// (the default: a collector or any OTLP backend), "phoenix", "langfuse" or "datadog".
     pub profile: BackendProfile,
     /// The Phoenix project the spans go to (resource attribute `openinference.project.name`,
-    /// added with `profile = "phoenix"`).
-    pub project: String,
+    /// added with `profile = "phoenix"`; default "tokentap").
+    pub project: Option<String>,
     /// Which span backends count as the LLM call: "tokentap" (the default) or "app", for an app
     /// that records its own GenAI span for each call and sends its `traceparent`.
     pub llm_span: LlmSpan,
@@ -89,7 +89,7 @@ impl Default for OtelConfig {
             traces: true,
             metrics: None,
             profile: BackendProfile::Generic,
-            project: "tokentap".into(),
+            project: None,
             llm_span: LlmSpan::Tokentap,
             headers: BTreeMap::new(),
             service_name: "tokentap".into(),
@@ -134,6 +134,8 @@ pub(super) const DATADOG_SOURCE_LLMOBS: &str = "llmobs";
 /// The header Langfuse's OTLP endpoint reads the ingestion version from, and the version.
 pub(super) const LANGFUSE_INGESTION_HEADER: &str = "x-langfuse-ingestion-version";
 pub(super) const LANGFUSE_INGESTION_VERSION: &str = "4";
+/// The Phoenix project when `[otel] project` is not set.
+pub(super) const DEFAULT_PHOENIX_PROJECT: &str = "tokentap";
 /// Phoenix's resource attribute naming the project.
 pub(super) const PHOENIX_PROJECT_ATTRIBUTE: &str = "openinference.project.name";
 
@@ -360,13 +362,19 @@ pub(super) fn validate_otel(
             resource_attributes.push((k, v));
         }
     }
+    if let Some(project) = &file.project {
+        if file.profile != BackendProfile::Phoenix {
+            return Err(invalid("otel.project", "names a Phoenix project: set profile = \"phoenix\" too"));
+        }
+        if project.trim().is_empty() {
+            return Err(invalid("otel.project", "must not be empty"));
+        }
+    }
     if file.profile == BackendProfile::Phoenix
         && !resource_attributes.iter().any(|(k, _)| k == PHOENIX_PROJECT_ATTRIBUTE)
     {
-        if file.project.trim().is_empty() {
-            return Err(invalid("otel.project", "must not be empty"));
-        }
-        resource_attributes.push((PHOENIX_PROJECT_ATTRIBUTE.into(), file.project.trim().to_string()));
+        let project = file.project.as_deref().map_or(DEFAULT_PHOENIX_PROJECT, str::trim);
+        resource_attributes.push((PHOENIX_PROJECT_ATTRIBUTE.into(), project.to_string()));
     }
     let ms_var = |var: &str, file_value: u64| -> Result<u64, ConfigError> {
         match env.get(var) {
@@ -540,6 +548,8 @@ mod tests {
             ("[otel]\nendpoint = \"http://x\"\nbatch_delay_ms = 0\n", &[], "otel.batch_delay_ms"),
             ("[otel]\nendpoint = \"http://x\"\nretry_initial_ms = 10\nretry_max_ms = 5\n", &[], "otel.retry_max_ms"),
             ("[otel]\nendpoint = \"http://x\"\n[otel.headers]\n\"bad header\" = \"v\"\n", &[], "otel.headers"),
+            ("[otel]\nendpoint = \"http://x\"\nproject = \"p\"\n", &[], "otel.project"),
+            ("[otel]\nendpoint = \"http://x\"\nprofile = \"phoenix\"\nproject = \" \"\n", &[], "otel.project"),
         ];
         for (text, env, key) in cases {
             let err = settings(text, env).unwrap_err().to_string();
