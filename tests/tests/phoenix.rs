@@ -5,7 +5,8 @@
 //! tokentap's record, time to first chunk), TOOL spans only for tool runs (never for the model
 //! streaming a tool call's arguments), the parent-child structure, the project. Then, against the
 //! same Phoenix without the profile, that its refusal of OTLP metrics (405) is noticed once, said
-//! once in the log and in health, and not retried.
+//! once in the log and in health, and not retried; and with `llm_span = "app"`, that a request
+//! continuing the app's trace is not shown as a second LLM call.
 //!
 //! Phoenix comes from `.cache/venv-phoenix` (`scripts/setup.sh test`); without it the test fails
 //! and says how to install it.
@@ -97,12 +98,13 @@ fn check_llm_span(span: &Value, record: &Value) {
     );
 }
 
-/// One Phoenix (it takes a while to start and about 450 MB) for both checks.
+/// One Phoenix (it takes a while to start and about 450 MB) for the three checks.
 #[test]
-fn phoenix_shows_tokentaps_spans_and_its_refusal_of_metrics_is_reported_once() {
+fn phoenix_shows_tokentaps_spans_as_agent_llm_and_tool_calls() {
     let phoenix = Phoenix::start();
     a_chat_and_an_agent_turn_have_the_right_span_kinds(&phoenix);
     a_backend_that_refuses_metrics_is_reported_once_and_not_retried(&phoenix);
+    with_the_apps_own_llm_spans_tokentaps_span_is_not_a_second_llm_call(&phoenix);
 }
 
 fn a_chat_and_an_agent_turn_have_the_right_span_kinds(phoenix: &Phoenix) {
@@ -308,4 +310,42 @@ fn a_backend_that_refuses_metrics_is_reported_once_and_not_retried(phoenix: &Pho
     assert_eq!(warnings, 1, "one warning naming the fix:\n{stderr}");
     let line = stderr.lines().find(|l| l.contains("does not take metrics")).unwrap();
     assert!(line.contains(&format!("{}/v1/metrics", phoenix.url)) && line.contains("metrics = false"), "{line}");
+}
+
+/// `llm_span = "app"`: a request continuing the app's trace is shown as a plain span under the
+/// app's span, without tokens; one without the app's trace is still an LLM span.
+fn with_the_apps_own_llm_spans_tokentaps_span_is_not_a_second_llm_call(phoenix: &Phoenix) {
+    const APP_PROJECT: &str = "tokentap-e2e-app";
+    const APP_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const APP_SPAN: &str = "00f067aa0ba902b7";
+    let mock = Mock::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("profile = \"phoenix\"\nproject = \"{APP_PROJECT}\"\nllm_span = \"app\"");
+    let tokentap = Tokentap::start(&mock.url, &["--config", &config(&dir, phoenix, &extra)]);
+    let mut feed = tokentap.feed();
+    let body = json!({"model": "mock-gpt", "stream": true, "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let traceparent = format!("00-{APP_TRACE}-{APP_SPAN}-01");
+    let mut records = Vec::new();
+    for headers in [
+        vec![("content-type", "application/json"), ("x-mock-tokens", "4"), ("traceparent", traceparent.as_str())],
+        vec![("content-type", "application/json"), ("x-mock-tokens", "4")],
+    ] {
+        assert_eq!(http1::post(tokentap.addr, CHAT, &headers, &serde_json::to_vec(&body).unwrap()).status, 200);
+        records.push(feed.next_record_for(CHAT));
+    }
+    let ids: Vec<&str> = records.iter().map(|r| r["span_id"].as_str().unwrap()).collect();
+    let spans = Phoenix::wait_spans(phoenix, APP_PROJECT, "both requests' spans", WAIT, |spans| {
+        ids.iter().all(|id| spans.iter().any(|s| s["context"]["span_id"] == *id))
+    });
+    let find = |id: &str| spans.iter().find(|s| span_id(s) == id).unwrap();
+    let under_app = find(ids[0]);
+    assert_eq!(str_at(under_app, "/context/trace_id"), APP_TRACE, "{under_app}");
+    assert_eq!(under_app["parent_id"], APP_SPAN, "{under_app}");
+    assert_eq!(under_app["name"], "tokentap chat mock-gpt", "{under_app}");
+    assert_eq!(kind(under_app), "UNKNOWN", "not a second LLM call: {under_app}");
+    assert!(attribute(under_app, "llm.token_count.total").is_null(), "{under_app}");
+    assert_eq!(attribute(under_app, "tokentap.usage.output_tokens").as_u64(), Some(usage(&records[0]).1));
+    assert!(spans.iter().any(|s| s["parent_id"] == ids[0] && s["name"] == "answer"), "its phases stay under it");
+    check_llm_span(find(ids[1]), &records[1]);
 }
