@@ -151,6 +151,9 @@ if [ "$mode" = test ]; then
   ensure_npm_ci "$root/examples/app-express" "the Express example's packages"
   # A real inference server for tests/tests/real_llm.rs.
   ensure_llm
+  # Arize Phoenix, a GenAI trace backend tokentap exports to in tests/tests/phoenix.rs, in its own
+  # virtualenv (about 190 MB of wheels, 860 MB installed).
+  ensure_requirements "$root/.cache/venv-phoenix" "$root/tests/phoenix/requirements.txt" "Arize Phoenix"
   if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then
     say "installing cargo-nextest"
     cargo install --quiet cargo-nextest --locked

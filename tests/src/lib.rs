@@ -13,6 +13,7 @@ pub mod llama;
 pub mod nginx;
 pub mod numeric;
 pub mod otlp_receiver;
+pub mod phoenix;
 pub mod process;
 pub mod upstream;
 pub mod websocket;

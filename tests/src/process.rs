@@ -132,6 +132,15 @@ impl Proc {
         }
     }
 
+    /// Waits until more stderr text arrives, at most `timeout`; returns all of it so far.
+    pub fn wait_stderr_change(&mut self, timeout: Duration) -> String {
+        let (text, changed) = &*self.stderr_text;
+        let guard = text.lock().unwrap();
+        let before = guard.len();
+        let (guard, _) = changed.wait_timeout_while(guard, timeout, |t| t.len() == before).unwrap();
+        guard.clone()
+    }
+
     /// Waits for the process to exit and for its output to be read completely.
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let status = self.child.wait().expect("wait for child");

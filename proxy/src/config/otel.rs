@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use tokentap_telemetry::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders};
+use tokentap_telemetry::settings::{
+    BackendProfile, LlmSpan, MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders,
+};
 
 use super::{invalid, ConfigError};
 
@@ -29,8 +31,18 @@ pub struct OtelConfig {
     pub protocol: Option<String>,
     /// Export traces (when an endpoint is configured).
     pub traces: bool,
-    /// Export metrics (when an endpoint is configured).
-    pub metrics: bool,
+    /// Export metrics (when an endpoint is configured). Unset: on, except for a profile whose
+    /// backend takes traces only (phoenix, langfuse, datadog).
+    pub metrics: Option<bool>,
+    /// The backend tokentap exports to straight, when no collector sits in between: "generic"
+    /// (the default: a collector or any OTLP backend), "phoenix", "langfuse" or "datadog".
+    pub profile: BackendProfile,
+    /// The Phoenix project the spans go to (resource attribute `openinference.project.name`,
+    /// added with `profile = "phoenix"`; default "tokentap").
+    pub project: Option<String>,
+    /// Which span backends count as the LLM call: "tokentap" (the default) or "app", for an app
+    /// that records its own GenAI span for each call and sends its `traceparent`.
+    pub llm_span: LlmSpan,
     /// Headers sent with every export (for example an API key of a hosted backend). Never
     /// recorded, logged or shown by the admin API.
     pub headers: BTreeMap<String, String>,
@@ -75,7 +87,10 @@ impl Default for OtelConfig {
             metrics_endpoint: None,
             protocol: None,
             traces: true,
-            metrics: true,
+            metrics: None,
+            profile: BackendProfile::Generic,
+            project: None,
+            llm_span: LlmSpan::Tokentap,
             headers: BTreeMap::new(),
             service_name: "tokentap".into(),
             resource_attributes: BTreeMap::new(),
@@ -112,6 +127,17 @@ impl OtelEnv {
         self.0.get(key).map(String::as_str).filter(|v| !v.trim().is_empty())
     }
 }
+
+/// The header that sends OTLP traces to Datadog LLM Observability, and its value.
+pub(super) const DATADOG_SOURCE_HEADER: &str = "dd-otlp-source";
+pub(super) const DATADOG_SOURCE_LLMOBS: &str = "llmobs";
+/// The header Langfuse's OTLP endpoint reads the ingestion version from, and the version.
+pub(super) const LANGFUSE_INGESTION_HEADER: &str = "x-langfuse-ingestion-version";
+pub(super) const LANGFUSE_INGESTION_VERSION: &str = "4";
+/// The Phoenix project when `[otel] project` is not set.
+pub(super) const DEFAULT_PHOENIX_PROJECT: &str = "tokentap";
+/// Phoenix's resource attribute naming the project.
+pub(super) const PHOENIX_PROJECT_ATTRIBUTE: &str = "openinference.project.name";
 
 /// The largest event budget: the SDKs' default per-span limit.
 pub(super) const MAX_EVENTS_PER_SPAN: usize = 128;
@@ -210,7 +236,7 @@ pub(super) fn validate_otel(
         }
     };
     let traces_on = exporter_on("OTEL_TRACES_EXPORTER", file.traces)?;
-    let metrics_on = exporter_on("OTEL_METRICS_EXPORTER", file.metrics)?;
+    let metrics_on = exporter_on("OTEL_METRICS_EXPORTER", file.metrics.unwrap_or(file.profile.takes_metrics()))?;
 
     let generic_protocol = match env.get("OTEL_EXPORTER_OTLP_PROTOCOL") {
         Some(p) => Some(parse_protocol("OTEL_EXPORTER_OTLP_PROTOCOL", p)?),
@@ -226,6 +252,19 @@ pub(super) fn validate_otel(
             generic_headers.retain(|(k, _)| !k.eq_ignore_ascii_case(&name));
             generic_headers.push((name, value));
         }
+    }
+    // Datadog's LLM Observability intake takes OTLP traces that name it in this header (its docs:
+    // `dd-otlp-source=llmobs`, next to the `dd-api-key` header the user configures).
+    if file.profile == BackendProfile::Datadog
+        && !generic_headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(DATADOG_SOURCE_HEADER))
+    {
+        generic_headers.push((DATADOG_SOURCE_HEADER.into(), DATADOG_SOURCE_LLMOBS.into()));
+    }
+    // Langfuse asks direct OTLP exporters to name its current ingestion version in this header.
+    if file.profile == BackendProfile::Langfuse
+        && !generic_headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(LANGFUSE_INGESTION_HEADER))
+    {
+        generic_headers.push((LANGFUSE_INGESTION_HEADER.into(), LANGFUSE_INGESTION_VERSION.into()));
     }
     let generic_timeout = match env.get("OTEL_EXPORTER_OTLP_TIMEOUT") {
         Some(t) => {
@@ -323,6 +362,20 @@ pub(super) fn validate_otel(
             resource_attributes.push((k, v));
         }
     }
+    if let Some(project) = &file.project {
+        if file.profile != BackendProfile::Phoenix {
+            return Err(invalid("otel.project", "names a Phoenix project: set profile = \"phoenix\" too"));
+        }
+        if project.trim().is_empty() {
+            return Err(invalid("otel.project", "must not be empty"));
+        }
+    }
+    if file.profile == BackendProfile::Phoenix
+        && !resource_attributes.iter().any(|(k, _)| k == PHOENIX_PROJECT_ATTRIBUTE)
+    {
+        let project = file.project.as_deref().map_or(DEFAULT_PHOENIX_PROJECT, str::trim);
+        resource_attributes.push((PHOENIX_PROJECT_ATTRIBUTE.into(), project.to_string()));
+    }
     let ms_var = |var: &str, file_value: u64| -> Result<u64, ConfigError> {
         match env.get(var) {
             Some(t) => t.trim().parse().map_err(|_| invalid(var, "must be milliseconds")),
@@ -363,6 +416,8 @@ pub(super) fn validate_otel(
         spool_max_bytes: file.spool_max_bytes,
         retry_initial: Duration::from_millis(file.retry_initial_ms),
         retry_max: Duration::from_millis(file.retry_max_ms),
+        profile: file.profile,
+        llm_span: file.llm_span,
     }))
 }
 
@@ -493,6 +548,8 @@ mod tests {
             ("[otel]\nendpoint = \"http://x\"\nbatch_delay_ms = 0\n", &[], "otel.batch_delay_ms"),
             ("[otel]\nendpoint = \"http://x\"\nretry_initial_ms = 10\nretry_max_ms = 5\n", &[], "otel.retry_max_ms"),
             ("[otel]\nendpoint = \"http://x\"\n[otel.headers]\n\"bad header\" = \"v\"\n", &[], "otel.headers"),
+            ("[otel]\nendpoint = \"http://x\"\nproject = \"p\"\n", &[], "otel.project"),
+            ("[otel]\nendpoint = \"http://x\"\nprofile = \"phoenix\"\nproject = \" \"\n", &[], "otel.project"),
         ];
         for (text, env, key) in cases {
             let err = settings(text, env).unwrap_err().to_string();
@@ -504,6 +561,48 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(!err.contains("secretvalue"), "{err}");
+    }
+
+    #[test]
+    fn a_profile_adds_what_its_backend_needs() {
+        // Phoenix: its project attribute, and no metrics (it answers 405 on /v1/metrics).
+        let s =
+            settings("[otel]\nendpoint = \"http://127.0.0.1:6006\"\nprofile = \"phoenix\"\n", &[]).unwrap().unwrap();
+        assert_eq!(s.profile, BackendProfile::Phoenix);
+        assert_eq!(s.traces.as_ref().unwrap().endpoint, "http://127.0.0.1:6006/v1/traces");
+        assert!(s.metrics.is_none(), "Phoenix takes traces only");
+        assert!(s.resource_attributes.contains(&(PHOENIX_PROJECT_ATTRIBUTE.into(), "tokentap".into())));
+        let s = settings(
+            "[otel]\nendpoint = \"http://p:6006\"\nprofile = \"phoenix\"\nproject = \"agents\"\nmetrics = true\n",
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        assert!(s.metrics.is_some(), "an explicit metrics = true wins");
+        assert!(s.resource_attributes.contains(&(PHOENIX_PROJECT_ATTRIBUTE.into(), "agents".into())));
+        // Datadog: the LLM Observability header, unless configured otherwise.
+        let s = settings("[otel]\nendpoint = \"https://dd\"\nprofile = \"datadog\"\n", &[]).unwrap().unwrap();
+        let headers: Vec<_> = s.traces.unwrap().headers.iter().cloned().collect();
+        assert!(headers.contains(&("dd-otlp-source".into(), "llmobs".into())), "{headers:?}");
+        assert!(s.metrics.is_none());
+        // Langfuse: traces only; the generic profile changes nothing.
+        let s = settings("[otel]\nendpoint = \"https://lf\"\nprofile = \"langfuse\"\n", &[]).unwrap().unwrap();
+        assert!(s.metrics.is_none());
+        let headers: Vec<_> = s.traces.unwrap().headers.iter().cloned().collect();
+        assert!(headers.contains(&("x-langfuse-ingestion-version".into(), "4".into())), "{headers:?}");
+        let s = settings("[otel]\nendpoint = \"http://c:4318\"\n", &[]).unwrap().unwrap();
+        assert_eq!((s.profile, s.llm_span), (BackendProfile::Generic, LlmSpan::Tokentap));
+        assert!(s.metrics.is_some() && s.resource_attributes.is_empty());
+        let s = settings("[otel]\nendpoint = \"http://c:4318\"\nllm_span = \"app\"\n", &[]).unwrap().unwrap();
+        assert_eq!(s.llm_span, LlmSpan::App);
+    }
+
+    #[test]
+    fn unknown_profiles_are_refused() {
+        let err = crate::config::parse_str("[otel]\nprofile = \"honeycomb\"\n").unwrap_err();
+        assert!(err.contains("honeycomb") && err.contains("phoenix"), "{err}");
+        let err = crate::config::parse_str("[otel]\nllm_span = \"both\"\n").unwrap_err();
+        assert!(err.contains("both"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,8 @@ use tokentap_analysis::{Dialect, EventClass, StreamAnalysis};
 use tokentap_record::server_time::ServerCheck;
 use tokentap_record::{Outcome, Provider, Record};
 
+pub use crate::settings::{BackendProfile, LlmSpan};
+
 // ---------------------------------------------------------------------------------------------
 // Metrics: the table.
 // ---------------------------------------------------------------------------------------------
@@ -516,6 +518,20 @@ pub mod attr {
     pub const BODY_BYTES: &str = "tokentap.body_bytes";
     pub const EVENTS_DROPPED: &str = "tokentap.events_dropped";
     pub const TOOL_CALLS: &str = "tokentap.tool_calls";
+    /// The tool a `tool_call` phase span streamed the arguments of (the model's time, not the
+    /// tool's: only `execute_tool` spans carry the conventions' `gen_ai.tool.*`).
+    pub const STREAMED_TOOL_NAME: &str = "tokentap.tool_call.name";
+    pub const STREAMED_TOOL_CALL_ID: &str = "tokentap.tool_call.id";
+    /// Every tool a `tool_call` phase span streamed, in order (also when there is only one).
+    pub const STREAMED_TOOL_NAMES: &str = "tokentap.tool_call.names";
+    /// Langfuse's own name for the time the first token arrived (RFC 3339, UTC).
+    pub const LANGFUSE_COMPLETION_START_TIME: &str = "langfuse.observation.completion_start_time";
+    /// With `llm_span = "app"`, the usage of a call the app's own span already counts.
+    pub const APP_USAGE_INPUT_TOKENS: &str = "tokentap.usage.input_tokens";
+    pub const APP_USAGE_OUTPUT_TOKENS: &str = "tokentap.usage.output_tokens";
+    pub const APP_USAGE_REASONING_OUTPUT_TOKENS: &str = "tokentap.usage.reasoning.output_tokens";
+    pub const APP_USAGE_CACHE_READ_INPUT_TOKENS: &str = "tokentap.usage.cache_read.input_tokens";
+    pub const APP_USAGE_CACHE_CREATION_INPUT_TOKENS: &str = "tokentap.usage.cache_creation.input_tokens";
     pub const CONTENT_REQUEST_BODY: &str = "tokentap.content.request_body";
     pub const CONTENT_RESPONSE_BODY: &str = "tokentap.content.response_body";
 
@@ -556,6 +572,10 @@ pub mod attr {
     pub const TURN_MODEL_MS: &str = "tokentap.turn.model_ms";
     pub const TURN_TOOL_MS: &str = "tokentap.turn.tool_ms";
     pub const TURN_CLIENT_MS: &str = "tokentap.turn.client_ms";
+    /// The turn's tokens over its steps. Not `gen_ai.usage.*`: backends add a parent's usage to
+    /// its children's, and the steps' LLM spans already carry theirs.
+    pub const TURN_INPUT_TOKENS: &str = "tokentap.turn.input_tokens";
+    pub const TURN_OUTPUT_TOKENS: &str = "tokentap.turn.output_tokens";
     pub const TOOL_RESULT_STEP: &str = "tokentap.tool.result_step";
 
     /// Label of the telemetry counters: `traces` or `metrics`.
@@ -651,11 +671,31 @@ pub struct SpanOptions {
     pub capture_content: bool,
     /// Longest captured body attached, in bytes.
     pub max_content_attribute_bytes: usize,
+    /// Add `langfuse.observation.completion_start_time` (the first answer token, RFC 3339 UTC) to
+    /// the request span: Langfuse reads the time to first token from it and from nothing else.
+    pub completion_start_time: bool,
+    /// Which span backends count as the LLM call when the request continues a caller's trace.
+    pub llm_span: LlmSpan,
 }
 
 impl Default for SpanOptions {
     fn default() -> Self {
-        Self { max_events_per_span: 64, capture_content: false, max_content_attribute_bytes: 16 << 10 }
+        Self {
+            max_events_per_span: 64,
+            capture_content: false,
+            max_content_attribute_bytes: 16 << 10,
+            completion_start_time: false,
+            llm_span: LlmSpan::Tokentap,
+        }
+    }
+}
+
+impl SpanOptions {
+    /// The span choices an export profile makes.
+    pub fn for_profile(mut self, profile: BackendProfile, llm_span: LlmSpan) -> Self {
+        self.completion_start_time = profile == BackendProfile::Langfuse;
+        self.llm_span = llm_span;
+        self
     }
 }
 
@@ -946,6 +986,11 @@ fn request_attributes(record: &Record, options: &SpanOptions) -> Attributes {
             push_opt_u64(&mut attrs, attr::USAGE_CACHE_CREATION_INPUT_TOKENS, u.cache_creation_tokens);
         }
     }
+    if options.completion_start_time {
+        if let Some(time) = completion_start_time(record) {
+            attrs.push((attr::LANGFUSE_COMPLETION_START_TIME, AttrValue::Str(time)));
+        }
+    }
     // The provider's cached prompt tokens, else the server's own count (llama.cpp `cache_n`).
     let cached = record.analysis.as_ref().and_then(|a| a.usage.as_ref()).and_then(|u| u.cached_tokens);
     push_opt_u64(&mut attrs, attr::USAGE_CACHE_READ_INPUT_TOKENS, cached.or(record.conditions.cached_prompt_tokens));
@@ -1015,10 +1060,62 @@ fn server_attributes(record: &Record, attrs: &mut Attributes) {
     }
 }
 
-/// The spans of one request: its CLIENT span first, then one INTERNAL child span per phase that
-/// happened. Every time is the record's wall-clock anchor plus a monotonic offset, so the spans sit
-/// at the true times although they are built after the stream ended; a child lies within its
-/// parent and no span ends before it starts. Returns nothing when the record's ids are not W3C ids.
+/// Whether the request span hangs under a span of the calling app: a caller's `traceparent`, not a
+/// turn's agent span (tokentap's own) and not an ingress hop's span (tokentap's own too).
+fn continues_an_app_span(record: &Record, has_parent: bool) -> bool {
+    has_parent
+        && record.parent_span_id.is_some()
+        && record.turn.as_ref().is_none_or(|t| t.agent_span_id.is_none())
+        && record.route_role != Some(tokentap_record::RouteRole::Egress)
+}
+
+/// `llm_span = "app"`: the request span becomes tokentap's timing of the app's own LLM call. The
+/// app's span carries the call for the backends (kind LLM, tokens, cost); this one keeps the
+/// same facts under `tokentap.*` names (`gen_ai.X` → `tokentap.X`), because backends classify a
+/// span as an LLM call from its `gen_ai.operation.name` or its model (Phoenix does from
+/// `gen_ai.request.model` alone) and add up its `gen_ai.usage.*`.
+/// The conversation id stays: it only groups spans into a session.
+fn as_timing_of_the_apps_call(name: &mut String, attributes: &mut Attributes) {
+    *name = format!("tokentap {name}");
+    attributes.retain(|(k, _)| *k != attr::OPERATION_NAME);
+    for (key, _) in attributes.iter_mut() {
+        if let Some(renamed) = app_call_name(key) {
+            *key = renamed;
+        }
+    }
+}
+
+/// The `tokentap.*` name of a GenAI attribute on the timing span of an app's own call.
+fn app_call_name(key: &str) -> Option<&'static str> {
+    Some(match key {
+        attr::PROVIDER_NAME => "tokentap.provider.name",
+        attr::REQUEST_MODEL => "tokentap.request.model",
+        attr::REQUEST_STREAM => "tokentap.request.stream",
+        attr::REQUEST_MAX_TOKENS => "tokentap.request.max_tokens",
+        attr::RESPONSE_ID => "tokentap.response.id",
+        attr::RESPONSE_MODEL => "tokentap.response.model",
+        attr::RESPONSE_FINISH_REASONS => "tokentap.response.finish_reasons",
+        attr::RESPONSE_TIME_TO_FIRST_CHUNK => "tokentap.response.time_to_first_chunk",
+        attr::USAGE_INPUT_TOKENS => attr::APP_USAGE_INPUT_TOKENS,
+        attr::USAGE_OUTPUT_TOKENS => attr::APP_USAGE_OUTPUT_TOKENS,
+        attr::USAGE_REASONING_OUTPUT_TOKENS => attr::APP_USAGE_REASONING_OUTPUT_TOKENS,
+        attr::USAGE_CACHE_READ_INPUT_TOKENS => attr::APP_USAGE_CACHE_READ_INPUT_TOKENS,
+        attr::USAGE_CACHE_CREATION_INPUT_TOKENS => attr::APP_USAGE_CACHE_CREATION_INPUT_TOKENS,
+        _ => return None,
+    })
+}
+
+/// When the first answer token arrived (else the first content of any kind), RFC 3339 UTC with
+/// microseconds: Langfuse's `completion_start_time`.
+fn completion_start_time(record: &Record) -> Option<String> {
+    let m = &record.analysis.as_ref()?.metrics;
+    let first =
+        m.ttft_answer_ms.or_else(|| [m.ttft_reasoning_ms, m.ttft_tool_ms].into_iter().flatten().reduce(f64::min))?;
+    let at = record.timeline.t0_unix_ns.saturating_add(ms_to_ns(first));
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(at);
+    Some(humantime::format_rfc3339_micros(time).to_string())
+}
+
 /// Spans of the browser's part of a request, once a probe report joined the record: the page's
 /// `fetch` (span id = the probe's span, which is the parent of tokentap's request span) with its
 /// marks and first paint as events, and a `render` child from the first to the last paint. Browser
@@ -1166,6 +1263,10 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     spans
 }
 
+/// The spans of one request: its CLIENT span first, then one INTERNAL child span per phase that
+/// happened. Every time is the record's wall-clock anchor plus a monotonic offset, so the spans sit
+/// at the true times although they are built after the stream ended; a child lies within its
+/// parent and no span ends before it starts. Returns nothing when the record's ids are not W3C ids.
 pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     // A step of a turn goes in the turn's trace, under its agent span once it has one.
     let trace_hex = record.turn.as_ref().map_or(&record.trace_id, |t| &t.trace_id);
@@ -1227,13 +1328,17 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     if dropped > 0 {
         attributes.push((attr::EVENTS_DROPPED, AttrValue::Int(i64::from(dropped))));
     }
+    let mut name = span_name(record);
+    if options.llm_span == LlmSpan::App && continues_an_app_span(record, parent_span_id.is_some()) {
+        as_timing_of_the_apps_call(&mut name, &mut attributes);
+    }
 
     let mut spans = vec![SpanPlan {
         trace_id,
         span_id,
         parent_span_id,
         sampled: true,
-        name: span_name(record),
+        name,
         kind: SpanKind::Client,
         start_unix_ns: t0,
         end_unix_ns: t0.saturating_add(end_rel),
@@ -1288,14 +1393,19 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         let mut attrs = Vec::new();
         if let Some(a) = &record.analysis {
             attrs.push((attr::TOOL_CALLS, AttrValue::Int(a.tool_calls.len() as i64)));
-            // The conventions' tool attributes name one tool; with several calls the count says it.
+            // The model streaming a call's arguments is model time: tokentap's names, never the
+            // conventions' `gen_ai.tool.*`, which make backends show the span as a tool run.
             if let [only] = a.tool_calls.as_slice() {
                 if let Some(name) = &only.name {
-                    attrs.push((attr::TOOL_NAME, AttrValue::Str(name.clone())));
+                    attrs.push((attr::STREAMED_TOOL_NAME, AttrValue::Str(name.clone())));
                 }
                 if let Some(id) = &only.id {
-                    attrs.push((attr::TOOL_CALL_ID, AttrValue::Str(id.clone())));
+                    attrs.push((attr::STREAMED_TOOL_CALL_ID, AttrValue::Str(id.clone())));
                 }
+            }
+            let names: Vec<String> = a.tool_calls.iter().filter_map(|c| c.name.clone()).collect();
+            if !names.is_empty() {
+                attrs.push((attr::STREAMED_TOOL_NAMES, AttrValue::StrArray(names)));
             }
         }
         spans.push(child(phase::TOOL_CALL, first, last, attrs));

@@ -406,6 +406,9 @@ impl Exporter {
             return;
         }
         let items = plans.len() as u64;
+        if self.telemetry.stats.is_refused(Signal::Traces) {
+            return self.telemetry.stats.count_dropped(Signal::Traces, items, DropReason::Rejected);
+        }
         let spans: Vec<SpanData> = plans.iter().map(|p| spans::span_data(p, &self.scope)).collect();
         if self.has_backlog() {
             let body = self.encode_spans(spans);
@@ -425,6 +428,7 @@ impl Exporter {
         match outcome.delivery {
             Delivery::Delivered { rejected } => self.delivered(signal, items, rejected),
             Delivery::Failed(SendError::Permanent(reason)) => self.rejected(signal, items, &reason),
+            Delivery::Failed(SendError::Refused(reason)) => self.refused(signal, items, &reason),
             Delivery::Failed(SendError::Retryable(reason)) => {
                 self.unreachable(&reason);
                 match &outcome.body {
@@ -439,6 +443,9 @@ impl Exporter {
     /// a backlog.
     async fn export_metrics(&mut self) {
         let Some(metrics) = self.metrics.as_ref() else { return };
+        if self.telemetry.stats.is_refused(Signal::Metrics) {
+            return;
+        }
         let Some(rm) = self.telemetry.registry.collect_otlp() else { return };
         let points = registry::data_points(&rm);
         if points == 0 {
@@ -484,6 +491,12 @@ impl Exporter {
                     }
                     self.rejected(entry.signal, entry.items, &reason);
                 }
+                Delivery::Failed(SendError::Refused(reason)) => {
+                    if let Some(spool) = self.spool.as_mut() {
+                        spool.pop_oldest();
+                    }
+                    self.refused(entry.signal, entry.items, &reason);
+                }
                 Delivery::Failed(SendError::Retryable(reason)) => {
                     self.unreachable(&reason);
                     break;
@@ -510,6 +523,32 @@ impl Exporter {
         self.telemetry.stats.count_dropped(signal, items, DropReason::Rejected);
         self.telemetry.stats.set_last_error(reason);
         tracing::warn!(signal = signal.as_str(), reason, "the collector rejected an export; dropped");
+    }
+
+    /// The endpoint does not take `signal` (a traces-only backend answers 405 on `/v1/metrics`):
+    /// said once in the log and in health, counted, and that signal is not sent again.
+    fn refused(&mut self, signal: Signal, items: u64, reason: &str) {
+        let stats = &self.telemetry.stats;
+        stats.count_dropped(signal, items, DropReason::Rejected);
+        if stats.mark_refused(signal, reason) {
+            let target = match signal {
+                Signal::Traces => self.settings.traces.as_ref(),
+                Signal::Metrics => self.settings.metrics.as_ref(),
+            };
+            let endpoint = target.map_or("", |t| t.endpoint.as_str());
+            let fix = match signal {
+                Signal::Traces => "[otel] traces = false",
+                Signal::Metrics => "[otel] metrics = false (or a profile for this backend)",
+            };
+            tracing::warn!(
+                signal = signal.as_str(),
+                endpoint,
+                reason,
+                "this OTLP endpoint does not take {}; tokentap stops exporting them (set {fix} to say so)",
+                signal.as_str()
+            );
+            stats.set_last_error(&format!("{endpoint} does not take {}: {reason}", signal.as_str()));
+        }
     }
 
     fn unreachable(&mut self, reason: &str) {

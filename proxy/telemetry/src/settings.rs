@@ -23,6 +23,52 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `[otel] profile`: the backend tokentap exports to straight (no collector in between), so that
+/// tokentap adds what that backend needs and leaves out what it refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendProfile {
+    /// An OpenTelemetry Collector or any OTLP backend: traces and metrics, nothing added.
+    #[default]
+    Generic,
+    /// Arize Phoenix: the resource attribute `openinference.project.name`; traces only.
+    Phoenix,
+    /// Langfuse: `langfuse.observation.completion_start_time` on the LLM span; traces only.
+    Langfuse,
+    /// Datadog LLM Observability's OTLP intake: the `dd-otlp-source: llmobs` header; traces only.
+    Datadog,
+}
+
+impl BackendProfile {
+    /// Whether the backend takes OTLP metrics (when `[otel] metrics` is not set explicitly).
+    pub fn takes_metrics(self) -> bool {
+        self == BackendProfile::Generic
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendProfile::Generic => "generic",
+            BackendProfile::Phoenix => "phoenix",
+            BackendProfile::Langfuse => "langfuse",
+            BackendProfile::Datadog => "datadog",
+        }
+    }
+}
+
+/// `[otel] llm_span`: which span of a call backends count as the LLM call (its tokens and cost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmSpan {
+    /// tokentap's request span is the GenAI client span, also under a caller's span.
+    #[default]
+    Tokentap,
+    /// The app records its own GenAI span for each call: a request that continues the app's
+    /// `traceparent` gets a timing span (`tokentap {operation} {model}`, no
+    /// `gen_ai.operation.name`, tokens as `tokentap.usage.*`) under the app's span, so backends
+    /// count the call once. A request without a caller's `traceparent` keeps its GenAI span.
+    App,
+}
+
 /// OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OtlpProtocol {
@@ -80,4 +126,6 @@ pub struct OtlpSettings {
     pub spool_max_bytes: u64,
     pub retry_initial: Duration,
     pub retry_max: Duration,
+    pub profile: BackendProfile,
+    pub llm_span: LlmSpan,
 }

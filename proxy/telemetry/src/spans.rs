@@ -200,6 +200,8 @@ mod tests {
             spool_max_bytes: 0,
             retry_initial: Duration::ZERO,
             retry_max: Duration::ZERO,
+            profile: crate::settings::BackendProfile::Generic,
+            llm_span: crate::settings::LlmSpan::Tokentap,
         };
         let pairs = resource_pairs(&settings, "abc");
         assert_eq!(pairs[0], ("service.name".into(), "svc".into()));

@@ -69,6 +69,9 @@ pub struct ExportStats {
     pub spool_points: AtomicU64,
     pub collector_reachable: AtomicBool,
     pub last_error: Mutex<Option<String>>,
+    /// Signals whose endpoint does not take them (HTTP 404/405/415, gRPC Unimplemented), with the
+    /// answer: tokentap stopped exporting them.
+    pub refused: Mutex<Vec<(Signal, String)>>,
 }
 
 impl ExportStats {
@@ -95,6 +98,31 @@ impl ExportStats {
             DropReason::Rejected => &c.rejected,
         };
         counter.fetch_add(items, Ordering::Relaxed);
+    }
+
+    /// Marks `signal` as refused by its endpoint; true the first time.
+    pub fn mark_refused(&self, signal: Signal, reason: &str) -> bool {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if refused.iter().any(|(s, _)| *s == signal) {
+            return false;
+        }
+        refused.push((signal, reason.chars().take(300).collect()));
+        true
+    }
+
+    pub fn is_refused(&self, signal: Signal) -> bool {
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(s, _)| *s == signal)
+    }
+
+    /// The refused signals, for the health endpoint: `{"metrics": "collector answered 405 …"}`.
+    pub fn refused_json(&self) -> serde_json::Value {
+        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::Value::Object(
+            refused
+                .iter()
+                .map(|(s, reason)| (s.as_str().to_string(), serde_json::Value::from(reason.clone())))
+                .collect(),
+        )
     }
 
     pub fn set_last_error(&self, reason: &str) {

@@ -11,7 +11,7 @@ use crate::conventions::{self, MetricId, SpanOptions};
 use crate::metrics::Metrics;
 use crate::otlp::ExportItem;
 use crate::registry::{MetricRegistry, MetricSnapshot, ObservedSources};
-use crate::settings::{MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget};
+use crate::settings::{BackendProfile, LlmSpan, MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget};
 use crate::spool::{Signal, Spool};
 use crate::stats::{DropReason, ExportError, ExportStats};
 use crate::{otlp, prometheus, spans};
@@ -28,6 +28,8 @@ pub struct Telemetry {
     traces_on: bool,
     /// Where each signal goes (for the health endpoint; never the headers).
     otlp_summary: Option<serde_json::Value>,
+    /// The backend profile of the export.
+    profile: BackendProfile,
     prometheus_enabled: bool,
 }
 
@@ -54,7 +56,11 @@ impl Telemetry {
             max_events_per_span: otlp.as_ref().map_or(64, |o| o.max_events_per_span),
             capture_content: capture_content && otlp.as_ref().is_some_and(|o| o.capture_content),
             ..SpanOptions::default()
-        };
+        }
+        .for_profile(
+            otlp.as_ref().map_or(BackendProfile::Generic, |o| o.profile),
+            otlp.as_ref().map_or(LlmSpan::Tokentap, |o| o.llm_span),
+        );
         let instance_id = tokentap_record::trace::random_hex(16);
         let stats = Arc::new(ExportStats::default());
         let otlp_resource = otlp
@@ -77,6 +83,7 @@ impl Telemetry {
             export_tx: None,
             traces_on: false,
             otlp_summary: None,
+            profile: otlp.as_ref().map_or(BackendProfile::Generic, |o| o.profile),
             prometheus_enabled: metrics_config.prometheus,
         };
         let Some(settings) = otlp else { return Ok(Arc::new(telemetry)) };
@@ -204,9 +211,11 @@ impl Telemetry {
             "otlp": match &self.otlp_summary {
                 None => serde_json::Value::Null,
                 Some(summary) => serde_json::json!({
+                    "profile": self.profile.as_str(),
                     "targets": summary,
                     "collector_reachable": s.collector_reachable.load(Ordering::Relaxed),
                     "last_error": s.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    "refused": s.refused_json(),
                     "spans": s.spans.json(),
                     "metric_points": s.metric_points.json(),
                     "spool": {

@@ -47,6 +47,11 @@ pub(crate) enum SendError {
     /// The collector refused the data itself: trying again would fail the same way.
     #[error("{0}")]
     Permanent(String),
+    /// The endpoint does not take this signal at all (HTTP 404, 405 or 415; gRPC Unimplemented):
+    /// a backend that takes traces only, or a wrong path. A configuration matter, not a failure
+    /// of this one request.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What became of one request.
@@ -83,6 +88,7 @@ pub(crate) fn classify_http(signal: Signal, result: &Result<Response<Bytes>, Sen
             match status.as_u16() {
                 200..=299 => Delivery::Delivered { rejected: rejected_in(signal, response.body()) },
                 429 | 502 | 503 | 504 => Delivery::Failed(SendError::Retryable(format!("collector answered {status}"))),
+                404 | 405 | 415 => Delivery::Failed(SendError::Refused(format!("collector answered {status}"))),
                 _ => Delivery::Failed(SendError::Permanent(format!("collector answered {status}"))),
             }
         }
@@ -98,6 +104,7 @@ pub(crate) fn classify_grpc_failure(message: &str) -> SendError {
             "Cancelled" | "DeadlineExceeded" | "ResourceExhausted" | "Aborted" | "OutOfRange" | "Unavailable"
             | "DataLoss",
         ) => SendError::Retryable(message.to_string()),
+        Some("Unimplemented") => SendError::Refused(message.to_string()),
         _ => SendError::Permanent(message.to_string()),
     }
 }
@@ -116,6 +123,7 @@ pub(crate) fn classify_grpc_status(status: &tonic::Status) -> SendError {
         | Code::DataLoss => SendError::Retryable(text),
         // The generated client reports a channel that could not connect this way.
         Code::Unknown if status.message().starts_with("Service was not ready") => SendError::Retryable(text),
+        Code::Unimplemented => SendError::Refused(text),
         _ => SendError::Permanent(text),
     }
 }
@@ -361,11 +369,21 @@ mod tests {
             assert!(retryable(&answer(status, vec![])), "{status}");
         }
         assert!(retryable(&Err(SendError::Retryable("connect: refused".into()))));
-        for status in [400, 401, 404, 413, 500] {
+        for status in [400, 401, 413, 500] {
             assert!(
                 matches!(
                     classify_http(Signal::Traces, &answer(status, vec![])),
                     Delivery::Failed(SendError::Permanent(_))
+                ),
+                "{status}"
+            );
+        }
+        // An endpoint that does not take the signal at all (Phoenix answers 405 on /v1/metrics).
+        for status in [404, 405, 415] {
+            assert!(
+                matches!(
+                    classify_http(Signal::Metrics, &answer(status, vec![])),
+                    Delivery::Failed(SendError::Refused(_))
                 ),
                 "{status}"
             );
@@ -394,6 +412,12 @@ mod tests {
             SendError::Retryable(_)
         ));
         assert!(matches!(classify_grpc_status(&tonic::Status::invalid_argument("bad")), SendError::Permanent(_)));
+        // A server without the signal's service.
+        assert!(matches!(classify_grpc_status(&tonic::Status::unimplemented("no metrics")), SendError::Refused(_)));
+        assert!(matches!(
+            classify_grpc_failure("Metrics export failed with gRPC code: Unimplemented: unknown service"),
+            SendError::Refused(_)
+        ));
     }
 
     #[tokio::test(flavor = "current_thread")]

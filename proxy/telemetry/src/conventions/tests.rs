@@ -207,7 +207,8 @@ fn phase_spans_cover_the_stream_in_order() {
         }
     }
     let tool = find(&spans, "tool_call");
-    assert_eq!(tool.attribute(attr::TOOL_NAME), Some(&AttrValue::Str("get_weather".into())));
+    assert_eq!(tool.attribute(attr::STREAMED_TOOL_NAME), Some(&AttrValue::Str("get_weather".into())));
+    assert_eq!(tool.attribute(attr::STREAMED_TOOL_CALL_ID), Some(&AttrValue::Str("call_1".into())));
     // Child ids are distinct and stable: the same record gives the same ids.
     let mut ids: Vec<_> = spans.iter().map(|s| s.span_id).collect();
     ids.sort_unstable();
@@ -500,6 +501,10 @@ fn an_agent_turn_is_an_invoke_agent_span_with_a_tool_span_per_answered_call() {
     assert_eq!(agent.end_unix_ns - agent.start_unix_ns, 2_500_000_000);
     assert_eq!(agent.attribute(attr::CONVERSATION_ID).and_then(AttrValue::as_str), Some("conv-1"));
     assert_eq!(agent.attribute(attr::OPERATION_NAME).and_then(AttrValue::as_str), Some("invoke_agent"));
+    // The turn's tokens, not as usage: backends add the agent's usage to its steps' usage.
+    assert_eq!(agent.attribute(attr::TURN_INPUT_TOKENS), Some(&AttrValue::Int(30)));
+    assert_eq!(agent.attribute(attr::TURN_OUTPUT_TOKENS), Some(&AttrValue::Int(20)));
+    assert!(agent.attributes.iter().all(|(k, _)| !k.starts_with("gen_ai.usage.")));
     let tool = &spans[1];
     assert_eq!(tool.name, "execute_tool get_weather");
     assert_eq!(tool.parent_span_id, Some(agent.span_id));
@@ -626,4 +631,115 @@ fn a_realtime_session_is_one_trace_with_a_span_per_response_and_tool_gap() {
     assert_eq!(values(MetricId::RealtimeFirstAudioFromSpeechStopped), vec![0.2]);
     assert_eq!(values(MetricId::RealtimeFirstAudioFromSpeechEnd), vec![0.8]);
     assert_eq!(values(MetricId::ExecuteToolDuration), vec![0.21]);
+}
+
+/// Every span tokentap exports for `record` and `turn`: the request's, the browser's, the turn's.
+fn every_span(record: &Record, turn: &tokentap_record::turn::TurnRecord) -> Vec<SpanPlan> {
+    let mut spans = request_spans(record, &SpanOptions::default());
+    spans.extend(browser_spans(record, &SpanOptions::default()));
+    spans.extend(turn_spans(turn));
+    spans
+}
+
+#[test]
+fn only_tool_executions_carry_the_conventions_tool_attributes() {
+    // A chat that streamed a tool call, a realtime session with a function call, an agent turn:
+    // backends (Phoenix) show any span with `gen_ai.tool.*` as a tool run, so the model streaming
+    // a call's arguments (the `tool_call` phase) must not carry them.
+    let mut several = record_json();
+    several["analysis"]["tool_calls"] = serde_json::json!([
+        {"id": "call_1", "name": "get_weather", "argument_bytes": 20},
+        {"id": "call_2", "name": "get_time", "argument_bytes": 20}
+    ]);
+    let turn = agent_turn();
+    let mut all = Vec::new();
+    for json in [record_json(), several, realtime_record()] {
+        all.extend(every_span(&record(json), &turn));
+    }
+    let tools =
+        all.iter().filter(|s| s.attribute(attr::OPERATION_NAME).and_then(AttrValue::as_str) == Some("execute_tool"));
+    assert!(tools.count() >= 3, "the turn's two answered calls and the realtime call");
+    for span in &all {
+        let is_tool_run = span.attribute(attr::OPERATION_NAME).and_then(AttrValue::as_str) == Some("execute_tool");
+        let tool_keys: Vec<&str> =
+            span.attributes.iter().map(|(k, _)| *k).filter(|k| k.starts_with("gen_ai.tool.")).collect();
+        assert_eq!(!tool_keys.is_empty(), is_tool_run, "{}: {tool_keys:?}", span.name);
+        if is_tool_run {
+            assert!(span.name.starts_with("execute_tool"), "{}", span.name);
+        }
+        // Phase spans carry tokentap's names only: nothing that makes a backend classify them.
+        if span.attribute(attr::PHASE).is_some() {
+            let genai: Vec<&str> =
+                span.attributes.iter().map(|(k, _)| *k).filter(|k| k.starts_with("gen_ai.")).collect();
+            assert!(genai.is_empty(), "phase span {} carries {genai:?}", span.name);
+        }
+    }
+    let tool_call = find(&spans_of(record_json()), "tool_call").clone();
+    assert_eq!(tool_call.attribute(attr::STREAMED_TOOL_NAMES), Some(&AttrValue::StrArray(vec!["get_weather".into()])));
+}
+
+#[test]
+fn langfuse_gets_the_first_answer_token_as_its_completion_start_time() {
+    let r = record(record_json());
+    let plain = request_spans(&r, &SpanOptions::default());
+    assert_eq!(plain[0].attribute(attr::LANGFUSE_COMPLETION_START_TIME), None);
+    let options = SpanOptions::default().for_profile(BackendProfile::Langfuse, LlmSpan::Tokentap);
+    let spans = request_spans(&r, &options);
+    // t0 2023-11-14T22:13:20Z, first answer event at 130 ms.
+    assert_eq!(
+        spans[0].attribute(attr::LANGFUSE_COMPLETION_START_TIME),
+        Some(&AttrValue::Str("2023-11-14T22:13:20.130000Z".into()))
+    );
+    assert!(spans[1..].iter().all(|s| s.attribute(attr::LANGFUSE_COMPLETION_START_TIME).is_none()));
+    // No answer: the first content of any kind (here a reasoning event at 100 ms).
+    let mut json = record_json();
+    json["analysis"]["metrics"]["ttft_answer_ms"] = serde_json::Value::Null;
+    let spans = request_spans(&record(json), &options);
+    assert_eq!(
+        spans[0].attribute(attr::LANGFUSE_COMPLETION_START_TIME),
+        Some(&AttrValue::Str("2023-11-14T22:13:20.100000Z".into()))
+    );
+}
+
+#[test]
+fn with_the_apps_own_llm_span_tokentaps_span_is_counted_once() {
+    let app = SpanOptions::default().for_profile(BackendProfile::Generic, LlmSpan::App);
+    let spans = request_spans(&record(record_json()), &app);
+    let root = &spans[0];
+    // Still under the app's span, in its trace: the trace joins keep working.
+    assert_eq!(root.trace_id, hex_bytes::<16>(TRACE).unwrap());
+    assert_eq!(root.parent_span_id, hex_bytes::<8>(PARENT));
+    assert_eq!(root.name, "tokentap chat gpt-test");
+    assert_eq!(root.attribute(attr::OPERATION_NAME), None, "not an LLM call of its own");
+    let genai_usage: Vec<&str> =
+        root.attributes.iter().map(|(k, _)| *k).filter(|k| k.starts_with("gen_ai.usage.")).collect();
+    assert!(genai_usage.is_empty(), "{genai_usage:?}");
+    assert_eq!(root.attribute(attr::APP_USAGE_INPUT_TOKENS), Some(&AttrValue::Int(12)));
+    assert_eq!(root.attribute(attr::APP_USAGE_OUTPUT_TOKENS), Some(&AttrValue::Int(21)));
+    let genai: Vec<&str> = root.attributes.iter().map(|(k, _)| *k).filter(|k| k.starts_with("gen_ai.")).collect();
+    assert!(genai.is_empty(), "a model or provider alone makes Phoenix show an LLM span: {genai:?}");
+    assert_eq!(root.attribute("tokentap.request.model"), Some(&AttrValue::Str("gpt-test".into())));
+    assert!(root.attribute(attr::TTFT_ANSWER_MS).is_some());
+    assert_eq!(spans.len(), spans_of(record_json()).len(), "the same phase spans");
+
+    // Without a caller's span, tokentap's span is the only record of the call: the LLM span.
+    let mut json = record_json();
+    json.as_object_mut().unwrap().remove("parent_span_id");
+    let alone = request_spans(&record(json), &app);
+    assert_eq!(alone[0].name, "chat gpt-test");
+    assert_eq!(alone[0].attribute(attr::USAGE_INPUT_TOKENS), Some(&AttrValue::Int(12)));
+    // Under tokentap's own spans (an agent turn, an ingress hop) too.
+    let mut stepped = record(record_json());
+    stepped.turn = Some(tokentap_record::turn::TurnRef {
+        turn_id: "turn-1".into(),
+        conversation_id: "conv-1".into(),
+        step: 1,
+        link: tokentap_record::turn::TurnLink::First,
+        trace_id: TURN_TRACE.into(),
+        agent_span_id: Some(AGENT.into()),
+    });
+    assert_eq!(request_spans(&stepped, &app)[0].name, "chat gpt-test");
+    let mut egress = record(record_json());
+    egress.route_role = Some(tokentap_record::RouteRole::Egress);
+    assert_eq!(request_spans(&egress, &app)[0].name, "chat gpt-test");
 }

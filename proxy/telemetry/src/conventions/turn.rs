@@ -41,10 +41,10 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         (attr::ROUTE, AttrValue::Str(turn.route.clone())),
     ];
     if let Some(v) = t.input_tokens {
-        attributes.push((attr::USAGE_INPUT_TOKENS, AttrValue::Int(i64::try_from(v).unwrap_or(i64::MAX))));
+        attributes.push((attr::TURN_INPUT_TOKENS, AttrValue::Int(i64::try_from(v).unwrap_or(i64::MAX))));
     }
     if let Some(v) = t.output_tokens {
-        attributes.push((attr::USAGE_OUTPUT_TOKENS, AttrValue::Int(i64::try_from(v).unwrap_or(i64::MAX))));
+        attributes.push((attr::TURN_OUTPUT_TOKENS, AttrValue::Int(i64::try_from(v).unwrap_or(i64::MAX))));
     }
     let status = match turn.status {
         TurnStatus::Failed => SpanStatus::Error("the turn's last step failed".into()),
