@@ -132,6 +132,14 @@ impl Proc {
         }
     }
 
+    /// Waits until more stderr text arrives or `timeout` passes, whichever is first.
+    pub fn wait_stderr_change(&self, timeout: Duration) {
+        let (text, changed) = &*self.stderr_text;
+        let guard = text.lock().unwrap();
+        let len = guard.len();
+        let _ = changed.wait_timeout_while(guard, timeout, |t| t.len() == len).unwrap();
+    }
+
     /// Waits for the process to exit and for its output to be read completely.
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let status = self.child.wait().expect("wait for child");
