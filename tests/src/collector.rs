@@ -137,7 +137,7 @@ impl Collector {
             vars.extend(extra.iter().cloned());
             vars
         };
-        let (proc, ports) = start_distribution(&otelcol_bin(), &config, &with_ports);
+        let (proc, ports) = start_distribution(&otelcol_bin(), &config, with_ports);
         Collector::running(proc, config, with_ports(ports), ports)
     }
 

@@ -302,3 +302,99 @@ fn the_routing_tier_brings_a_turn_served_by_two_tokentaps_to_one_sampling_replic
     assert_eq!(shares.iter().sum::<f64>(), TURNS.len() as f64, "one decision per turn: {shares:?}");
     assert!(shares.iter().all(|&n| n > 0.0), "every replica decided some turns: {shares:?}");
 }
+
+fn weather_tools() -> Value {
+    serde_json::json!([{
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }])
+}
+
+/// A trace is a turn: an agent turn's steps leave first, as children of the turn's `invoke_agent`
+/// span, which leaves when the final answer closes the turn, here more than 10 s later (a slow
+/// final step; the Collector's old 10 s decision wait had dropped the first step by then). The
+/// only policy that keeps the turn (`keep-slow-turn`) sees `invoke_agent` alone, yet the whole
+/// turn reaches Jaeger: the trace is decided when its root arrives, with every step held.
+#[test]
+fn a_turn_is_kept_whole_by_a_policy_that_only_its_late_agent_span_matches() {
+    let jaeger = Jaeger::start();
+    let backend = jaeger.otlp_grpc_endpoint();
+    let collector = Collector::start(
+        "otelcol.yaml",
+        &[
+            ("TRACES_BACKEND_ENDPOINT", backend.as_str()),
+            ("SAMPLE_PERCENT", "0"),
+            ("SLOW_TURN_MS", "10000"),
+            ("SLOW_TTFT_MS", "600000"),
+        ],
+    );
+    let mock = Mock::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let tokentap = tokentap_exporting_to(&mock.url, &collector, &dir);
+    let mut feed = tokentap.feed();
+    let user = serde_json::json!({"role": "user", "content": "What is the weather in Paris?"});
+    let headers = [("content-type", "application/json"), ("x-mock-agent", "1"), ("x-mock-ttft-ms", "5")];
+
+    // Step 1: the model calls the tool.
+    let body = serde_json::json!({"model": "mock-gpt", "stream": true, "messages": [user], "tools": weather_tools()});
+    let resp = http1::post(tokentap.addr, CHAT, &headers, &serde_json::to_vec(&body).unwrap());
+    assert_eq!(resp.status, 200);
+    let step1 = feed.next_record_for(CHAT);
+    let trace = step1["turn"]["trace_id"].as_str().unwrap_or_else(|| panic!("step 1 has no turn: {step1}")).to_string();
+    let call = &step1["analysis"]["tool_calls"][0];
+    let call_id = call["id"].as_str().unwrap_or_else(|| panic!("no tool call in step 1: {}", step1["analysis"]));
+
+    // Step 2 carries the tool's result; the final answer takes 11 s to start.
+    let body = serde_json::json!({
+        "model": "mock-gpt",
+        "stream": true,
+        "tools": weather_tools(),
+        "messages": [
+            user,
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+            ]},
+            {"role": "tool", "tool_call_id": call_id, "content": "sunny, 24 °C"},
+        ],
+    });
+    let slow = [("content-type", "application/json"), ("x-mock-agent", "1"), ("x-mock-ttft-ms", "11000")];
+    let resp = http1::post(tokentap.addr, CHAT, &slow, &serde_json::to_vec(&body).unwrap());
+    assert_eq!(resp.status, 200);
+    let step2 = feed.next_record_for(CHAT);
+    assert_eq!(step2["turn"]["trace_id"], trace.as_str(), "both steps are in the turn's trace: {}", step2["turn"]);
+    assert_eq!(step2["turn"]["link"], "tool_result", "{}", step2["turn"]);
+
+    let found = jaeger.wait_trace(&trace, 4, WAIT);
+    let found = {
+        // The steps' phase spans and the turn's spans may land in Jaeger in more than one write.
+        let deadline = Instant::now() + WAIT;
+        let mut found = found;
+        while spans_named(&found, "chat mock-gpt").len() < 2
+            || spans_named(&found, "execute_tool get_weather").is_empty()
+        {
+            assert!(Instant::now() < deadline, "the whole turn never reached Jaeger: {found}");
+            std::thread::sleep(Duration::from_millis(100));
+            found = jaeger.trace(&trace).unwrap();
+        }
+        found
+    };
+    let agent = spans_named(&found, "invoke_agent");
+    assert_eq!(agent.len(), 1, "{found}");
+    let e2e = tag(agent[0], "tokentap.turn.e2e_ms").and_then(Value::as_f64).expect("tokentap.turn.e2e_ms");
+    assert!(e2e > 10_000.0, "kept as a slow turn: {e2e} ms");
+    assert_eq!(tag(agent[0], "tokentap.turn.status"), Some(&Value::from("complete")), "{found}");
+    let agent_id = agent[0]["spanID"].as_str().unwrap();
+    for step in spans_named(&found, "chat mock-gpt") {
+        let parent = step["references"].as_array().unwrap().iter().find(|r| r["refType"] == "CHILD_OF");
+        assert_eq!(parent.map(|r| &r["spanID"]), Some(&Value::from(agent_id)), "a step's parent is the agent span");
+    }
+    // keep-slow-turn matched (on the agent span); no error did.
+    let telemetry = collector.telemetry_scrape();
+    let by_policy = "otelcol_processor_tail_sampling_count_traces_sampled";
+    assert_eq!(sample_sum(&telemetry, by_policy, &[("policy", "keep-slow-turn"), ("sampled", "true")]), 1.0);
+    assert_eq!(sample_sum(&telemetry, by_policy, &[("policy", "keep-errors"), ("sampled", "true")]), 0.0);
+}
