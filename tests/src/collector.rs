@@ -208,7 +208,8 @@ pub fn sample_sum(scrape: &str, family: &str, labels: &[(&str, &str)]) -> f64 {
         .filter_map(|l| {
             let (series, value) = l.rsplit_once(' ')?;
             let (name, rest) = series.split_once('{').unwrap_or((series, ""));
-            (name == family && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\""))))
+            let rest = format!(",{rest}");
+            (name == family && labels.iter().all(|(k, v)| rest.contains(&format!(",{k}=\"{v}\""))))
                 .then(|| value.parse::<f64>().ok())
                 .flatten()
         })
