@@ -89,6 +89,31 @@ ensure_llm() {
   fi
 }
 
+# A Go program built from a pinned module of collector-config/ (the OpenTelemetry Collector,
+# Jaeger v2) for the collector tests. Built once per module content into a cache outside the
+# clone, so fresh clones (CI's) reuse it, and linked as .cache/bin/NAME for the tests.
+ensure_go_binary() { # MODULE_DIR NAME PACKAGE
+  local dir="$1" name="$2" pkg="$3" go hash cache out
+  go="$(command -v go || true)"
+  [ -z "$go" ] && [ -x /usr/local/go/bin/go ] && go=/usr/local/go/bin/go
+  if [ -z "$go" ]; then
+    say "go not found: the collector tests run an OpenTelemetry Collector and Jaeger built from"
+    say "the Go modules in ${dir#"$root"/}; install Go 1.26 or newer and run this again"
+    exit 1
+  fi
+  hash="$(cd "$dir" && cat go.mod go.sum $(find . -maxdepth 1 -name '*.go' | sort) | sha256sum | cut -c1-16)"
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/tokentap"
+  out="$cache/$name-$hash"
+  if [ ! -x "$out" ]; then
+    say "building $name from ${dir#"$root"/} (Go; about 10 minutes on two cores the first time)"
+    mkdir -p "$cache"
+    (cd "$dir" && GOFLAGS="-mod=readonly -buildvcs=false" "$go" build -trimpath -ldflags='-s -w' -o "$out.tmp.$$" "$pkg")
+    mv -f "$out.tmp.$$" "$out"
+  fi
+  mkdir -p "$root/.cache/bin"
+  ln -sfn "$out" "$root/.cache/bin/$name"
+}
+
 if [ "$mode" = llm ]; then
   ensure_llm
   say "ready ($mode)"
@@ -154,6 +179,10 @@ if [ "$mode" = test ]; then
   # Arize Phoenix, a GenAI trace backend tokentap exports to in tests/tests/phoenix.rs, in its own
   # virtualenv (about 190 MB of wheels, 860 MB installed).
   ensure_requirements "$root/.cache/venv-phoenix" "$root/tests/phoenix/requirements.txt" "Arize Phoenix"
+  # A real OpenTelemetry Collector (our distribution of it) and Jaeger v2 for the collector tests
+  # (tests/tests/collector_config.rs, collector_pipeline.rs).
+  ensure_go_binary "$root/collector-config/distribution" otelcol-tokentap .
+  ensure_go_binary "$root/collector-config/jaeger" jaeger github.com/jaegertracing/jaeger/cmd/jaeger
   if ! command -v cargo-nextest >/dev/null && ! cargo nextest --version >/dev/null 2>&1; then
     say "installing cargo-nextest"
     cargo install --quiet cargo-nextest --locked

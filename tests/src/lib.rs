@@ -6,6 +6,7 @@
 
 pub mod app_server;
 pub mod browser;
+pub mod collector;
 pub mod diagnosis;
 pub mod feed;
 pub mod http1;
@@ -19,6 +20,7 @@ pub mod upstream;
 pub mod websocket;
 pub mod wiretap;
 
+pub use collector::{Collector, Jaeger};
 pub use feed::RecordFeed;
 pub use http1::{HttpResponse, StreamedResponse};
 pub use llama::LlamaServer;

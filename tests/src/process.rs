@@ -133,7 +133,7 @@ impl Proc {
     }
 
     /// Waits until more stderr text arrives, at most `timeout`; returns all of it so far.
-    pub fn wait_stderr_change(&mut self, timeout: Duration) -> String {
+    pub fn wait_stderr_change(&self, timeout: Duration) -> String {
         let (text, changed) = &*self.stderr_text;
         let guard = text.lock().unwrap();
         let before = guard.len();

@@ -2,7 +2,9 @@
 //! pipeline uses components defined in the file, every defined component is used), its sampling
 //! policies and span-metric dimensions name attributes tokentap exports, the Prometheus
 //! configuration passes `promtool check config`, and the dashboard only queries metrics tokentap
-//! serves. With `OTELCOL_BIN` set to a collector binary, the collector's own `validate` runs too.
+//! serves. Tail sampling waits for a whole turn, and the load-balancing tier routes spans by trace
+//! id. A real Collector (built by `scripts/setup.sh test` from collector-config/distribution/)
+//! validates both Collector configurations as shipped.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -239,22 +241,106 @@ fn dashboard_queries_metrics_tokentap_serves() {
     assert!(titles.iter().any(|t| t.contains("TTFT")), "{titles:?}");
 }
 
-/// The Collector (contrib) ships as a binary from its own release site, which this project's
-/// machines cannot reach; no registry package carries it. Run with
-/// `OTELCOL_BIN=/path/to/otelcol-contrib cargo nextest run --run-ignored all collector_validates`.
+fn seconds(duration: &str) -> u64 {
+    let (number, unit) = duration.split_at(duration.find(|c: char| !c.is_ascii_digit()).unwrap_or(duration.len()));
+    let n: u64 = number.parse().unwrap_or_else(|_| panic!("duration {duration:?}"));
+    match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => panic!("duration {duration:?}: unit {unit:?}"),
+    }
+}
+
+/// The default of a `${env:NAME:-default}` placeholder, or the value itself.
+fn env_default(value: &Value) -> String {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => panic!("not a scalar: {other:?}"),
+    };
+    match text.strip_prefix("${env:").and_then(|rest| rest.strip_suffix('}')) {
+        Some(inner) => inner.split_once(":-").map(|(_, d)| d.to_string()).expect("placeholder with a default"),
+        None => text,
+    }
+}
+
+/// tokentap's default `[turns] idle_close_s`, read from its config source.
+fn turn_idle_close_s() -> u64 {
+    let source = read("proxy/src/config.rs");
+    let line = source.lines().find_map(|l| l.trim().strip_prefix("idle_close_s: ")).expect("idle_close_s default");
+    line.trim_end_matches(',').parse().expect("idle_close_s default is a number")
+}
+
 #[test]
-#[ignore = "needs an OpenTelemetry Collector (contrib) binary in OTELCOL_BIN; none can be installed here"]
-fn collector_validates_the_config() {
-    let bin = std::env::var_os("OTELCOL_BIN").expect("OTELCOL_BIN names an OpenTelemetry Collector (contrib) binary");
-    let out = Command::new(&bin)
-        .arg("validate")
-        .arg(format!("--config={}", repo_file("collector-config/otelcol.yaml").display()))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {bin:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{bin:?} validate failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn tail_sampling_waits_for_a_whole_turn_and_remembers_its_decisions() {
+    let config = collector();
+    let sampling = &config["processors"]["tail_sampling"];
+    let wait = seconds(&env_default(&sampling["decision_wait"]));
+    // A turn's agent span leaves when the turn closes: up to idle_close_s after its last step.
+    assert!(wait > turn_idle_close_s(), "decision_wait {wait} s is shorter than a turn can stay open");
+    let early = seconds(sampling["decision_wait_after_root_received"].as_str().expect("decide early on a root"));
+    assert!(early < wait);
+    let num_traces = sampling["num_traces"].as_u64().unwrap();
+    let per_second = sampling["expected_new_traces_per_sec"].as_u64().unwrap();
+    assert!(num_traces >= per_second * wait, "num_traces holds the traces of one decision_wait");
+    for cache in ["sampled_cache_size", "non_sampled_cache_size"] {
+        let size = sampling["decision_cache"][cache].as_u64().unwrap_or(0);
+        assert!(size >= 10 * num_traces, "decision_cache.{cache} {size}: late spans need decisions remembered");
+    }
+    // Every listen address is an environment variable with the usual port as its default.
+    let listen = [
+        &config["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"],
+        &config["receivers"]["otlp"]["protocols"]["http"]["endpoint"],
+        &config["exporters"]["prometheus"]["endpoint"],
+        &config["extensions"]["health_check"]["endpoint"],
+    ];
+    let defaults: Vec<String> = listen.iter().map(|v| env_default(v)).collect();
+    assert_eq!(defaults, ["0.0.0.0:4317", "0.0.0.0:4318", "0.0.0.0:8889", "0.0.0.0:13133"]);
+    assert!(listen.iter().all(|v| v.as_str().unwrap().starts_with("${env:")), "{listen:?}");
+}
+
+#[test]
+fn the_load_balancing_tier_routes_spans_by_trace_id_to_the_sampling_tier() {
+    let config: Value =
+        serde_yaml::from_str(&read("collector-config/otelcol-loadbalancer.yaml")).expect("otelcol-loadbalancer.yaml");
+    let traces = &config["service"]["pipelines"]["traces"];
+    let exporters = names(&traces["exporters"]);
+    assert_eq!(exporters.len(), 1, "one exporter: the router");
+    let router = &config["exporters"][exporters[0].as_str()];
+    assert!(exporters[0].starts_with("loadbalancing"), "{exporters:?}");
+    assert_eq!(router["routing_key"], "traceID");
+    assert!(!names(&traces["processors"]).iter().any(|p| p.starts_with("tail_sampling")), "tier 1 does not sample");
+    let metrics = &config["service"]["pipelines"]["metrics"];
+    let metric_router = &config["exporters"][names(&metrics["exporters"])[0].as_str()];
+    assert_eq!(metric_router["routing_key"], "streamID", "a cumulative series stays on one replica");
+    // Tier 2 is otelcol.yaml: the router speaks OTLP/gRPC to its receiver's port.
+    let tier2 = env_default(&router["resolver"]["static"]["hostnames"]);
+    assert!(tier2.starts_with('[') && tier2.contains(":4317"), "{tier2}");
+}
+
+/// The Collector built from collector-config/distribution/ accepts both configurations as
+/// shipped, with their defaults.
+#[test]
+fn collector_validates_the_configs() {
+    let bin = tokentap_e2e::collector::otelcol_bin();
+    for file in ["otelcol.yaml", "otelcol-loadbalancer.yaml"] {
+        let mut cmd = Command::new(&bin);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(key);
+            }
+        }
+        let out = cmd
+            .arg("validate")
+            .arg(format!("--config={}", repo_file(&format!("collector-config/{file}")).display()))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {bin:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "{bin:?} validate {file} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
