@@ -53,7 +53,7 @@ pub struct RequestData {
     pub status: Option<u16>,
     pub response_content_type: Option<String>,
     pub response_content_encoding: Option<String>,
-    pub response_protocol: Option<String>,
+    pub response_protocol: Option<tokentap_record::HttpProtocol>,
     /// The server-timing response headers (`tokentap_analysis::server_timing::TIMING_HEADERS`),
     /// copied short and unparsed.
     pub timing_headers: Vec<(&'static str, String)>,

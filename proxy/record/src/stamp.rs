@@ -50,16 +50,3 @@ pub enum HttpProtocol {
     #[serde(rename = "h3")]
     H3,
 }
-
-impl HttpProtocol {
-    /// From the version text of a response head ("HTTP/1.1", "HTTP/2.0"); `None` for others.
-    pub fn from_version(text: &str) -> Option<HttpProtocol> {
-        match text {
-            "HTTP/1.0" => Some(HttpProtocol::Http10),
-            "HTTP/1.1" => Some(HttpProtocol::Http11),
-            "HTTP/2.0" | "HTTP/2" => Some(HttpProtocol::H2),
-            "HTTP/3.0" | "HTTP/3" => Some(HttpProtocol::H3),
-            _ => None,
-        }
-    }
-}

@@ -24,7 +24,7 @@ use pingora::{Error, ErrorSource, ErrorType, Result};
 use tokentap_analysis::server_timing::{MAX_TIMING_HEADER_BYTES, TIMING_HEADERS};
 use tokentap_record::ack::AckSample;
 use tokentap_record::trace::{split_traceparent_query, TraceContext};
-use tokentap_record::{ErrorInfo, ErrorSide, Outcome, UpstreamConnection};
+use tokentap_record::{ErrorInfo, ErrorSide, HttpProtocol, Outcome, UpstreamConnection};
 
 use crate::config::ValidConfig;
 use crate::pages::Pages;
@@ -329,8 +329,7 @@ impl ProxyHttp for TapProxy {
     async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Self::CTX) -> Result<Box<HttpPeer>> {
         let route =
             ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
-        let addr =
-            route.resolve().await.map_err(|message| upstream_error(ErrorType::Custom("DNSLookupFailed"), message))?;
+        let addr = route.resolve().await.map_err(|message| upstream_error(DNS_LOOKUP_FAILED, message))?;
         ctx.data.peer_addr = Some(addr.to_string());
         // SNI is always the upstream host name: an empty SNI would disable certificate checks.
         let mut peer = HttpPeer::new(addr, route.upstream.tls, route.upstream.host.clone());
@@ -437,7 +436,7 @@ impl ProxyHttp for TapProxy {
         ctx.data.status = Some(upstream_response.status.as_u16());
         ctx.data.response_content_type = header_str(upstream_response.headers.get("content-type"));
         ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
-        ctx.data.response_protocol = Some(format!("{:?}", upstream_response.version));
+        ctx.data.response_protocol = http_protocol(upstream_response.version);
         copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
         if upstream_response.status.as_u16() == 101 {
             ctx.data.websocket_extensions = upstream_response
@@ -693,18 +692,33 @@ fn error_message(e: &Error) -> String {
         ErrorType::ReadTimedout => "no data within the read timeout",
         ErrorType::WriteTimedout => "writing timed out",
         ErrorType::ConnectionClosed => "the connection closed early",
-        ErrorType::Custom("DNSLookupFailed") => {
+        &DNS_LOOKUP_FAILED => {
             let context = e.context.as_ref().map(|c| c.as_str()).unwrap_or("");
             // At most 300 bytes, cut on a character boundary.
             let mut end = context.len().min(300);
             while !context.is_char_boundary(end) {
                 end -= 1;
             }
-            return format!("{side} error DNSLookupFailed: {}", &context[..end]);
+            return format!("{side} error {DNS_LOOKUP_FAILED_NAME}: {}", &context[..end]);
         }
         _ => "failed",
     };
     format!("{side} error {}: {what}", e.etype().as_str())
+}
+
+/// The error of a route whose upstream host name did not resolve.
+const DNS_LOOKUP_FAILED_NAME: &str = "DNSLookupFailed";
+const DNS_LOOKUP_FAILED: ErrorType = ErrorType::Custom(DNS_LOOKUP_FAILED_NAME);
+
+/// The upstream response's HTTP version as the record names it.
+fn http_protocol(version: http::Version) -> Option<HttpProtocol> {
+    match version {
+        http::Version::HTTP_10 => Some(HttpProtocol::Http10),
+        http::Version::HTTP_11 => Some(HttpProtocol::Http11),
+        http::Version::HTTP_2 => Some(HttpProtocol::H2),
+        http::Version::HTTP_3 => Some(HttpProtocol::H3),
+        _ => None,
+    }
 }
 
 fn error_side(e: &Error) -> ErrorSide {
@@ -741,7 +755,7 @@ fn classify_outcome(e: Option<&Error>, ctx: &RequestCtx) -> (Outcome, Option<Err
             | ErrorType::TLSHandshakeTimedout
             | ErrorType::InvalidCert
             | ErrorType::HandshakeError
-            | ErrorType::Custom("DNSLookupFailed")
+            | &DNS_LOOKUP_FAILED
                 if ctx.data.t_upstream_headers_ns.is_none() =>
             {
                 Outcome::UpstreamConnectError

@@ -757,7 +757,7 @@ pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     }
     let t_upstream_sent_ns = d.t_upstream_sent_ns();
     if let Some(connection) = d.connection.as_mut() {
-        connection.protocol = d.response_protocol.as_deref().and_then(tokentap_record::HttpProtocol::from_version);
+        connection.protocol = d.response_protocol;
     }
     let client_delivery = (!d.chunks.chunks.is_empty() || d.ack.unavailable.is_some())
         .then(|| tokentap_record::ack::apply(&d.ack, &mut d.chunks.chunks, d.chunks.chunks_truncated));
