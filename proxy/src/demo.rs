@@ -12,6 +12,9 @@ use crate::config::{self, ConfigError, FileConfig, Overrides};
 use crate::pages::Pages;
 use crate::server::{self, BoundAddrs, RunOptions, ServeError};
 
+/// Where `tokentap demo` keeps its records when no `--data-dir` is given.
+pub const DEFAULT_DATA_DIR: &str = "tokentap-demo-data";
+
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     #[error("cannot start the mock provider: {0}")]
