@@ -148,9 +148,9 @@ impl Default for TimeoutConfig {
     }
 }
 
-/// `[shutdown]`: what SIGTERM does. tokentap stops accepting connections, lets in-flight requests
-/// and streams finish for up to `grace_period_s`, writes their records and exits; streams still
-/// open then are cut. A second SIGTERM or SIGINT ends at once (SIGINT alone is a quick stop).
+/// `[shutdown]`: what SIGTERM and SIGINT (Ctrl-C) do. tokentap stops accepting connections, lets
+/// in-flight requests and streams finish for up to `grace_period_s`, writes their records and
+/// exits; streams still open then are cut. A second SIGTERM or SIGINT ends at once.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownConfig {
@@ -500,6 +500,8 @@ impl ValidConfig {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:8788";
+/// The record store's folder when none is given (relative to the working directory).
+pub const DEFAULT_DATA_DIR: &str = "tokentap-data";
 
 /// Reads a config file (if any), applies overrides, and validates the result.
 pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidConfig, ConfigError> {
@@ -533,9 +535,10 @@ fn parse_file(path: &Path) -> Result<FileConfig, ConfigError> {
     parse_str(&text).map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })
 }
 
-/// Parses TOML text; the error message names the offending key and line.
+/// Parses TOML text; the error message names the offending key and line, and keeps the parser's
+/// diagram (the line, a caret under the spot) on lines of its own.
 pub fn parse_str(text: &str) -> Result<FileConfig, String> {
-    toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
 }
 
 /// Checks every value once and builds the [`ValidConfig`].
@@ -563,7 +566,7 @@ pub fn validate_with_env(
     if !(1..=MAX_FEED_SUBSCRIBERS).contains(&admin_max_feed_subscribers) {
         return Err(invalid("admin_max_feed_subscribers", format!("must be between 1 and {MAX_FEED_SUBSCRIBERS}")));
     }
-    let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
+    let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     let threads = overrides
         .threads
         .or(file.threads)

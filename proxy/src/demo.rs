@@ -12,6 +12,9 @@ use crate::config::{self, ConfigError, FileConfig, Overrides};
 use crate::pages::Pages;
 use crate::server::{self, BoundAddrs, RunOptions, ServeError};
 
+/// Where `tokentap demo` keeps its records when no `--data-dir` is given.
+pub const DEFAULT_DATA_DIR: &str = "tokentap-demo-data";
+
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
     #[error("cannot start the mock provider: {0}")]
@@ -70,7 +73,10 @@ pub fn run(options: DemoOptions) -> Result<(), DemoError> {
 fn print_banner(bound: &BoundAddrs, upstream: &str, is_mock: bool, data_dir: &std::path::Path) {
     let proxy = format!("http://{}", bound.listen);
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "tokentap demo is running (Ctrl-C to stop)");
+    let _ = writeln!(
+        out,
+        "tokentap demo is running (Ctrl-C to stop: answers in flight finish and are recorded; Ctrl-C twice to stop at once)"
+    );
     let _ = writeln!(out, "  chat page      {proxy}/_tokentap/demo/");
     if is_mock {
         let _ =

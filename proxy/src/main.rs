@@ -8,9 +8,18 @@ use tokentap::config::{self, Overrides};
 use tokentap::demo::{self, DemoOptions};
 use tokentap::server::{self, RunOptions};
 
+/// Shown after `tokentap --help`; each line's command parses (tests/tests/docs_commands.rs).
+const EXAMPLES: &str = "\
+Examples:
+  tokentap demo                                      # the mock provider and a chat page; no API key
+  tokentap --upstream https://api.openai.com         # then point the SDK's base_url at http://127.0.0.1:8787/v1
+  tokentap report --since 1h --group-by route,model  # percentiles, stalls and goodput of what was recorded
+  tokentap explain REQUEST_ID                        # where one answer waited (the x-tokentap-request-id header)
+  tokentap bench --help                              # load-test an endpoint";
+
 /// A streaming reverse proxy for LLM APIs that shows where a user's wait goes.
 #[derive(Parser, Debug)]
-#[command(name = "tokentap", version, args_conflicts_with_subcommands = true)]
+#[command(name = "tokentap", version, args_conflicts_with_subcommands = true, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -69,7 +78,8 @@ struct ExplainArgs {
     /// Ask a running tokentap's admin API, e.g. http://127.0.0.1:8788.
     #[arg(long, conflicts_with = "data_dir")]
     admin: Option<String>,
-    /// Read the local record store instead [default: ./tokentap-data].
+    /// Read the local record store instead [default: ./tokentap-data, or ./tokentap-demo-data when
+    /// only the demo's exists].
     #[arg(long, env = "TOKENTAP_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// Print the diagnosis as JSON instead of text.
@@ -79,7 +89,8 @@ struct ExplainArgs {
 
 #[derive(Args, Debug, Clone)]
 struct ReportArgs {
-    /// The record store to read (records.jsonl and its rotated files) [default: ./tokentap-data].
+    /// The record store to read (records.jsonl and its rotated files) [default: ./tokentap-data, or
+    /// ./tokentap-demo-data when only the demo's exists].
     #[arg(long, env = "TOKENTAP_DATA_DIR", conflicts_with = "records")]
     data_dir: Option<PathBuf>,
     /// Read these records files instead (oldest first); the last line per request id wins.
@@ -145,7 +156,7 @@ struct DemoArgs {
     #[arg(long, default_value = config::DEFAULT_ADMIN_LISTEN)]
     admin_listen: String,
     /// Where the demo's records go.
-    #[arg(long, default_value = "tokentap-demo-data")]
+    #[arg(long, default_value = demo::DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
     /// An OpenAI-compatible server to put the demo in front of, instead of the built-in mock
     /// (`scripts/demo.sh --real-model` starts a local llama.cpp server and passes it here).
@@ -189,7 +200,13 @@ fn init_logging(default_filter: &str, head_crates_cap: &str) -> anyhow::Result<(
     for name in HEAD_LOGGING_CRATES {
         filter = filter.add_directive(format!("{name}={head_crates_cap}").parse().context("built-in log directive")?);
     }
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour only on a terminal: a log file or a pipe gets plain text.
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     Ok(())
 }
 
@@ -210,12 +227,8 @@ fn serve(args: &ServeArgs) -> anyhow::Result<()> {
 
 fn check_config(args: &ServeArgs) -> anyhow::Result<()> {
     let config = args.load()?;
-    println!(
-        "config OK: listen {}, admin {:?}, data dir {}",
-        config.listen,
-        config.admin_listen,
-        config.data_dir.display()
-    );
+    let admin = config.admin_listen.map_or_else(|| "off".to_string(), |a| a.to_string());
+    println!("config OK: listen {}, admin {admin}, data dir {}", config.listen, config.data_dir.display());
     for route in config.routes.routes() {
         println!(
             "  route {:<12} {:<20} -> {}  provider={}",
@@ -238,12 +251,12 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         None => config::FileConfig::default(),
     };
     file.slo.validate().context("configuration error")?;
-    let loaded = if args.records.is_empty() {
-        let dir = args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| PathBuf::from("tokentap-data"));
-        report::load_data_dir(&dir)?
+    let dir = if args.records.is_empty() {
+        Some(store_dir(args.data_dir.clone().or(file.data_dir.clone()), "--records FILE…")?)
     } else {
-        report::load_files(&args.records)?
+        None
     };
+    let loaded = if let Some(dir) = &dir { report::load_data_dir(dir)? } else { report::load_files(&args.records)? };
     let now = std::time::SystemTime::now();
     let time = |text: &Option<String>| -> anyhow::Result<Option<u64>> {
         text.as_deref().map(|t| report::summary::parse_time(t, now).map_err(anyhow::Error::msg)).transpose()
@@ -263,9 +276,8 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         source,
     };
     let mut built = report::build_report(&loaded.records, &options);
-    if args.records.is_empty() {
-        let dir = args.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(|| PathBuf::from("tokentap-data"));
-        let turns = report::turns::load_turns(&dir)?;
+    if let Some(dir) = &dir {
+        let turns = report::turns::load_turns(dir)?;
         if !turns.turns.is_empty() {
             built.turns =
                 Some(report::turns::summarize_turns(&turns.turns, options.since_unix_ns, options.until_unix_ns));
@@ -284,7 +296,14 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
 }
 
 fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
-    if let Some(turn) = find_turn(args)? {
+    let dir = match &args.admin {
+        Some(_) => None,
+        None => Some(store_dir(
+            args.data_dir.clone(),
+            "--admin URL (a running tokentap's admin API, e.g. --admin http://127.0.0.1:8788)",
+        )?),
+    };
+    if let Some(turn) = find_turn(args, dir.as_deref())? {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&turn)?);
         } else {
@@ -292,16 +311,18 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let record = match &args.admin {
-        Some(admin) => admin_record(admin, &args.request_id)?,
-        None => {
-            let dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from("tokentap-data"));
-            let loaded = tokentap_report::load_data_dir(&dir)?;
-            loaded
-                .records
-                .into_iter()
-                .find(|r| r.request_id == args.request_id)
-                .with_context(|| format!("no record {} in {}", args.request_id, dir.display()))?
+    let record = match (&args.admin, &dir) {
+        (Some(admin), _) => admin_record(admin, &args.request_id)?,
+        (None, dir) => {
+            let dir = dir.as_deref().unwrap_or(std::path::Path::new(config::DEFAULT_DATA_DIR));
+            let loaded = tokentap_report::load_data_dir(dir)?;
+            loaded.records.into_iter().find(|r| r.request_id == args.request_id).with_context(|| {
+                format!(
+                    "no record {} in {}; pass --data-dir DIR for another record store, or --admin URL to ask a running tokentap",
+                    args.request_id,
+                    dir.display()
+                )
+            })?
         }
     };
     // Recomputed from the stamps, so records written before the diagnosis existed explain too;
@@ -318,7 +339,10 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
 
 /// The turn `explain` was given, when its id names a turn rather than a request (turn ids are
 /// 32 hex digits or an app's `x-tokentap-turn` value; request ids are 24 hex digits).
-fn find_turn(args: &ExplainArgs) -> anyhow::Result<Option<tokentap_record::turn::TurnRecord>> {
+fn find_turn(
+    args: &ExplainArgs,
+    dir: Option<&std::path::Path>,
+) -> anyhow::Result<Option<tokentap_record::turn::TurnRecord>> {
     let id = &args.request_id;
     if id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(None);
@@ -331,10 +355,36 @@ fn find_turn(args: &ExplainArgs) -> anyhow::Result<Option<tokentap_record::turn:
             Err(_) => Ok(None),
         },
         None => {
-            let dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from("tokentap-data"));
-            Ok(tokentap_report::turns::load_turns(&dir)?.turns.into_iter().rev().find(|t| t.turn_id == *id))
+            let dir = dir.unwrap_or(std::path::Path::new(config::DEFAULT_DATA_DIR));
+            Ok(tokentap_report::turns::load_turns(dir)?.turns.into_iter().rev().find(|t| t.turn_id == *id))
         }
     }
+}
+
+/// The record store `report` and `explain` read: the one given; else `./tokentap-data`; else, when
+/// only the demo's store is here, `./tokentap-demo-data` (said on stderr). A store that does not
+/// exist is an error naming `--data-dir DIR` and `other` (the command's other way to its records).
+fn store_dir(given: Option<PathBuf>, other: &str) -> anyhow::Result<PathBuf> {
+    let default = PathBuf::from(config::DEFAULT_DATA_DIR);
+    let demo = PathBuf::from(demo::DEFAULT_DATA_DIR);
+    let dir = match given {
+        Some(dir) => dir,
+        None if !default.exists() && demo.exists() => {
+            eprintln!(
+                "tokentap: reading the demo's records in ./{} (there is no ./{}; --data-dir DIR reads another store)",
+                demo.display(),
+                default.display()
+            );
+            demo
+        }
+        None => default,
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "no record store at {}: pass --data-dir DIR (the folder `tokentap serve` or `tokentap demo` wrote, e.g. --data-dir tokentap-demo-data), or {other}",
+        dir.display()
+    );
+    Ok(dir)
 }
 
 /// GET `/_tokentap/api/requests/{id}` from a plain-HTTP admin API (no client library needed).
@@ -418,6 +468,16 @@ fn bench(command: &BenchCommand) -> anyhow::Result<()> {
     }
     tokentap_bench::output::write_outputs(&config, &output)?;
     print!("{}", tokentap_bench::markdown::render(&output.results));
+    // A run in which nothing succeeded measured nothing: say why, and fail.
+    if !output.records.is_empty() && output.records.iter().all(|r| r.failure.is_some()) {
+        let mut kinds = std::collections::BTreeMap::new();
+        for failure in output.records.iter().filter_map(|r| r.failure.as_ref()) {
+            *kinds.entry(failure.kind.name()).or_insert(0u64) += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+        let first = output.records.iter().find_map(|r| r.failure.as_ref()).map(|f| f.detail.as_str()).unwrap_or("");
+        anyhow::bail!("no request succeeded ({}); the first failure: {first}", kinds.join(", "));
+    }
     Ok(())
 }
 

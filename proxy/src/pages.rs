@@ -83,3 +83,25 @@ fn not_found() -> Page {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every HTML page served on the proxy listener names its icon (`<link rel="icon">`):
+    /// otherwise the browser asks the proxy for `/favicon.ico`, which goes upstream and is recorded
+    /// as if the user had sent it.
+    #[test]
+    fn every_page_names_its_icon_so_the_browser_asks_the_proxy_for_none() {
+        let pages = Pages { demo_enabled: true, probe_enabled: true, ..Pages::default() };
+        let html_paths = ["/_tokentap/demo/", "/_tokentap/demo/voice/"];
+        for path in html_paths {
+            let page = pages.serve("GET", path);
+            assert_eq!(page.status, 200, "{path}");
+            assert!(page.content_type.starts_with("text/html"), "{path}");
+            let html = String::from_utf8_lossy(&page.body);
+            let head = &html[..html.find("</head>").unwrap_or(html.len())];
+            assert!(head.contains(r#"<link rel="icon""#), "{path} names no icon in its <head>");
+        }
+    }
+}

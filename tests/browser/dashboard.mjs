@@ -9,7 +9,12 @@
 //   turn_ids      turn pages to open (and the turns list, when given)
 //   summary_hash  the summary's hash route, e.g. "#/summary?window=all&group_by=route" (default "#/summary")
 //   artifacts     folder for screenshots (list.png, request-<id>.png, summary.png)
+//   show_warmup   after reading the summary, click its "Show them" (warm-up) link and read it again
+//                 (into `summary_with_warmup`)
 //   timeout_ms    overall deadline (default 60000)
+//
+// `texts` holds the visible text of every view read (list, request:<id>, turns, turn:<id>,
+// summary), so tests can check that nothing prints "null", "undefined" or "NaN".
 //   chromium      executable (default $TOKENTAP_CHROMIUM or /usr/bin/chromium)
 //
 // Waiting is on the page's own signal: `window.__dashboard.ready` equals the hash of the view
@@ -22,7 +27,7 @@ import { chromium } from "playwright-core";
 const options = JSON.parse(process.argv[2] ?? "{}");
 const timeoutMs = options.timeout_ms ?? 60000;
 const executablePath = options.chromium ?? process.env.TOKENTAP_CHROMIUM ?? "/usr/bin/chromium";
-const out = { list: null, requests: {}, turns: null, turn_pages: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
+const out = { texts: {}, list: null, requests: {}, turns: null, turn_pages: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
 const userDataDir = mkdtempSync(join(tmpdir(), "tokentap-dashboard-"));
 let context;
 const deadline = setTimeout(() => finish(`timed out after ${timeoutMs} ms`), timeoutMs);
@@ -39,6 +44,22 @@ async function finish(error) {
 async function show(page, hash) {
   await page.evaluate((h) => { location.hash = h; }, hash);
   await page.waitForFunction((h) => window.__dashboard?.ready === h, hash, { timeout: timeoutMs });
+}
+
+async function keepText(page, name) {
+  out.texts[name] = await page.evaluate(() => document.getElementById("view").innerText);
+}
+
+async function readSummary(page) {
+  return page.evaluate(() => {
+    const counts = document.getElementById("summary-counts").dataset;
+    return {
+      used: Number(counts.used), in_window: Number(counts.inWindow), warmup_excluded: Number(counts.warmupExcluded),
+      warmup_note: document.getElementById("summary-warmup")?.innerText ?? null,
+      latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count) })),
+      goodput: [...document.querySelectorAll("#summary-goodput tr[data-group]")].map((tr) => ({ group: tr.dataset.group, requests: Number(tr.dataset.requests), good: Number(tr.dataset.good) })),
+    };
+  });
 }
 
 async function shot(page, name) {
@@ -72,6 +93,7 @@ try {
     total: Number(document.getElementById("list-count")?.dataset.total),
     verdicts: [...document.querySelectorAll("#rows tr[data-id]")].map((tr) => tr.lastElementChild.textContent),
   }));
+  await keepText(page, "list");
   await shot(page, "dashboard-list.png");
 
   for (const id of options.request_ids ?? []) {
@@ -88,6 +110,7 @@ try {
       session_cards: [...document.querySelectorAll("#session-cards .card")].map((c) => c.textContent),
       session_rows: document.querySelectorAll("#session-responses tbody tr").length,
     }));
+    await keepText(page, `request:${id}`);
     await shot(page, `dashboard-request-${id}.png`);
   }
 
@@ -97,6 +120,7 @@ try {
       ids: [...document.querySelectorAll("#turn-rows tr[data-id]")].map((tr) => tr.dataset.id),
       bars: [...document.querySelectorAll("#turn-rows svg.breakdown rect")].map((r) => r.dataset.lane),
     }));
+    await keepText(page, "turns");
     await shot(page, "dashboard-turns.png");
     for (const id of options.turn_ids) {
       await show(page, `#/t/${encodeURIComponent(id)}`);
@@ -110,6 +134,7 @@ try {
         voice_lanes: [...document.querySelectorAll("#turn-voice rect.voice")].map((r) => r.dataset.lane),
         voice_cards: [...document.querySelectorAll("#turn-voice-cards .card")].map((c) => c.textContent),
       }));
+      await keepText(page, `turn:${id}`);
       await shot(page, `dashboard-turn-${id}.png`);
     }
   }
@@ -117,15 +142,16 @@ try {
   await show(page, options.summary_hash ?? "#/summary");
   // Wait until the last requested summary is the one on screen.
   await page.waitForFunction(() => document.getElementById("summary-counts") !== null, null, { timeout: timeoutMs });
-  out.summary = await page.evaluate(() => {
-    const counts = document.getElementById("summary-counts").dataset;
-    return {
-      used: Number(counts.used), in_window: Number(counts.inWindow), warmup_excluded: Number(counts.warmupExcluded),
-      latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count) })),
-      goodput: [...document.querySelectorAll("#summary-goodput tr[data-group]")].map((tr) => ({ group: tr.dataset.group, requests: Number(tr.dataset.requests), good: Number(tr.dataset.good) })),
-    };
-  });
+  out.summary = await readSummary(page);
+  await keepText(page, "summary");
   await shot(page, "dashboard-summary.png");
+  if (options.show_warmup) {
+    await page.evaluate(() => { window.__dashboard.ready = false; });
+    await page.click("#summary-show-warmup");
+    await page.waitForFunction(() => window.__dashboard?.ready && document.getElementById("summary-counts")?.dataset.warmupExcluded === "0", null, { timeout: timeoutMs });
+    out.summary_with_warmup = await readSummary(page);
+    await keepText(page, "summary_with_warmup");
+  }
   await finish();
 } catch (e) {
   await finish(e?.stack ?? e);

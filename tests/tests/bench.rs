@@ -416,3 +416,57 @@ fn open_loop_sends_on_schedule_and_counts_late_sends() {
     // Answers take longer than the gaps, so several were in flight at once (an open loop).
     assert!(lines.iter().any(|r| r["in_flight_at_start"].as_u64().unwrap() > 1));
 }
+
+/// A target that is down: every request fails as `connect` (through the embedded tokentap, whose
+/// 502 is its own, not the target's), and the bench exits non-zero saying no request succeeded.
+#[test]
+fn a_dead_target_is_a_connect_failure_and_a_failed_run() {
+    let down = tokentap_e2e::upstream::RefusingPort::new();
+    let dir = tempfile::tempdir().unwrap();
+    for direct in [false, true] {
+        let jsonl = dir.path().join(format!("dead-{direct}.jsonl"));
+        let records_dir = dir.path().join(format!("records-{direct}"));
+        let target = format!("http://{}", down.addr());
+        let mut args = vec![
+            "bench",
+            "--target",
+            &target,
+            "--model",
+            "m",
+            "--concurrency",
+            "1",
+            "--output-tokens",
+            "16",
+            "--prompt-tokens",
+            "64",
+            "--requests",
+            "2",
+            "--warmup",
+            "0",
+            "--jsonl",
+            jsonl.to_str().unwrap(),
+            "--records-dir",
+            records_dir.to_str().unwrap(),
+            "--quiet",
+        ];
+        if direct {
+            args.push("--direct");
+        }
+        let mut cmd = std::process::Command::new(bin("tokentap"));
+        cmd.args(&args).env_remove("TOKENTAP_LOG");
+        let mut proc = Proc::spawn(cmd);
+        let status = proc.wait_exit();
+        assert!(!status.success(), "direct={direct}: a run where nothing succeeded exited 0:\n{}", proc.stdout());
+        assert!(
+            proc.stderr().contains("no request succeeded") && proc.stderr().contains("connect"),
+            "{}",
+            proc.stderr()
+        );
+        let lines = read_jsonl(&jsonl);
+        assert_eq!(lines.len(), 2, "direct={direct}");
+        for line in &lines {
+            assert_eq!(line["failure"]["kind"], "connect", "direct={direct}: {line}");
+            assert!(line["failure"]["detail"].as_str().unwrap().to_lowercase().contains("refused"), "{line}");
+        }
+    }
+}

@@ -18,6 +18,28 @@ fn unknown_key_is_named() {
     assert!(stderr.contains("upstrem"), "{stderr}");
 }
 
+/// The TOML parser's diagram (the offending line, a caret under the spot) keeps its lines.
+#[test]
+fn toml_errors_keep_their_caret_diagram() {
+    let f = config_file("listen = \"127.0.0.1:0\"\nupstrem = \"http://x\"\n");
+    let (status, _, stderr) = run_tokentap(&["serve", "--config", f.path().to_str().unwrap()]);
+    assert!(!status.success());
+    let lines: Vec<&str> = stderr.lines().collect();
+    let quoted = lines.iter().position(|l| l.contains("| upstrem = ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(lines.get(quoted + 1).is_some_and(|l| l.trim_start().starts_with("| ^")), "no caret line:\n{stderr}");
+}
+
+/// `check-config` prints plain values (no `Some(…)` from the debug formatting of an option).
+#[test]
+fn check_config_prints_plain_values() {
+    let (status, stdout, stderr) =
+        run_tokentap(&["check-config", "--upstream", "http://127.0.0.1:9", "--admin-listen", "127.0.0.1:8788"]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("admin 127.0.0.1:8788,"), "{stdout}");
+    let (_, stdout, _) = run_tokentap(&["check-config", "--upstream", "http://127.0.0.1:9", "--admin-listen", "off"]);
+    assert!(stdout.contains("admin off,") && !stdout.contains("Some(") && !stdout.contains("None"), "{stdout}");
+}
+
 #[test]
 fn bad_upstream_url_is_named() {
     let (status, _, stderr) = run_tokentap(&["serve", "--upstream", "api.openai.com", "--listen", "127.0.0.1:0"]);
@@ -68,6 +90,27 @@ fn port_in_use_is_named() {
     ]);
     assert!(!status.success());
     assert!(stderr.contains("admin_listen"), "{stderr}");
+}
+
+/// A second tokentap on the address a running one listens on is refused: with SO_REUSEPORT alone
+/// both would listen and the kernel would split the connections between them.
+#[test]
+fn a_second_tokentap_on_a_held_port_is_refused() {
+    let first = tokentap_e2e::Tokentap::start("http://127.0.0.1:9", &[]);
+    let addr = first.addr.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(tokentap_e2e::process::bin("tokentap"));
+    cmd.args(["serve", "--upstream", "http://127.0.0.1:9", "--listen", &addr, "--admin-listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path());
+    let mut second = tokentap_e2e::process::Proc::spawn(cmd);
+    // Either it exits (refused) or it announces that it listens (the port is shared).
+    let listening = second.wait_line_or_exit("tokentap listening on", std::time::Duration::from_secs(30));
+    assert!(listening.is_none(), "the second tokentap listens on {addr} too: {listening:?}");
+    let status = second.wait_exit();
+    let stderr = second.stderr();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains(&addr) && stderr.contains("already in use by another tokentap"), "{stderr}");
 }
 
 #[test]

@@ -124,6 +124,7 @@ fn dashboard_shows_the_records_the_hops_and_the_summary() {
     assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
     assert_eq!(out["page_errors"], json!([]), "{out:#}");
     assert_eq!(out["failed_requests"], json!([]), "{out:#}");
+    assert_no_placeholder_text(&out);
 
     // The list: every record, newest first.
     let mut newest_first = records.clone();
@@ -249,4 +250,51 @@ fn dashboard_shows_a_turn_with_its_gantt() {
     assert_eq!(page["tool_bars"], json!(ids), "{page}");
     assert!(page["critical"].as_u64().unwrap() >= 3, "model, tool, model on the critical path: {page}");
     assert_eq!((page["steps"].as_u64(), page["tool_rows"].as_u64()), (Some(2), Some(2)), "{page}");
+}
+
+/// No view prints what JavaScript makes of a missing value: `null` (the DOM turns a `null` child
+/// into that text), `undefined` or `NaN`.
+fn assert_no_placeholder_text(out: &Value) {
+    let texts = out["texts"].as_object().expect("the driver reads each view's text");
+    assert!(!texts.is_empty(), "{out:#}");
+    for (view, text) in texts {
+        let text = text.as_str().unwrap();
+        for word in ["null", "undefined", "NaN"] {
+            assert!(!text.contains(word), "the {view} view shows {word:?}:\n{text}");
+        }
+    }
+}
+
+/// A fresh tokentap: every view of an empty store reads cleanly. Then two requests, both warm-up
+/// (the first 3 of the route): the summary counts none of them by default and says so where the
+/// tables are empty, and its "Show them" link counts them.
+#[test]
+fn dashboard_reads_cleanly_empty_and_says_when_warm_up_is_left_out() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let admin = format!("http://{}", tokentap.admin);
+    let out = drive_dashboard(&json!({ "admin": admin }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], json!([]), "{out:#}");
+    assert_eq!(out["summary"]["used"], 0, "{out:#}");
+    assert!(out["summary"]["warmup_note"].is_null(), "nothing was left out: {out:#}");
+    assert_no_placeholder_text(&out);
+
+    let mut feed = tokentap.feed();
+    for _ in 0..2 {
+        let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], &chat_body());
+        assert_eq!(resp.status, 200);
+        feed.next_record_for(CHAT);
+    }
+    let out = drive_dashboard(&json!({ "admin": admin, "show_warmup": true }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], json!([]), "{out:#}");
+    assert_no_placeholder_text(&out);
+    let s = &out["summary"];
+    assert_eq!((s["used"].as_u64(), s["warmup_excluded"].as_u64()), (Some(0), Some(2)), "{s:#}");
+    let note = s["warmup_note"].as_str().unwrap_or_else(|| panic!("no warm-up note: {s:#}"));
+    assert!(note.contains("2 warm-up requests excluded") && note.contains("analysis.warmup_requests = 3"), "{note}");
+    let shown = &out["summary_with_warmup"];
+    assert_eq!((shown["used"].as_u64(), shown["warmup_excluded"].as_u64()), (Some(2), Some(0)), "{shown:#}");
+    assert!(shown["warmup_note"].is_null(), "{shown:#}");
 }

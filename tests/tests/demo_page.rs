@@ -48,6 +48,11 @@ fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
     let joined = feed.next_record_for("/v1/chat/completions");
     assert_eq!(joined["request_id"], first["request_id"]);
     assert_eq!(out["report_answers"][0]["status"], 202, "{out:#}");
+    // Nothing the page did by itself (a /favicon.ico, asked for right after the page loaded) went
+    // upstream and was recorded as the user's traffic: the chat is the only request recorded.
+    let (_, listed) = tokentap.admin_get("/_tokentap/api/requests");
+    let paths: Vec<&str> = listed["records"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/v1/chat/completions"], "{listed:#}");
     // The probe's fetch span is the parent of tokentap's span, and the provider saw the same trace.
     assert_eq!(joined["parent_span_id"], joined["browser"]["probe_span_id"]);
     let last = mock.control("/_mock/last_request").1;

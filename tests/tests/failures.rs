@@ -8,7 +8,7 @@ const BODY: &[u8] = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"u
 #[test]
 fn client_disconnect_cancels_the_upstream_and_is_recorded() {
     let mock = Mock::start(&[]);
-    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut tokentap = Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
     let raw = http1::request_bytes(
         "POST",
@@ -33,6 +33,11 @@ fn client_disconnect_cancels_the_upstream_and_is_recorded() {
     let record = feed.next_record_for(CHAT);
     assert_eq!(record["outcome"], "client_cancelled", "{record}");
     assert_eq!(record["error"]["side"], "client");
+    // The log says it calmly, in tokentap's own words, and in plain text (stderr is a pipe here).
+    tokentap.proc.wait_stderr("client went away after", std::time::Duration::from_secs(10));
+    let stderr = tokentap.proc.stderr();
+    assert!(!stderr.contains("Fail to proxy") && !stderr.contains("ERROR"), "{stderr}");
+    assert!(!stderr.contains('\x1b'), "colour codes in a log that is not a terminal: {stderr:?}");
 }
 
 #[test]

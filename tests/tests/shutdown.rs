@@ -1,5 +1,6 @@
-//! SIGTERM drains: streams in flight finish for the client, their records are written, and the
-//! process exits once they are, well before the grace period ends. A second signal exits at once.
+//! SIGTERM and SIGINT (Ctrl-C) drain: streams in flight finish for the client, their records are
+//! written, and the process exits once they are, well before the grace period ends. A second
+//! signal exits at once.
 
 use std::process::Command;
 use std::time::Duration;
@@ -68,6 +69,49 @@ fn a_second_signal_ends_the_drain_at_once() {
     signal(&tokentap, "INT");
     let status = tokentap.proc.wait_exit();
     assert!(!status.success(), "a second signal exits with a failure status, got {status}");
+    while stream.read_some() {}
+    assert!(!stream.into_response().complete, "the 60 s stream cannot have completed");
+}
+
+/// Ctrl-C drains as SIGTERM does, and says so.
+#[test]
+fn sigint_lets_a_stream_in_flight_finish_and_records_it() {
+    let mock = Mock::start(MOCK_ARGS);
+    let mut tokentap = Tokentap::start(&mock.url, &["--config", &grace_config(60)]);
+    let mut stream = StreamedResponse::open(tokentap.addr, &chat());
+    stream.read_head();
+    stream.read_body_until(1);
+    signal(&tokentap, "INT");
+    while stream.read_some() {}
+    let response = stream.into_response();
+    assert!(response.complete, "a stream in flight was cut by SIGINT: {}", tokentap.proc.stderr());
+    assert!(String::from_utf8_lossy(&response.body).contains("[DONE]"), "the stream did not end normally");
+    let status = tokentap.proc.wait_exit();
+    assert!(status.success(), "tokentap exited with {status}: {}", tokentap.proc.stderr());
+    let stderr = tokentap.proc.stderr();
+    assert!(
+        stderr.contains("SIGINT: draining 1 request(s) in flight for up to 60s")
+            && stderr.contains("press Ctrl-C again to exit now"),
+        "tokentap did not say it drains: {stderr}"
+    );
+    assert!(stderr.contains("drained: every request is recorded"), "{stderr}");
+    let records = std::fs::read_to_string(tokentap.records_file()).expect("records.jsonl");
+    assert_eq!(records.lines().filter(|l| l.contains("\"outcome\":\"ok\"")).count(), 1, "{records}");
+}
+
+#[test]
+fn a_second_sigint_exits_at_once() {
+    let mock = Mock::start(&["--tokens", "600", "--itl-ms", "100", "--ttft-ms", "100"]);
+    let mut tokentap = Tokentap::start(&mock.url, &["--config", &grace_config(600)]);
+    let mut stream = StreamedResponse::open(tokentap.addr, &chat());
+    stream.read_head();
+    stream.read_body_until(1);
+    signal(&tokentap, "INT");
+    tokentap.proc.wait_stderr("SIGINT: draining", Duration::from_secs(30));
+    signal(&tokentap, "INT");
+    let status = tokentap.proc.wait_exit();
+    assert!(!status.success(), "a second Ctrl-C exits with a failure status, got {status}");
+    assert!(tokentap.proc.stderr().contains("second signal: exiting now"), "{}", tokentap.proc.stderr());
     while stream.read_some() {}
     assert!(!stream.into_response().complete, "the 60 s stream cannot have completed");
 }

@@ -39,6 +39,13 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Replaces `node`'s children, skipping absent ones (null, undefined) as `el` does: the DOM's own
+// `replaceChildren` turns them into the text "null".
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+  return node;
+}
+
 function svg(tag, attrs = {}, ...children) {
   const node = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) node.setAttribute(k, v);
@@ -134,7 +141,7 @@ function renderListShell() {
   );
   const head = el("tr", {}, ["started", "route", "model", "status", "outcome", "first answer ms", "tok/s", "tokens", "stalls", "e2e ms", "first paint ms", "verdict"]
     .map((h, i) => el("th", { class: i >= 5 && i <= 10 ? "n" : "" }, h)));
-  view.replaceChildren(
+  fill(view,
     el("h2", {}, "Requests"),
     controls,
     el("div", { class: "pager", id: "pager" }),
@@ -176,9 +183,9 @@ async function loadList(shell = true) {
     el("td", { class: "n" }, fmt(r.time_to_first_paint_ms)),
     el("td", { class: r.good ? "good" : "bad" }, r.verdict + (r.warm_up ? " (warm-up)" : "")),
   ));
-  document.getElementById("rows").replaceChildren(...rows);
+  fill(document.getElementById("rows"), ...rows);
   const from = data.total ? data.offset + 1 : 0, to = data.offset + data.rows.length;
-  document.getElementById("pager").replaceChildren(
+  fill(document.getElementById("pager"),
     el("button", { disabled: data.offset === 0, onclick: () => { state.list.offset = Math.max(0, data.offset - PAGE_SIZE); loadList(false); } }, "← newer"),
     el("span", { id: "list-count", "data-total": data.total }, `${from}–${to} of ${data.total} (newest first, from the records kept in memory)`),
     el("button", { disabled: to >= data.total, onclick: () => { state.list.offset = data.offset + PAGE_SIZE; loadList(false); } }, "older →"),
@@ -340,20 +347,20 @@ function kv(pairs) {
 }
 
 async function loadRequest(id) {
-  view.replaceChildren(el("p", { class: "muted" }, "loading…"));
+  fill(view, el("p", { class: "muted" }, "loading…"));
   let record, verdict;
   try {
     [record, verdict] = await Promise.all([getJson(`${API}/requests/${encodeURIComponent(id)}`), getJson(`${API}/verdict/${encodeURIComponent(id)}`)]);
   } catch (e) {
-    view.replaceChildren(el("p", { class: "error" }, `Cannot load request ${id}: ${e.message}`), el("a", { href: "#/" }, "← requests"));
+    fill(view, el("p", { class: "error" }, `Cannot load request ${id}: ${e.message}`), el("a", { href: "#/" }, "← requests"));
     return;
   }
   if (window.__dashboard.view !== "request") return;
   if (record.realtime) { showSession(record); return; }
   const m = record.analysis?.metrics ?? {}, c = record.conditions ?? {}, b = record.browser;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
-  const objectives = verdict.objectives.map((o) => `${o.objective} ${o.result.replace("_", " ")}: ${o.value_ms !== undefined ? `${fmt(o.value_ms)} ms` : "undefined"} (limit ${fmt(o.limit_ms)} ms)`).join("; ");
-  view.replaceChildren(
+  const objectives = verdict.objectives.map((o) => `${o.objective} ${o.result.replace("_", " ")}: ${o.value_ms !== undefined ? `${fmt(o.value_ms)} ms` : "no value"} (limit ${fmt(o.limit_ms)} ms)`).join("; ");
+  fill(view,
     el("p", {}, el("a", { href: "#/" }, "← requests")),
     el("h2", {}, `${record.method} ${record.path}`),
     el("div", { class: "cards" },
@@ -456,7 +463,7 @@ function showSession(record) {
   const ttfa = rt.responses.map((r) => r.time_to_first_audio_from_speech_end_ms).filter((x) => typeof x === "number");
   const median = (xs) => { if (!xs.length) return undefined; const s = [...xs].sort((a, c) => a - c); const m = (s.length - 1) / 2; return (s[Math.floor(m)] + s[Math.ceil(m)]) / 2; };
   const ms = (x) => x === undefined ? "–" : `${fmt(x)} ms`;
-  view.replaceChildren(
+  fill(view,
     el("p", {}, el("a", { href: "#/" }, "← requests")),
     el("h2", {}, `Realtime session ${rt.session_id ?? ""} (${record.path.split("?")[0]})`),
     el("div", { class: "cards", id: "session-cards" },
@@ -518,7 +525,7 @@ async function loadSummary() {
     el("label", {}, el("input", { type: "checkbox", checked: s.include_warmup, onchange: (e) => { s.include_warmup = e.target.checked; loadSummary(); } }), " include warm-up"));
   let r;
   try { r = await getJson(`${API}/summary?${p}`); } catch (e) {
-    view.replaceChildren(el("h2", {}, "Summary"), controls, el("p", { class: "error" }, e.message));
+    fill(view, el("h2", {}, "Summary"), controls, el("p", { class: "error" }, e.message));
     return;
   }
   if (window.__dashboard.view !== "summary") return;
@@ -550,11 +557,12 @@ async function loadSummary() {
       el("td", { class: "n" }, pct(g.goodput.attainment)), el("td", { class: "n" }, fmt(g.goodput.good_tokens_per_s, 2)),
       el("td", { class: "n" }, `${g.stalls.stalled} / ${g.stalls.analysed}`), el("td", { class: "n" }, pct(g.stalls.rate))))));
   const slo = Object.entries(r.slo).map(([k, v]) => `${k.replace(/_ms$/, "")} ≤ ${v} ms`).join(", ") || "none configured (every successful request is good)";
-  view.replaceChildren(
+  fill(view,
     el("h2", {}, "Summary"), controls,
     el("p", { id: "summary-counts", class: "muted", "data-used": r.records_used, "data-in-window": r.records_in_window, "data-warmup-excluded": r.warm_up_excluded },
       `${r.records_used} requests used of ${r.records_in_window} in the window (${r.records_total} in memory); warm-up ${r.include_warmup ? "included" : `excluded (${r.warm_up_excluded} left out)`}. `,
       `Percentiles: linear interpolation between closest ranks over successful requests. SLOs: ${slo}.`),
+    warmupNote(r),
     el("h3", {}, "Latency and throughput"), latency,
     byCache ? el("h3", {}, "Time to first answer token by prompt cache") : null,
     byCache ? el("p", { class: "muted" }, "Cold and warm prompts differ by up to an order of magnitude; the rows above mix them, these do not.") : null, byCache,
@@ -563,6 +571,17 @@ async function loadSummary() {
     el("p", { class: "muted" }, `The same numbers as \`tokentap report --json\` over these records. Versions: ${Object.keys(r.conditions.record_versions).join(", ") || "–"}.`),
   );
   window.__dashboard.ready = location.hash || "#/";
+}
+
+/// Said where it changes what the tables show: requests left out as warm-up, with a way to
+/// show them.
+function warmupNote(r) {
+  if (r.include_warmup || !r.warm_up_excluded) return null;
+  const n = r.warm_up_excluded;
+  const rule = r.warmup_requests === undefined ? "analysis.warmup_requests" : `analysis.warmup_requests = ${r.warmup_requests}`;
+  return el("p", { id: "summary-warmup", class: r.records_used ? "muted" : "notice" },
+    `${n} warm-up request${n === 1 ? "" : "s"} excluded (the first requests of each route after start; ${rule})${r.records_used ? "" : ", so no request is counted yet"}. `,
+    el("a", { href: "#", id: "summary-show-warmup", onclick: (e) => { e.preventDefault(); state.summary.include_warmup = true; loadSummary(); } }, "Show them"));
 }
 
 // ---------- turns ----------
@@ -586,7 +605,7 @@ function breakdownBar(t, width = 220) {
 async function loadTurns() {
   let data;
   try { data = await getJson(`${API}/turns?limit=200`); } catch (e) {
-    view.replaceChildren(el("p", { class: "error" }, `cannot load turns: ${e.message}`));
+    fill(view, el("p", { class: "error" }, `cannot load turns: ${e.message}`));
     return;
   }
   if (window.__dashboard.view !== "turns") return;
@@ -603,7 +622,7 @@ async function loadTurns() {
     el("td", {}, breakdownBar(t)),
     el("td", { class: "muted" }, t.conversation_id.slice(0, 12)),
   ));
-  view.replaceChildren(
+  fill(view,
     el("h2", {}, "Turns"),
     el("p", { class: "muted" }, "A turn is one user message and the model calls and tool runs it took to answer, rebuilt from the traffic. Tool time runs from the moment a call was complete at the client to the request that carried its result, so it includes the client's own work and network."),
     el("div", { class: "legend" }, ["model", "tool", "client"].map((l) => el("span", { style: `--c:${LANE_COLORS[l]}` }, l))),
@@ -700,16 +719,16 @@ function voiceSection(v) {
 }
 
 async function loadTurn(id) {
-  view.replaceChildren(el("p", { class: "muted" }, "loading…"));
+  fill(view, el("p", { class: "muted" }, "loading…"));
   let t;
   try { t = await getJson(`${API}/turns/${encodeURIComponent(id)}`); } catch (e) {
-    view.replaceChildren(el("p", { class: "error" }, `Cannot load turn ${id}: ${e.message}`), el("a", { href: "#/turns" }, "← turns"));
+    fill(view, el("p", { class: "error" }, `Cannot load turn ${id}: ${e.message}`), el("a", { href: "#/turns" }, "← turns"));
     return;
   }
   if (window.__dashboard.view !== "turn") return;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
   const tt = t.totals, share = (ms) => tt.e2e_ms ? ` (${pct(ms / tt.e2e_ms)})` : "";
-  view.replaceChildren(
+  fill(view,
     el("p", {}, el("a", { href: "#/turns" }, "← turns")),
     el("h2", {}, `Turn ${t.turn_id}`),
     el("div", { class: "cards" },

@@ -172,6 +172,12 @@ impl Client {
                     _ => break,
                 }
             }
+            // The embedded tokentap's own answer when it could not reach the target: a connect
+            // failure, not a status the target chose.
+            if let Some(message) = tokentap_connect_failure(&text) {
+                fail(&mut out, FailureKind::Connect, message);
+                return out;
+            }
             let detail = format!("HTTP {status}: {}", String::from_utf8_lossy(&text).trim());
             fail(&mut out, FailureKind::HttpStatus, detail);
             return out;
@@ -315,4 +321,45 @@ pub enum ClientError {
     Tls(String),
     #[error("a header (host, API key or --header) is not a valid header value")]
     Header,
+}
+
+/// The message of tokentap's error answer (`{"error":{"type":"tokentap_upstream_error","kind":…}}`)
+/// when its kind says the upstream could not be connected to (refused, unreachable, TLS, DNS).
+fn tokentap_connect_failure(body: &[u8]) -> Option<String> {
+    const CONNECT_KINDS: &[&str] = &[
+        "ConnectRefused",
+        "ConnectTimedout",
+        "ConnectNoRoute",
+        "ConnectError",
+        "TLSHandshakeFailure",
+        "TLSHandshakeTimedout",
+        "InvalidCert",
+        "HandshakeError",
+        "DNSLookupFailed",
+    ];
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    if error.get("type")?.as_str()? != "tokentap_upstream_error" {
+        return None;
+    }
+    let kind = error.get("kind")?.as_str()?;
+    CONNECT_KINDS.contains(&kind).then(|| error.get("message").and_then(|m| m.as_str()).unwrap_or(kind).to_string())
+}
+
+#[cfg(test)]
+mod connect_failure_tests {
+    use super::tokentap_connect_failure;
+
+    #[test]
+    fn tokentaps_connect_errors_are_connect_failures_and_other_answers_are_not() {
+        let refused = br#"{"error":{"type":"tokentap_upstream_error","kind":"ConnectRefused","message":"tokentap: upstream: the connection was refused"}}"#;
+        assert_eq!(
+            tokentap_connect_failure(refused).as_deref(),
+            Some("tokentap: upstream: the connection was refused")
+        );
+        let timeout = br#"{"error":{"type":"tokentap_upstream_error","kind":"ReadTimedout","message":"x"}}"#;
+        assert_eq!(tokentap_connect_failure(timeout), None);
+        assert_eq!(tokentap_connect_failure(br#"{"error":{"type":"server_error","kind":"ConnectRefused"}}"#), None);
+        assert_eq!(tokentap_connect_failure(b"Bad Gateway"), None);
+    }
 }

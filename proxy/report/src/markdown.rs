@@ -106,6 +106,12 @@ pub fn render(report: &Report) -> String {
             format!("excluded ({} left out)", report.warm_up_excluded)
         }
     );
+    if !report.include_warmup && report.warm_up_excluded > 0 && report.records_used == 0 {
+        let _ = writeln!(
+            w,
+            "- **every request in the window is warm-up** (the first `analysis.warmup_requests` of each route after start): `--include-warmup` counts them"
+        );
+    }
     let by: Vec<&str> = report.group_by.iter().map(|k| k.name()).collect();
     let _ = writeln!(w, "- grouped by: {}", if by.is_empty() { "nothing".to_string() } else { by.join(", ") });
     let _ = writeln!(w, "- SLOs: {}", slo_text(&report.slo));
@@ -315,6 +321,21 @@ mod tests {
         for (raw, expected) in cases {
             assert_eq!(text(raw), expected, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn a_report_of_warm_up_only_says_how_to_count_it() {
+        let records: Vec<_> = (0..2)
+            .map(|_| {
+                let mut r = tokentap_record::fixtures::stream_record(3);
+                r.conditions.warm_up = true;
+                r
+            })
+            .collect();
+        let markdown = render(&build_report(&records, &ReportOptions::default()));
+        assert!(markdown.contains("0 used of 2") && markdown.contains("`--include-warmup` counts them"), "{markdown}");
+        let options = ReportOptions { include_warmup: true, ..ReportOptions::default() };
+        assert!(!render(&build_report(&records, &options)).contains("--include-warmup"));
     }
 
     #[test]

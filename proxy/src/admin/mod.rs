@@ -49,6 +49,8 @@ pub struct AdminState {
     pub allowed_origins: Vec<String>,
     /// Objectives for the goodput verdicts of the dashboard and the summary.
     pub slo: tokentap_record::SloConfig,
+    /// `analysis.warmup_requests`, for the summary's note on warm-up requests left out.
+    pub warmup_requests: u64,
     /// The token (if any) and the Host names the API answers to.
     pub access: crate::config::AdminAccess,
     /// Live feeds open at once, at most `feed_max_subscribers`; events formatted once for all.

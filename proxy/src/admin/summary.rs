@@ -12,7 +12,8 @@ use super::query::{Params, SummaryQuery};
 use super::{json, AdminState};
 use crate::store::RecordFilter;
 
-/// `GET /_tokentap/api/summary`: a `report::Report`.
+/// `GET /_tokentap/api/summary`: a `report::Report`, plus `warmup_requests` (how many requests
+/// per route count as warm-up, for the page's note when it leaves them out).
 pub(super) async fn report(
     State(state): State<Arc<AdminState>>,
     Params(query): Params<SummaryQuery>,
@@ -25,5 +26,9 @@ pub(super) async fn report(
     query.apply(&mut options, std::time::SystemTime::now())?;
     let records = state.store.recent(&RecordFilter::default(), usize::MAX);
     let report = tokentap_report::build_report(records.iter().map(|s| &s.record), &options);
-    Ok(json(StatusCode::OK, serde_json::to_string(&report).unwrap_or_default()))
+    let mut body = serde_json::to_value(&report).unwrap_or_default();
+    if let Some(object) = body.as_object_mut() {
+        object.insert("warmup_requests".into(), state.warmup_requests.into());
+    }
+    Ok(json(StatusCode::OK, body.to_string()))
 }

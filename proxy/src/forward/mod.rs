@@ -576,8 +576,14 @@ impl ProxyHttp for TapProxy {
         // response ends abnormally instead.
         let answered = session.response_written().is_some_and(|head| !head.status.is_informational());
         if code > 0 && !answered {
-            let message = serde_json::Value::String(format!("tokentap: {}", error_message(e)));
-            let body = format!("{{\"error\":{{\"type\":\"tokentap_upstream_error\",\"message\":{message}}}}}");
+            // `kind` is the record's `error.kind` (e.g. `ConnectRefused`), for clients that tell
+            // a target that is down from one that answered with an error.
+            let body = serde_json::json!({ "error": {
+                "type": "tokentap_upstream_error",
+                "kind": e.etype().as_str(),
+                "message": format!("tokentap: {}", error_message(e)),
+            }})
+            .to_string();
             let mut resp = match ResponseHeader::build(code, Some(3)) {
                 Ok(r) => r,
                 Err(_) => return FailToProxy { error_code: code, can_reuse_downstream: false },
@@ -650,9 +656,24 @@ impl ProxyHttp for TapProxy {
         }
     }
 
-    fn suppress_error_log(&self, _session: &Session, ctx: &Self::CTX, _error: &Error) -> bool {
+    fn suppress_error_log(&self, _session: &Session, ctx: &Self::CTX, error: &Error) -> bool {
         // A relayed WebSocket session's error was logged by the relay, with what it means.
-        ctx.relayed
+        if ctx.relayed {
+            return true;
+        }
+        // A client that goes away (a closed tab, a stopped answer) is no error of tokentap's:
+        // one calm line instead of pingora's `ERROR Fail to proxy` (the record says
+        // `client_cancelled`).
+        if error.esource() == &ErrorSource::Downstream {
+            tracing::info!(
+                path = %ctx.data.path,
+                "client went away after {} response bytes ({})",
+                ctx.data.chunks.handed_off_bytes,
+                error.etype().as_str()
+            );
+            return true;
+        }
+        false
     }
 
     fn request_summary(&self, session: &Session, _ctx: &Self::CTX) -> String {
