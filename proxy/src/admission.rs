@@ -38,7 +38,7 @@ const RESERVED_FDS: u64 = 128;
 
 /// The limits in force (after fitting the cap to the file descriptor limit).
 #[derive(Debug, Clone, Copy)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     pub max_open: u64,
     pub head_timeout: Duration,
 }
@@ -47,7 +47,7 @@ impl ConnectionLimits {
     /// The configured limits, with `max_open` lowered to fit: every client connection needs an
     /// upstream connection too, so at most half of the descriptors left after a reserve. Returns
     /// the limits and, when the cap was lowered, the configured value.
-    pub fn fitted(config: &ConnectionsConfig) -> (Self, Option<u64>) {
+    pub(crate) fn fitted(config: &ConnectionsConfig) -> (Self, Option<u64>) {
         let configured = config.max_open.map_or(DEFAULT_MAX_OPEN, |n| n as u64);
         let fit = open_file_limit().map(|n| (n.saturating_sub(RESERVED_FDS) / 2).max(1));
         let max_open = fit.map_or(configured, |fit| configured.min(fit));
@@ -57,11 +57,11 @@ impl ConnectionLimits {
 }
 
 /// `[connections] max_open` when not set.
-pub const DEFAULT_MAX_OPEN: u64 = 10_000;
+pub(crate) const DEFAULT_MAX_OPEN: u64 = 10_000;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (as servers commonly do: the soft default is
 /// often 1,024). Best effort.
-pub fn raise_open_file_limit() {
+pub(crate) fn raise_open_file_limit() {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);
     if let (Some(soft), Some(hard)) = (limit.current, limit.maximum) {
@@ -80,7 +80,7 @@ fn open_file_limit() -> Option<u64> {
 
 /// Counters for `/_tokentap/api/health` → `connections` and `/metrics`.
 #[derive(Debug, Default)]
-pub struct ConnectionStats {
+pub(crate) struct ConnectionStats {
     /// Client connections open now.
     pub open: AtomicU64,
     pub accepted: AtomicU64,
@@ -98,7 +98,7 @@ pub struct ConnectionStats {
 }
 
 impl ConnectionStats {
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "open": self.open.load(Ordering::Relaxed),
             "max_open": self.max_open.load(Ordering::Relaxed),
@@ -135,14 +135,14 @@ impl Drop for Slot {
 }
 
 /// pingora's HTTP application behind the connection cap and the head deadline.
-pub struct Admitted<A> {
+pub(crate) struct Admitted<A> {
     inner: Arc<A>,
     limits: ConnectionLimits,
     stats: Arc<ConnectionStats>,
 }
 
 impl<A> Admitted<A> {
-    pub fn new(inner: A, limits: ConnectionLimits, stats: Arc<ConnectionStats>) -> Self {
+    pub(crate) fn new(inner: A, limits: ConnectionLimits, stats: Arc<ConnectionStats>) -> Self {
         stats.max_open.store(limits.max_open, Ordering::Relaxed);
         Self { inner: Arc::new(inner), limits, stats }
     }
@@ -159,7 +159,7 @@ const REFUSE_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// At shutdown, how long request heads already partly received may take to complete before the
 /// connections still reading a head are closed. A real client's head arrives in one or two
 /// packets; a slow-header client cannot hold the shutdown longer than this.
-pub const SHUTDOWN_HEAD_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const SHUTDOWN_HEAD_WAIT: Duration = Duration::from_secs(2);
 
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
@@ -209,7 +209,7 @@ async fn refuse(mut stream: Stream) {
 
 /// A client connection under the cap. Until the first request head is complete, reads race its
 /// deadline.
-pub struct Guarded {
+pub(crate) struct Guarded {
     inner: Stream,
     head: Option<HeadWatch>,
     _slot: Slot,

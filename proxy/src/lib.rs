@@ -14,18 +14,18 @@
 //! - `bench`: the tokentap that `tokentap bench` embeds in front of its target (the load driver is
 //!   `tokentap-bench`).
 
-pub mod admin;
-pub mod admission;
+mod admin;
+mod admission;
 pub mod bench;
 pub mod config;
-pub mod dashboard;
+mod dashboard;
 pub mod demo;
-pub mod forward;
-pub mod pages;
-pub mod pipeline;
-pub mod request_data;
-pub mod route;
-pub mod scheduling_lag;
+mod forward;
+mod pages;
+mod pipeline;
+mod request_data;
+mod route;
+mod scheduling_lag;
 pub mod server;
-pub mod store;
-pub mod timeline;
+mod store;
+mod timeline;

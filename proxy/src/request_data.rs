@@ -14,10 +14,10 @@ use crate::timeline::{Anchor, CapturedBody, ChunkTimeline};
 /// One proxied request that is not yet recorded: counted from routing until its record has been
 /// built and stored, or dropped (the count the graceful drain waits for).
 #[derive(Debug)]
-pub struct OpenRequest(Arc<AtomicU64>);
+pub(crate) struct OpenRequest(Arc<AtomicU64>);
 
 impl OpenRequest {
-    pub fn new(open: &Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(open: &Arc<AtomicU64>) -> Self {
         open.fetch_add(1, Ordering::Relaxed);
         Self(open.clone())
     }
@@ -31,7 +31,7 @@ impl Drop for OpenRequest {
 
 /// Everything recorded about one request while it is in flight. Stamps are ns since t0.
 #[derive(Debug)]
-pub struct RequestData {
+pub(crate) struct RequestData {
     /// Held until the record is stored (or dropped).
     pub open: Option<OpenRequest>,
     pub anchor: Anchor,
@@ -73,7 +73,7 @@ pub struct RequestData {
 
 impl RequestData {
     /// A request whose head is arriving now (t0).
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self { request_id: random_hex(12), ..Self::empty(Anchor::now()) }
     }
 
@@ -112,13 +112,13 @@ impl RequestData {
     }
 
     /// Moves the data out (vectors and `Bytes` handles move, not bytes), leaving an empty one.
-    pub fn take(&mut self) -> Self {
+    pub(crate) fn take(&mut self) -> Self {
         let anchor = self.anchor;
         std::mem::replace(self, Self::empty(anchor))
     }
 
     /// The request reached the upstream when both its head and its body had been handed on.
-    pub fn t_upstream_sent_ns(&self) -> Option<u64> {
+    pub(crate) fn t_upstream_sent_ns(&self) -> Option<u64> {
         match (self.t_upstream_request_ns, self.t_request_body_end_ns) {
             (Some(head), Some(body)) => Some(head.max(body)),
             (Some(head), None) => Some(head),

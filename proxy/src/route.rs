@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-pub use tokentap_record::{Provider, RouteRole};
+pub(crate) use tokentap_record::{Provider, RouteRole};
 
 use pingora::utils::tls::{parse_x509, WrappedX509};
 
@@ -204,7 +204,7 @@ impl RouteTable {
 }
 
 /// Loads a PEM bundle of CA certificates for one upstream.
-pub fn load_ca_file(path: &Path) -> Result<Arc<[WrappedX509]>, String> {
+pub(crate) fn load_ca_file(path: &Path) -> Result<Arc<[WrappedX509]>, String> {
     let data = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut reader = std::io::BufReader::new(&data[..]);
     let mut certs = Vec::new();

@@ -20,15 +20,15 @@ use rand::Rng;
 use tokentap_analysis::distribution::percentile;
 
 /// The samples kept for `/_tokentap/api/health` (about a minute at one sample per 50 ms; 4 bytes each).
-pub const RECENT_SAMPLES: usize = 1_200;
+pub(crate) const RECENT_SAMPLES: usize = 1_200;
 /// A probe that has waited this long is counted at this value while the wait goes on.
-pub const MAX_LAG: Duration = Duration::from_secs(10);
+pub(crate) const MAX_LAG: Duration = Duration::from_secs(10);
 /// The gap between probes is drawn uniformly from this range.
 const GAP_MS: std::ops::Range<u64> = 25..75;
 
 /// The scheduling lag samples: the last [`RECENT_SAMPLES`] (µs) and totals since start.
 #[derive(Debug, Default)]
-pub struct SchedulingLag {
+pub(crate) struct SchedulingLag {
     recent: Mutex<VecDeque<u32>>,
     samples: AtomicU64,
     max_us: AtomicU64,
@@ -36,7 +36,7 @@ pub struct SchedulingLag {
 
 impl SchedulingLag {
     /// Adds one sample.
-    pub fn observe(&self, lag: Duration) {
+    pub(crate) fn observe(&self, lag: Duration) {
         let us = u32::try_from(lag.as_micros()).unwrap_or(u32::MAX);
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         if recent.len() == RECENT_SAMPLES {
@@ -52,7 +52,7 @@ impl SchedulingLag {
     /// recent samples (interpolated as everywhere in tokentap, rounded to whole µs), the total count
     /// and the largest since start. Percentiles are null before the first sample (the probe starts
     /// with the first proxied request).
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         let mut recent: Vec<f64> =
             self.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&us| f64::from(us)).collect();
         recent.sort_by(f64::total_cmp);
@@ -70,23 +70,23 @@ impl SchedulingLag {
 }
 
 /// Where each sample goes besides [`SchedulingLag`] (the exported histogram).
-pub type OnSample = Arc<dyn Fn(Duration) + Send + Sync>;
+pub(crate) type OnSample = Arc<dyn Fn(Duration) + Send + Sync>;
 
 /// Starts the probe on the runtime of the first request that asks for it.
-pub struct LagProbe {
+pub(crate) struct LagProbe {
     lag: Arc<SchedulingLag>,
     on_sample: OnSample,
     started: OnceLock<()>,
 }
 
 impl LagProbe {
-    pub fn new(lag: Arc<SchedulingLag>, on_sample: OnSample) -> Self {
+    pub(crate) fn new(lag: Arc<SchedulingLag>, on_sample: OnSample) -> Self {
         Self { lag, on_sample, started: OnceLock::new() }
     }
 
     /// Starts the probe thread on the current runtime, once; later calls cost one atomic load.
     /// Outside a runtime it does nothing.
-    pub fn start_once(&self) {
+    pub(crate) fn start_once(&self) {
         if self.started.get().is_some() {
             return;
         }

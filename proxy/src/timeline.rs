@@ -9,31 +9,31 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-pub use tokentap_record::{ChunkStamp, UpstreamConnection};
+pub(crate) use tokentap_record::ChunkStamp;
 
 /// The two clocks of one request, read together at t0.
 #[derive(Debug, Clone, Copy)]
-pub struct Anchor {
+pub(crate) struct Anchor {
     pub t0: Instant,
     pub wall: SystemTime,
 }
 
 impl Anchor {
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Self { t0: Instant::now(), wall: SystemTime::now() }
     }
 
     /// Nanoseconds from t0 to `at` (0 if `at` is earlier, which a monotonic clock never gives).
-    pub fn since_t0(&self, at: Instant) -> u64 {
+    pub(crate) fn since_t0(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.t0).as_nanos() as u64
     }
 
-    pub fn elapsed_ns(&self) -> u64 {
+    pub(crate) fn elapsed_ns(&self) -> u64 {
         self.since_t0(Instant::now())
     }
 
     /// Wall-clock time of t0 as nanoseconds since the Unix epoch.
-    pub fn wall_ns(&self) -> u128 {
+    pub(crate) fn wall_ns(&self) -> u128 {
         self.wall.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     }
 }
@@ -43,7 +43,7 @@ impl Anchor {
 /// request that finds the budget spent keeps no more (its analysis sees a prefix and says so), so
 /// many large bodies at once cannot grow memory past it.
 #[derive(Debug)]
-pub struct KeptBudget {
+pub(crate) struct KeptBudget {
     used: AtomicUsize,
     max: usize,
     /// Bodies that stopped keeping bytes because the budget was spent.
@@ -51,7 +51,7 @@ pub struct KeptBudget {
 }
 
 impl KeptBudget {
-    pub fn new(max: usize) -> Arc<KeptBudget> {
+    pub(crate) fn new(max: usize) -> Arc<KeptBudget> {
         Arc::new(KeptBudget { used: AtomicUsize::new(0), max, hits: AtomicU64::new(0) })
     }
 
@@ -69,11 +69,11 @@ impl KeptBudget {
     }
 
     /// Bytes kept now by all requests.
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }
 
-    pub fn hits(&self) -> u64 {
+    pub(crate) fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
 }
@@ -86,7 +86,7 @@ impl Default for KeptBudget {
 
 /// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies.
 #[derive(Debug, Default)]
-pub struct CapturedBody {
+pub(crate) struct CapturedBody {
     /// Kept pieces with their arrival time (ns since t0).
     pub pieces: Vec<(u64, Bytes)>,
     pub kept_bytes: usize,
@@ -98,7 +98,8 @@ pub struct CapturedBody {
 
 impl CapturedBody {
     /// An empty body that takes its bytes from `budget`.
-    pub fn with_budget(budget: Arc<KeptBudget>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_budget(budget: Arc<KeptBudget>) -> Self {
         let mut body = CapturedBody::default();
         body.budget = Some(budget);
         body
@@ -106,7 +107,7 @@ impl CapturedBody {
 
     /// Like [`CapturedBody::push`], and at most `max_pieces` pieces: a WebSocket client that
     /// drips bytes in tiny reads would otherwise grow the piece list far beyond its bytes.
-    pub fn push_at_most(&mut self, piece: &Bytes, t_ns: u64, cap: usize, max_pieces: usize) {
+    pub(crate) fn push_at_most(&mut self, piece: &Bytes, t_ns: u64, cap: usize, max_pieces: usize) {
         if self.pieces.len() >= max_pieces {
             self.total_bytes += piece.len() as u64;
             self.truncated = true;
@@ -115,7 +116,7 @@ impl CapturedBody {
         self.push(piece, t_ns, cap);
     }
 
-    pub fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
+    pub(crate) fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
         self.total_bytes += piece.len() as u64;
         if self.truncated {
             return;
@@ -129,7 +130,7 @@ impl CapturedBody {
     }
 
     /// Lets go of the kept bytes (overload): the counts stay, the pieces are released.
-    pub fn shed(&mut self) {
+    pub(crate) fn shed(&mut self) {
         self.pieces = Vec::new();
         if let Some(budget) = &self.budget {
             budget.give(self.kept_bytes);
@@ -138,7 +139,7 @@ impl CapturedBody {
     }
 
     /// The kept bytes as one contiguous buffer.
-    pub fn concat(&self) -> Vec<u8> {
+    pub(crate) fn concat(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.kept_bytes);
         for (_, p) in &self.pieces {
             out.extend_from_slice(p);
@@ -157,14 +158,14 @@ impl Drop for CapturedBody {
 
 /// What one chunk entry costs in memory: its stamp and the client-socket reading taken at its
 /// handoff (`AckTracker::at_handoff`, which never holds more readings than there are entries).
-pub const STAMP_COST: usize =
+pub(crate) const STAMP_COST: usize =
     std::mem::size_of::<ChunkStamp>() + std::mem::size_of::<tokentap_record::ack::AckSample>();
 
 /// The response side of the timeline: one entry per upstream body chunk, bounded by
 /// `max_chunks` and, with the body's budget, by bytes: room for entries is taken from the budget
 /// of all requests as the vector grows (a few atomic adds per request, not one per chunk).
 #[derive(Debug, Default)]
-pub struct ChunkTimeline {
+pub(crate) struct ChunkTimeline {
     pub chunks: Vec<ChunkStamp>,
     /// Bytes of entry room taken from the body's budget (given back on drop).
     pub stamp_bytes: usize,
@@ -184,7 +185,7 @@ pub struct ChunkTimeline {
 
 impl ChunkTimeline {
     /// Records an upstream chunk. Called from the upstream body hook: push only, no parsing.
-    pub fn on_upstream_chunk(&mut self, piece: &Bytes, t_up_ns: u64, max_chunks: usize, max_bytes: usize) {
+    pub(crate) fn on_upstream_chunk(&mut self, piece: &Bytes, t_up_ns: u64, max_chunks: usize, max_bytes: usize) {
         let offset = self.body.total_bytes;
         self.chunk_count += 1;
         self.first_chunk_ns.get_or_insert(t_up_ns);
@@ -222,7 +223,7 @@ impl ChunkTimeline {
     }
 
     /// Records that `len` more bytes were handed to the downstream connection at `t_ns`.
-    pub fn on_handoff(&mut self, len: usize, t_ns: u64) {
+    pub(crate) fn on_handoff(&mut self, len: usize, t_ns: u64) {
         self.handed_off_bytes += len as u64;
         while let Some(chunk) = self.chunks.get_mut(self.next_handoff) {
             if chunk.offset + u64::from(chunk.len) > self.handed_off_bytes {

@@ -33,7 +33,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Events formatted lately, shared by every subscriber: each record is formatted once.
 #[derive(Debug, Default)]
-pub struct EventCache {
+pub(crate) struct EventCache {
     recent: Mutex<VecDeque<(Arc<StoredRecord>, Bytes)>>,
 }
 
@@ -73,7 +73,7 @@ fn format_event(name: &str, data: &str) -> Bytes {
 
 /// How many feeds are open; a slot is given back when its connection ends.
 #[derive(Debug, Default)]
-pub struct Subscribers {
+pub(crate) struct Subscribers {
     open: Arc<AtomicUsize>,
 }
 
@@ -91,7 +91,8 @@ impl Subscribers {
         Some(Slot(self.open.clone()))
     }
 
-    pub fn open(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
     }
 }

@@ -40,7 +40,7 @@ use error::AdminError;
 use tokentap_telemetry::Telemetry;
 
 /// Shared state of the admin server.
-pub struct AdminState {
+pub(crate) struct AdminState {
     pub store: Arc<RecordStore>,
     pub stats: Arc<PipelineStats>,
     /// Metrics for `/metrics`, export counters for the health answer.
@@ -60,7 +60,7 @@ pub struct AdminState {
 }
 
 /// Serves the admin API on an already-bound listener until the runtime stops.
-pub async fn serve(listener: std::net::TcpListener, state: Arc<AdminState>) -> std::io::Result<()> {
+pub(crate) async fn serve(listener: std::net::TcpListener, state: Arc<AdminState>) -> std::io::Result<()> {
     if let Ok(addr) = listener.local_addr() {
         if !addr.ip().is_loopback() {
             tracing::warn!(%addr, "the admin API listens on a non-loopback address; it requires the admin token");

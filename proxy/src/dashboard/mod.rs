@@ -12,16 +12,13 @@
 //! - `/_tokentap/api/turns` and `/_tokentap/api/turns/{id}`: the turns list and a turn's page;
 //! - `/_tokentap/api/stream`: the live feed that refreshes the lists.
 
-/// Where the dashboard's page lives on the admin listener.
-pub const DASHBOARD_PATH: &str = "/_tokentap/";
-
 const INDEX_HTML: &str = include_str!("../../assets/dashboard/index.html");
 const APP_JS: &str = include_str!("../../assets/dashboard/app.js");
 const APP_CSS: &str = include_str!("../../assets/dashboard/app.css");
 
 /// The file served at an admin path, with its content type; `None` when the path is not the
 /// dashboard's.
-pub fn asset(path: &str) -> Option<(&'static str, &'static str)> {
+pub(crate) fn asset(path: &str) -> Option<(&'static str, &'static str)> {
     match path {
         "/_tokentap"
         | "/_tokentap/"

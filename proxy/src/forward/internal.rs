@@ -16,11 +16,11 @@ use crate::pages::Pages;
 use crate::pipeline::{FinalizeQueue, RefusedReport};
 use tokentap_record::browser::ProbeReport;
 
-pub const PROBE_INGEST_PATH: &str = "/_tokentap/v1/probe";
-pub const CLOCK_PATH: &str = "/_tokentap/v1/clock";
+pub(crate) const PROBE_INGEST_PATH: &str = "/_tokentap/v1/probe";
+pub(crate) const CLOCK_PATH: &str = "/_tokentap/v1/clock";
 
 /// State of the probe ingest.
-pub struct ProbeIngest {
+pub(crate) struct ProbeIngest {
     pub config: ProbeConfig,
     pub recent: RecentTraces,
     limiter: RateLimiter,
@@ -32,7 +32,7 @@ pub struct ProbeIngest {
 const ALL_CLIENTS: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
 
 impl ProbeIngest {
-    pub fn new(config: ProbeConfig) -> Self {
+    pub(crate) fn new(config: ProbeConfig) -> Self {
         let recent = RecentTraces::new(config.max_recent_traces, Duration::from_secs(config.trace_ttl_s));
         let limiter = RateLimiter::new(config.reports_per_second, f64::from(config.burst));
         let budget = RateLimiter::new(config.total_reports_per_second, f64::from(config.total_burst));
@@ -62,7 +62,7 @@ impl Answer {
 }
 
 /// Serves one `/_tokentap/…` request on the proxy listener.
-pub async fn serve(
+pub(crate) async fn serve(
     session: &mut Session,
     path_and_query: &str,
     pages: &Pages,

@@ -4,11 +4,11 @@
 //! only read the clock, push a stamp and clone a `Bytes` handle. They never parse, tokenize, lock,
 //! allocate per byte, log, or export. Everything else happens in the record pipeline after `logging`.
 
-pub mod internal;
-pub mod privacy;
-pub mod probe_ingest;
-pub mod tail;
-pub mod tunnel;
+pub(crate) mod internal;
+pub(crate) mod privacy;
+pub(crate) mod probe_ingest;
+pub(crate) mod tail;
+pub(crate) mod tunnel;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ use tail::{TailWatch, TailWatcher};
 use tunnel::Tunnels;
 
 /// Header tokentap adds to responses (when enabled) so a client can find its record.
-pub const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
+pub(crate) const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
 
 /// The error kind of an upstream `101 Switching Protocols` answer to a request that asked for no
 /// upgrade (refused: it would make the connection a tunnel tokentap cannot read).
@@ -55,7 +55,7 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 /// The proxy application handed to pingora.
-pub struct TapProxy {
+pub(crate) struct TapProxy {
     config: Arc<ValidConfig>,
     redactor: Redactor,
     finalize: FinalizeQueue,
@@ -68,7 +68,7 @@ pub struct TapProxy {
 }
 
 impl TapProxy {
-    pub fn new(
+    pub(crate) fn new(
         config: Arc<ValidConfig>,
         finalize: FinalizeQueue,
         pages: Arc<Pages>,
@@ -99,7 +99,7 @@ async fn write_no_route(session: &mut Session) -> Result<()> {
 
 /// Everything known about one request while it is in flight: the recorded [`RequestData`] and
 /// the forwarding path's own flags.
-pub struct RequestCtx {
+pub(crate) struct RequestCtx {
     pub data: RequestData,
     /// Served by tokentap itself (pages under /_tokentap/): no record.
     pub internal: bool,
@@ -155,9 +155,9 @@ fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<S
 
 /// Request header bytes (names and values) a record keeps; a client can send a head of up to
 /// pingora's limit (about 1 MiB), and each record in memory would hold a copy.
-pub const MAX_KEPT_HEADER_BYTES: usize = 16 << 10;
+pub(crate) const MAX_KEPT_HEADER_BYTES: usize = 16 << 10;
 /// The name of the entry that says how much of the request head was not kept.
-pub const HEADERS_NOT_KEPT: &str = "tokentap-headers-not-kept";
+pub(crate) const HEADERS_NOT_KEPT: &str = "tokentap-headers-not-kept";
 
 /// The request's headers for the record: redacted, and at most [`MAX_KEPT_HEADER_BYTES`]; when
 /// more were sent, a last entry [`HEADERS_NOT_KEPT`] says how many headers and bytes were left out.

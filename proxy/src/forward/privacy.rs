@@ -3,7 +3,7 @@
 //! Records, logs and the admin API only ever see values after they went through this module.
 
 /// Header names whose values are always redacted (lower case).
-pub const REDACTED_HEADERS: &[&str] = &[
+pub(crate) const REDACTED_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "x-api-key",
@@ -17,10 +17,10 @@ pub const REDACTED_HEADERS: &[&str] = &[
 ];
 
 /// Query parameter names whose values are redacted in recorded paths (lower case).
-pub const REDACTED_QUERY_PARAMS: &[&str] =
+pub(crate) const REDACTED_QUERY_PARAMS: &[&str] =
     &["key", "api_key", "apikey", "api-key", "access_token", "token", "sig", "signature", "x-goog-api-key"];
 
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Parts of a lower-case header or query parameter name that make it secret, besides the lists
 /// above: `x-auth-token`, `client-secret`, `db-password`, `x-session-cookie`, …
@@ -34,16 +34,16 @@ fn looks_secret(lower: &str) -> bool {
 
 /// Decides whether a header's value may be recorded.
 #[derive(Debug, Clone, Default)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     extra_headers: Vec<String>,
 }
 
 impl Redactor {
-    pub fn new(extra_headers: &[String]) -> Self {
+    pub(crate) fn new(extra_headers: &[String]) -> Self {
         Self { extra_headers: extra_headers.iter().map(|h| h.to_ascii_lowercase()).collect() }
     }
 
-    pub fn is_secret_header(&self, name: &str) -> bool {
+    pub(crate) fn is_secret_header(&self, name: &str) -> bool {
         // Header names from the parser are lower-case already: copy only when one is not.
         let lower: std::borrow::Cow<'_, str> =
             if name.bytes().any(|b| b.is_ascii_uppercase()) { name.to_ascii_lowercase().into() } else { name.into() };
@@ -52,7 +52,7 @@ impl Redactor {
     }
 
     /// A header value as it may appear in a record.
-    pub fn header_value(&self, name: &str, value: &[u8]) -> String {
+    pub(crate) fn header_value(&self, name: &str, value: &[u8]) -> String {
         if self.is_secret_header(name) {
             REDACTED.to_string()
         } else {
@@ -63,7 +63,7 @@ impl Redactor {
 
 /// The path with secret-looking query values replaced, e.g. Gemini's `?key=…`. Names are compared
 /// after percent-decoding (`?%6Bey=` is `?key=`), as the upstream will read them.
-pub fn redact_path(path_and_query: &str) -> String {
+pub(crate) fn redact_path(path_and_query: &str) -> String {
     let Some((path, query)) = path_and_query.split_once('?') else {
         return path_and_query.to_string();
     };

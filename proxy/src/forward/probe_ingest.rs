@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// Trace ids of recent proxied requests: a report must name one of them.
 #[derive(Debug)]
-pub struct RecentTraces {
+pub(crate) struct RecentTraces {
     inner: Mutex<RecentInner>,
     capacity: usize,
     ttl: Duration,
@@ -24,7 +24,7 @@ struct RecentInner {
 
 /// Whether a report on a trace may be taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportSlot {
+pub(crate) enum ReportSlot {
     /// Taken: one of the trace's report slots is now used (give it back with [`RecentTraces::release`]).
     Taken,
     /// The trace id was not proxied recently.
@@ -34,12 +34,12 @@ pub enum ReportSlot {
 }
 
 impl RecentTraces {
-    pub fn new(capacity: usize, ttl: Duration) -> Self {
+    pub(crate) fn new(capacity: usize, ttl: Duration) -> Self {
         Self { inner: Mutex::new(RecentInner::default()), capacity, ttl }
     }
 
     /// Notes a trace id (called once per proxied request, at its start).
-    pub fn note(&self, trace_id: &str) {
+    pub(crate) fn note(&self, trace_id: &str) {
         let now = Instant::now();
         let mut inner = self.inner.lock().expect("recent traces");
         inner.seen.entry(trace_id.to_string()).or_insert((0, 0)).0 += 1;
@@ -57,12 +57,13 @@ impl RecentTraces {
         }
     }
 
-    pub fn contains(&self, trace_id: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, trace_id: &str) -> bool {
         self.inner.lock().expect("recent traces").seen.contains_key(trace_id)
     }
 
     /// Takes one report slot of `trace_id`, which has `per_request` for each request noted on it.
-    pub fn take_report(&self, trace_id: &str, per_request: u32) -> ReportSlot {
+    pub(crate) fn take_report(&self, trace_id: &str, per_request: u32) -> ReportSlot {
         let mut inner = self.inner.lock().expect("recent traces");
         match inner.seen.get_mut(trace_id) {
             None => ReportSlot::Unknown,
@@ -75,7 +76,7 @@ impl RecentTraces {
     }
 
     /// Gives back a slot taken by [`Self::take_report`] for a report that was not accepted after all.
-    pub fn release(&self, trace_id: &str) {
+    pub(crate) fn release(&self, trace_id: &str) {
         if let Some((_, reports)) = self.inner.lock().expect("recent traces").seen.get_mut(trace_id) {
             *reports = reports.saturating_sub(1);
         }
@@ -84,19 +85,19 @@ impl RecentTraces {
 
 /// A token bucket per client address.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     per_second: f64,
     burst: f64,
     buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
 }
 
 impl RateLimiter {
-    pub fn new(per_second: f64, burst: f64) -> Self {
+    pub(crate) fn new(per_second: f64, burst: f64) -> Self {
         Self { per_second, burst, buckets: Mutex::new(HashMap::new()) }
     }
 
     /// True when the client may send one more report now.
-    pub fn allow(&self, client: IpAddr) -> bool {
+    pub(crate) fn allow(&self, client: IpAddr) -> bool {
         self.allow_at(client, Instant::now())
     }
 
@@ -122,7 +123,7 @@ impl RateLimiter {
 
 /// Decides whether a browser page at `origin` may post reports to a proxy reached as `host`.
 /// Same-origin pages always may; others only when configured.
-pub fn origin_allowed(origin: Option<&str>, host: Option<&str>, allowed: &[String]) -> bool {
+pub(crate) fn origin_allowed(origin: Option<&str>, host: Option<&str>, allowed: &[String]) -> bool {
     let Some(origin) = origin else {
         // No Origin header: not a cross-origin browser request.
         return true;

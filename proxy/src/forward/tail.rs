@@ -21,7 +21,7 @@ use super::sample_socket;
 use crate::pipeline::{CompletedRequest, FinalizeQueue};
 
 /// One response whose tail is being watched.
-pub struct TailWatch {
+pub(crate) struct TailWatch {
     /// The client socket, identified by its cookie (`SO_COOKIE`): once the connection is closed
     /// and its file descriptor reused, the cookie differs and reading stops, so no other socket's
     /// counters are ever read into this record.
@@ -39,7 +39,12 @@ pub struct TailWatch {
 }
 
 impl TailWatch {
-    pub fn new(socket: Arc<SocketDigest>, cookie: u64, completed: Box<CompletedRequest>, deadline: Instant) -> Self {
+    pub(crate) fn new(
+        socket: Arc<SocketDigest>,
+        cookie: u64,
+        completed: Box<CompletedRequest>,
+        deadline: Instant,
+    ) -> Self {
         let last_acked = completed.data.ack.tail.last().map(|s| s.acked);
         Self { socket, cookie, completed, deadline, last_acked, due: Instant::now() + ACK_POLL, seq: 0 }
     }
@@ -96,7 +101,7 @@ impl Ord for TailWatch {
 }
 
 /// Watches a closing connection's tail in the calling task, then submits the request.
-pub async fn watch_here(mut watch: TailWatch, finalize: &FinalizeQueue) {
+pub(crate) async fn watch_here(mut watch: TailWatch, finalize: &FinalizeQueue) {
     loop {
         tokio::time::sleep(ACK_POLL).await;
         if watch.read() {
@@ -108,19 +113,19 @@ pub async fn watch_here(mut watch: TailWatch, finalize: &FinalizeQueue) {
 
 /// The task that watches the tails of kept-alive connections, started on first use in the
 /// proxy's runtime.
-pub struct TailWatcher {
+pub(crate) struct TailWatcher {
     finalize: FinalizeQueue,
     tx: OnceLock<UnboundedSender<TailWatch>>,
 }
 
 impl TailWatcher {
-    pub fn new(finalize: FinalizeQueue) -> Self {
+    pub(crate) fn new(finalize: FinalizeQueue) -> Self {
         Self { finalize, tx: OnceLock::new() }
     }
 
     /// Hands a watch to the task (starting it in the current runtime the first time). When the
     /// task is gone (the runtime is shutting down), the request is submitted as it is.
-    pub fn watch(&self, watch: TailWatch) {
+    pub(crate) fn watch(&self, watch: TailWatch) {
         let tx = self.tx.get_or_init(|| {
             let (tx, rx) = unbounded_channel();
             tokio::spawn(run(rx, self.finalize.clone()));

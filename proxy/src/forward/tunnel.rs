@@ -26,12 +26,12 @@ use pingora::{Error, ErrorType, Result};
 use super::{RequestCtx, TapProxy};
 
 /// The connector for upgrade requests: its own, since an upgraded connection is never pooled.
-pub struct Tunnels {
+pub(crate) struct Tunnels {
     connector: Connector,
 }
 
 impl Tunnels {
-    pub fn new(connector: Connector) -> Self {
+    pub(crate) fn new(connector: Connector) -> Self {
         Self { connector }
     }
 }
@@ -43,7 +43,7 @@ fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
 
 /// Whether a request is a WebSocket handshake (`Upgrade: websocket`, RFC 6455 §4.1), the one
 /// upgrade relayed here; pingora's proxy turns any other upgrade offer into a plain request.
-pub fn is_websocket_handshake(request: &RequestHeader) -> bool {
+pub(crate) fn is_websocket_handshake(request: &RequestHeader) -> bool {
     request.version == http::Version::HTTP_11
         && request.headers.get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
 }

@@ -35,7 +35,7 @@ use tokentap_record::{CapturedContent, Conditions, ErrorInfo, Outcome, Record, S
 use tokentap_telemetry::Telemetry;
 
 /// A request that ended: its data, moved whole out of the request context, and how it ended.
-pub struct CompletedRequest {
+pub(crate) struct CompletedRequest {
     pub data: RequestData,
     pub outcome: Outcome,
     pub error: Option<ErrorInfo>,
@@ -45,7 +45,7 @@ pub struct CompletedRequest {
 
 /// Counters of the record pipeline, shown by the admin API.
 #[derive(Debug, Default)]
-pub struct PipelineStats {
+pub(crate) struct PipelineStats {
     pub submitted: AtomicU64,
     /// Records dropped because the queue was full.
     pub dropped: AtomicU64,
@@ -76,7 +76,7 @@ pub struct PipelineStats {
 /// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →
 /// `turns`).
 #[derive(Debug, Default)]
-pub struct TurnStats {
+pub(crate) struct TurnStats {
     pub open: AtomicU64,
     pub conversations: AtomicU64,
     pub state_bytes: AtomicU64,
@@ -118,7 +118,7 @@ impl TurnStats {
         set(&self.tool_calls_not_tracked, c.tool_calls_not_tracked);
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         let get = |slot: &AtomicU64| slot.load(Ordering::Relaxed);
         serde_json::json!({
             "open": get(&self.open),
@@ -157,10 +157,10 @@ impl tokentap_telemetry::PipelineCounters for PipelineStats {
 }
 
 /// A callback that sees every finished record (the demo prints a summary line with it).
-pub type RecordObserver = Box<dyn Fn(&Record) + Send + 'static>;
+pub(crate) type RecordObserver = Box<dyn Fn(&Record) + Send + 'static>;
 
 /// What the worker is handed.
-pub enum WorkItem {
+pub(crate) enum WorkItem {
     /// A proxied request that ended.
     Request(Box<CompletedRequest>),
     /// A browser probe report to join to its request's record.
@@ -171,14 +171,14 @@ pub enum WorkItem {
 
 /// Why a probe report was refused at ingest (counted in the pipeline's stats).
 #[derive(Debug, Clone, Copy)]
-pub enum RefusedReport {
+pub(crate) enum RefusedReport {
     TraceFull,
     OverBudget,
 }
 
 /// The sending side of the finalize queue, owned by the proxy.
 #[derive(Clone)]
-pub struct FinalizeQueue {
+pub(crate) struct FinalizeQueue {
     tx: SyncSender<WorkItem>,
     stats: Arc<PipelineStats>,
     /// Queue depth from which detail is shed (half the capacity).
@@ -187,23 +187,18 @@ pub struct FinalizeQueue {
 
 impl FinalizeQueue {
     /// The budget of bytes all requests keep for analysis.
-    pub fn kept_budget(&self) -> Arc<crate::timeline::KeptBudget> {
+    pub(crate) fn kept_budget(&self) -> Arc<crate::timeline::KeptBudget> {
         self.stats.kept.clone()
     }
 
     /// Counts a routed request as open until its record is stored.
-    pub fn open_request(&self) -> OpenRequest {
+    pub(crate) fn open_request(&self) -> OpenRequest {
         OpenRequest::new(&self.stats.open_requests)
     }
 
-    /// Hands a completed request to the worker without waiting.
-    pub fn submit(&self, completed: CompletedRequest) {
-        self.submit_boxed(Box::new(completed));
-    }
-
-    /// [`Self::submit`] for a request already on the heap (the tail watcher keeps them boxed, so
-    /// that its queue moves pointers, not kilobytes).
-    pub fn submit_boxed(&self, mut completed: Box<CompletedRequest>) {
+    /// Hands a completed request to the worker without waiting. Boxed: the tail watcher keeps
+    /// them boxed, so that its queue moves pointers, not kilobytes.
+    pub(crate) fn submit_boxed(&self, mut completed: Box<CompletedRequest>) {
         self.stats.submitted.fetch_add(1, Ordering::Relaxed);
         if self.backed_up() {
             // Release the kept bytes now: memory under overload is the stamps, not the bodies.
@@ -225,7 +220,7 @@ impl FinalizeQueue {
     }
 
     /// Counts a probe report refused at ingest by its trace's cap or the budget of all clients.
-    pub fn count_refused_report(&self, why: RefusedReport) {
+    pub(crate) fn count_refused_report(&self, why: RefusedReport) {
         match why {
             RefusedReport::TraceFull => &self.stats.browser_trace_full,
             RefusedReport::OverBudget => &self.stats.browser_over_budget,
@@ -234,7 +229,7 @@ impl FinalizeQueue {
     }
 
     /// Asks the worker to close every open turn and waits for it, at most `timeout` (shutdown).
-    pub fn close_turns(&self, timeout: Duration) {
+    pub(crate) fn close_turns(&self, timeout: Duration) {
         let (done_tx, done_rx) = sync_channel(1);
         self.stats.queued.fetch_add(1, Ordering::Relaxed);
         if self.tx.try_send(WorkItem::CloseTurns(done_tx)).is_err() {
@@ -248,7 +243,7 @@ impl FinalizeQueue {
     }
 
     /// Hands a validated probe report to the worker without waiting; false when the queue is full.
-    pub fn submit_report(&self, report: ProbeReport) -> bool {
+    pub(crate) fn submit_report(&self, report: ProbeReport) -> bool {
         self.stats.queued.fetch_add(1, Ordering::Relaxed);
         match self.tx.try_send(WorkItem::BrowserReport(Box::new(report))) {
             Ok(()) => {
@@ -264,7 +259,7 @@ impl FinalizeQueue {
 }
 
 /// Starts the worker thread; returns the queue to submit to.
-pub fn start(
+pub(crate) fn start(
     config: Arc<ValidConfig>,
     store: Arc<RecordStore>,
     stats: Arc<PipelineStats>,
@@ -502,11 +497,11 @@ fn set_priority(priority: crate::config::WorkerPriority) {
 
 /// Test-only fault injection: the worker panics on a request whose path is this variable's value
 /// (the fault tests and the fault table in BENCHMARKS.md use it). Unset in normal operation.
-pub const TEST_PANIC_PATH_VAR: &str = "TOKENTAP_TEST_WORKER_PANIC_PATH";
+pub(crate) const TEST_PANIC_PATH_VAR: &str = "TOKENTAP_TEST_WORKER_PANIC_PATH";
 
 /// Test-only: the worker waits this many ms before each request (a deliberately slow worker, for
 /// the overload test and the fault table). Unset in normal operation.
-pub const TEST_DELAY_VAR: &str = "TOKENTAP_TEST_WORKER_DELAY_MS";
+pub(crate) const TEST_DELAY_VAR: &str = "TOKENTAP_TEST_WORKER_DELAY_MS";
 
 fn handle_item(
     item: WorkItem,
@@ -716,7 +711,7 @@ fn voice_analysis(d: &RequestData, request: &RequestInfo) -> (Option<SpeechAnaly
 }
 
 /// `gen_ai.operation.name` of a realtime WebSocket session's request span.
-pub const REALTIME_OPERATION: &str = "realtime";
+pub(crate) const REALTIME_OPERATION: &str = "realtime";
 
 /// A WebSocket session: both directions' kept pieces, merged in the order they were stamped,
 /// through the realtime analysis (frames, permessage-deflate as the 101 negotiated, events).
@@ -749,7 +744,7 @@ fn realtime_analysis(d: &RequestData) -> tokentap_analysis::realtime::RealtimeSe
 }
 
 /// Turns a completed request into its record: runs the request and stream analysis.
-pub fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
+pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record {
     let CompletedRequest { data: mut d, outcome, error, shed } = c;
     if shed {
         d.chunks.body.shed();

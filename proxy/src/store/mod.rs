@@ -33,7 +33,7 @@ pub enum StoreError {
 
 /// A record together with its JSON line, serialized once.
 #[derive(Debug)]
-pub struct StoredRecord {
+pub(crate) struct StoredRecord {
     pub record: Record,
     pub json: String,
 }
@@ -41,7 +41,7 @@ pub struct StoredRecord {
 impl StoredRecord {
     /// Bytes this entry holds, estimated: its JSON line, and about as much again for the parsed
     /// record (the same strings and numbers, in structs).
-    pub fn footprint(&self) -> usize {
+    pub(crate) fn footprint(&self) -> usize {
         2 * self.json.len() + std::mem::size_of::<StoredRecord>()
     }
 }
@@ -82,7 +82,7 @@ impl Ring {
     }
 }
 
-pub struct RecordStore {
+pub(crate) struct RecordStore {
     dir: PathBuf,
     config: StoreConfig,
     /// `records.jsonl`. Its counters are updated before the live feed hears of a record, so a
@@ -97,14 +97,14 @@ pub struct RecordStore {
 
 /// What the live feed carries: a stored (or updated) request record, or a closed turn.
 #[derive(Debug, Clone)]
-pub enum FeedItem {
+pub(crate) enum FeedItem {
     Record(Arc<StoredRecord>),
     Turn(Arc<StoredTurn>),
 }
 
 /// A turn record with its JSON line, serialized once.
 #[derive(Debug)]
-pub struct StoredTurn {
+pub(crate) struct StoredTurn {
     pub turn: TurnRecord,
     pub json: String,
 }
@@ -184,7 +184,7 @@ fn rebuild_ring(dir: &Path, config: &StoreConfig) -> Ring {
 
 /// Which records a listing returns.
 #[derive(Debug, Default, Clone)]
-pub struct RecordFilter {
+pub(crate) struct RecordFilter {
     pub route: Option<String>,
     pub outcome: Option<String>,
     pub model: Option<String>,
@@ -196,7 +196,7 @@ pub struct RecordFilter {
 }
 
 impl RecordFilter {
-    pub fn matches(&self, r: &Record) -> bool {
+    pub(crate) fn matches(&self, r: &Record) -> bool {
         self.route.as_ref().is_none_or(|v| *v == r.route)
             && self.outcome.as_ref().is_none_or(|v| v == r.outcome.as_str())
             && self.model.as_ref().is_none_or(|v| Some(v) == r.conditions.model.as_ref())
@@ -206,10 +206,10 @@ impl RecordFilter {
     }
 }
 
-pub use tokentap_record::RECORDS_FILE;
+pub(crate) use tokentap_record::RECORDS_FILE;
 
 impl RecordStore {
-    pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
+    pub(crate) fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
         let records = Journal::open(dir, RECORDS_STEM, config.max_file_bytes, config.max_files)?;
         let turns = Journal::open(dir, TURNS_STEM, config.max_file_bytes, config.max_files)?;
@@ -234,12 +234,12 @@ impl RecordStore {
         })
     }
 
-    pub fn records_path(&self) -> PathBuf {
+    pub(crate) fn records_path(&self) -> PathBuf {
         self.dir.join(RECORDS_FILE)
     }
 
     /// Writes one record (one JSON line), adds it to the ring and the live feed.
-    pub fn append(&self, record: Record) -> Result<(), StoreError> {
+    pub(crate) fn append(&self, record: Record) -> Result<(), StoreError> {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.records.append(&stored.json);
@@ -249,7 +249,7 @@ impl RecordStore {
     }
 
     /// Writes one closed turn to `turns.jsonl`, adds it to the turn ring and the live feed.
-    pub fn append_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
+    pub(crate) fn append_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
         let json = serde_json::to_string(&turn)?;
         let stored = Arc::new(StoredTurn { turn, json });
         let write_result = self.turns.append(&stored.json);
@@ -260,7 +260,7 @@ impl RecordStore {
 
     /// Writes a newer version of a turn (e.g. with what the browser saw): a new line in
     /// `turns.jsonl`, the ring entry replaced, the live feed told.
-    pub fn update_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
+    pub(crate) fn update_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
         let json = serde_json::to_string(&turn)?;
         let stored = Arc::new(StoredTurn { turn, json });
         let write_result = self.turns.rewrite(&stored.json);
@@ -270,7 +270,7 @@ impl RecordStore {
     }
 
     /// Recent turns, newest first; `conversation` keeps those of one conversation.
-    pub fn recent_turns(&self, conversation: Option<&str>, limit: usize) -> Vec<Arc<StoredTurn>> {
+    pub(crate) fn recent_turns(&self, conversation: Option<&str>, limit: usize) -> Vec<Arc<StoredTurn>> {
         let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
         ring.turns
             .iter()
@@ -281,51 +281,51 @@ impl RecordStore {
             .collect()
     }
 
-    pub fn get_turn(&self, turn_id: &str) -> Option<Arc<StoredTurn>> {
+    pub(crate) fn get_turn(&self, turn_id: &str) -> Option<Arc<StoredTurn>> {
         let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
         ring.turns.iter().rev().find(|t| t.turn.turn_id == turn_id).cloned()
     }
 
     /// Records appended to the journal since start.
-    pub fn written(&self) -> u64 {
+    pub(crate) fn written(&self) -> u64 {
         self.records.written()
     }
 
     /// Times `records.jsonl` (or `turns.jsonl`) was found removed or replaced and was recreated.
-    pub fn journal_recreated(&self) -> u64 {
+    pub(crate) fn journal_recreated(&self) -> u64 {
         self.records.recreated() + self.turns.recreated()
     }
 
     /// Lines that went to a removed or replaced journal before tokentap noticed (at most one
     /// check interval's worth each time); they are in the ring and the feed, not on disk.
-    pub fn journal_gap(&self) -> u64 {
+    pub(crate) fn journal_gap(&self) -> u64 {
         self.records.gap() + self.turns.gap()
     }
 
     /// Why journal writes are failing now (`None` once one succeeds again).
-    pub fn write_failing(&self) -> Option<String> {
+    pub(crate) fn write_failing(&self) -> Option<String> {
         self.records.failing().or_else(|| self.turns.failing())
     }
 
     /// Journal writes that failed (the record stays in the ring and the feed).
-    pub fn write_errors(&self) -> u64 {
+    pub(crate) fn write_errors(&self) -> u64 {
         self.records.write_errors() + self.turns.write_errors()
     }
 
     /// Recent records matching `filter`, newest first.
-    pub fn recent(&self, filter: &RecordFilter, limit: usize) -> Vec<Arc<StoredRecord>> {
+    pub(crate) fn recent(&self, filter: &RecordFilter, limit: usize) -> Vec<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         ring.records.iter().rev().filter(|s| filter.matches(&s.record)).take(limit).cloned().collect()
     }
 
-    pub fn get(&self, request_id: &str) -> Option<Arc<StoredRecord>> {
+    pub(crate) fn get(&self, request_id: &str) -> Option<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         ring.records.iter().rev().find(|s| s.record.request_id == request_id).cloned()
     }
 
     /// The most recent record of trace `trace_id` whose parent span is `parent_span_id` (the
     /// browser probe's span), or else the most recent record of the trace.
-    pub fn find_by_trace(&self, trace_id: &str, parent_span_id: &str) -> Option<Arc<StoredRecord>> {
+    pub(crate) fn find_by_trace(&self, trace_id: &str, parent_span_id: &str) -> Option<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let mut same_trace = ring.records.iter().rev().filter(|s| s.record.trace_id == trace_id);
         let first = same_trace.next()?;
@@ -337,7 +337,7 @@ impl RecordStore {
 
     /// The newest record whose request named `trace_id` in the page-trace header (an app server
     /// that did not propagate the page's `traceparent` to its model call).
-    pub fn find_by_page_trace(&self, trace_id: &str) -> Option<Arc<StoredRecord>> {
+    pub(crate) fn find_by_page_trace(&self, trace_id: &str) -> Option<Arc<StoredRecord>> {
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         ring.records
             .iter()
@@ -348,7 +348,7 @@ impl RecordStore {
 
     /// The other end of a multi-hop chain: for an ingress record, the latest egress record whose
     /// parent span is its span; for an egress record, the ingress record whose span is its parent.
-    pub fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {
+    pub(crate) fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {
         use crate::route::RouteRole;
         let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
         let mut same_trace = ring
@@ -371,7 +371,7 @@ impl RecordStore {
 
     /// Writes a newer version of a record (e.g. with the browser timeline joined): a new line in the
     /// journal, the ring entry replaced in place, and the live feed told.
-    pub fn update(&self, record: Record) -> Result<(), StoreError> {
+    pub(crate) fn update(&self, record: Record) -> Result<(), StoreError> {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.records.rewrite(&stored.json);
@@ -380,7 +380,7 @@ impl RecordStore {
         write_result
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<FeedItem> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<FeedItem> {
         self.feed.subscribe()
     }
 }
