@@ -3,7 +3,9 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 pub(crate) use tokentap_record::{Provider, RouteRole};
 
@@ -143,7 +145,7 @@ impl Route {
         if let Ok(ip) = self.upstream.host.parse::<std::net::IpAddr>() {
             return Ok(SocketAddr::new(ip, self.upstream.port));
         }
-        if let Some((at, addrs)) = self.resolved.lock().expect("dns cache").as_ref() {
+        if let Some((at, addrs)) = self.resolved.lock().as_ref() {
             if at.elapsed() < DNS_CACHE && !addrs.is_empty() {
                 return Ok(addrs[0]);
             }
@@ -157,7 +159,7 @@ impl Route {
         addrs.sort_by_key(|a| a.is_ipv6());
         let first =
             *addrs.first().ok_or_else(|| format!("DNS lookup of {} returned no address", self.upstream.host))?;
-        *self.resolved.lock().expect("dns cache") = Some((Instant::now(), addrs));
+        *self.resolved.lock() = Some((Instant::now(), addrs));
         Ok(first)
     }
 

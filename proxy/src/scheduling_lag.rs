@@ -13,7 +13,9 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, RecvTimeoutError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -38,7 +40,7 @@ impl SchedulingLag {
     /// Adds one sample.
     pub(crate) fn observe(&self, lag: Duration) {
         let us = u32::try_from(lag.as_micros()).unwrap_or(u32::MAX);
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = self.recent.lock();
         if recent.len() == RECENT_SAMPLES {
             recent.pop_front();
         }
@@ -53,8 +55,7 @@ impl SchedulingLag {
     /// and the largest since start. Percentiles are null before the first sample (the probe starts
     /// with the first proxied request).
     pub(crate) fn json(&self) -> serde_json::Value {
-        let mut recent: Vec<f64> =
-            self.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|&us| f64::from(us)).collect();
+        let mut recent: Vec<f64> = self.recent.lock().iter().map(|&us| f64::from(us)).collect();
         recent.sort_by(f64::total_cmp);
         let rank = |p: f64| (!recent.is_empty()).then(|| percentile(&recent, p).round() as u64);
         serde_json::json!({
@@ -158,7 +159,7 @@ mod tests {
         assert_eq!(j["recent_max_us"], 1_200);
         // The largest since start is kept apart from the window.
         assert_eq!(j["max_us"], 40_000);
-        assert_eq!(lag.recent.lock().unwrap().len(), RECENT_SAMPLES);
+        assert_eq!(lag.recent.lock().len(), RECENT_SAMPLES);
     }
 
     #[test]
@@ -196,7 +197,7 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         });
-        let first = lag.recent.lock().unwrap()[0];
+        let first = lag.recent.lock()[0];
         assert!(u128::from(first) >= held.as_micros(), "{first} µs");
         assert!(exported.load(Ordering::Relaxed) >= 1);
         drop(runtime);

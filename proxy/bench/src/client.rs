@@ -8,7 +8,9 @@
 //! by chunk and not kept (the analyzer bounds itself: one event, the token text), an error body is
 //! read up to [`ERROR_BODY_BYTES`], and a body above `--max-response-bytes` fails the request.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -241,7 +243,7 @@ impl Client {
     /// An idle kept-alive connection (true), else a new one (false).
     async fn connection(&self) -> Result<(SendRequest<Full<Bytes>>, bool), ClientError> {
         loop {
-            let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+            let idle = self.idle.lock().pop();
             match idle {
                 Some((mut sender, idle_since)) => {
                     if idle_since.elapsed() < IDLE_REUSE_LIMIT && !sender.is_closed() && sender.ready().await.is_ok() {
@@ -274,7 +276,8 @@ impl Client {
         if self.fresh_connections {
             return;
         }
-        if let Ok(mut idle) = self.idle.lock() {
+        {
+            let mut idle = self.idle.lock();
             idle.push((sender, Instant::now()));
         }
     }

@@ -2,7 +2,8 @@
 //! Silent when stderr is not a terminal or with `--quiet`.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use tokentap_analysis::percentile;
 
@@ -46,14 +47,16 @@ impl Progress {
     }
 
     fn start(&self, label: String, total: u32) {
-        if let Ok(mut s) = self.state.lock() {
+        {
+            let mut s = self.state.lock();
             *s = State { label, total, ..State::default() };
             self.draw(&s);
         }
     }
 
     pub(crate) fn request_done(&self, record: &RequestRecord) {
-        if let Ok(mut s) = self.state.lock() {
+        {
+            let mut s = self.state.lock();
             s.done += 1;
             if !record.ok {
                 s.failed += 1;

@@ -5,7 +5,9 @@
 //! measured interval. t0 of a request is taken just before it asks for a connection.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -77,7 +79,8 @@ impl Shared {
         let end = Instant::now();
         let record = self.record(&planned, t0, end, in_flight, exchange);
         self.progress.request_done(&record);
-        if let Ok(mut records) = self.records.lock() {
+        {
+            let mut records = self.records.lock();
             records.push(record);
         }
     }
@@ -119,7 +122,8 @@ impl Shared {
         if let Some(analysis) = &exchange.analysis {
             record.fill_from(analysis);
             if record.ok {
-                if let Ok(mut model) = self.response_model.lock() {
+                {
+                    let mut model = self.response_model.lock();
                     if model.is_none() {
                         *model = analysis.response_model.clone();
                     }
@@ -127,7 +131,8 @@ impl Shared {
             }
         }
         if record.ok {
-            if let Ok(mut server) = self.server_header.lock() {
+            {
+                let mut server = self.server_header.lock();
                 if server.is_none() {
                     *server = exchange.server_header;
                 }
@@ -204,15 +209,15 @@ pub async fn run(config: &BenchConfig, target: RunTarget) -> Result<RunOutput, R
         shared.progress.end_cell();
     }
 
-    let records = shared.records.lock().map(|r| r.clone()).unwrap_or_default();
+    let records = shared.records.lock().clone();
     let results = summarize(
         config,
         &target,
         &records,
         Meta {
             started_at,
-            server_header: shared.server_header.lock().ok().and_then(|s| s.clone()),
-            response_model: shared.response_model.lock().ok().and_then(|s| s.clone()),
+            server_header: shared.server_header.lock().clone(),
+            response_model: shared.response_model.lock().clone(),
             request_example,
             request_path: client.path().to_string(),
         },

@@ -14,7 +14,9 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -43,7 +45,7 @@ const CACHED_EVENTS: usize = 16;
 impl EventCache {
     /// The `record` event of `stored`, formatted by the first subscriber that asked.
     fn event(&self, stored: &Arc<StoredRecord>) -> Bytes {
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recent = self.recent.lock();
         if let Some((_, bytes)) = recent.iter().find(|(r, _)| Arc::ptr_eq(r, stored)) {
             return bytes.clone();
         }

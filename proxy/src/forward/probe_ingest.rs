@@ -4,7 +4,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// Trace ids of recent proxied requests: a report must name one of them.
@@ -41,7 +42,7 @@ impl RecentTraces {
     /// Notes a trace id (called once per proxied request, at its start).
     pub(crate) fn note(&self, trace_id: &str) {
         let now = Instant::now();
-        let mut inner = self.inner.lock().expect("recent traces");
+        let mut inner = self.inner.lock();
         inner.seen.entry(trace_id.to_string()).or_insert((0, 0)).0 += 1;
         inner.order.push_back((now, trace_id.to_string()));
         while inner.order.len() > self.capacity
@@ -59,12 +60,12 @@ impl RecentTraces {
 
     #[cfg(test)]
     pub(crate) fn contains(&self, trace_id: &str) -> bool {
-        self.inner.lock().expect("recent traces").seen.contains_key(trace_id)
+        self.inner.lock().seen.contains_key(trace_id)
     }
 
     /// Takes one report slot of `trace_id`, which has `per_request` for each request noted on it.
     pub(crate) fn take_report(&self, trace_id: &str, per_request: u32) -> ReportSlot {
-        let mut inner = self.inner.lock().expect("recent traces");
+        let mut inner = self.inner.lock();
         match inner.seen.get_mut(trace_id) {
             None => ReportSlot::Unknown,
             Some((requests, reports)) if *reports >= requests.saturating_mul(per_request) => ReportSlot::Full,
@@ -77,7 +78,7 @@ impl RecentTraces {
 
     /// Gives back a slot taken by [`Self::take_report`] for a report that was not accepted after all.
     pub(crate) fn release(&self, trace_id: &str) {
-        if let Some((_, reports)) = self.inner.lock().expect("recent traces").seen.get_mut(trace_id) {
+        if let Some((_, reports)) = self.inner.lock().seen.get_mut(trace_id) {
             *reports = reports.saturating_sub(1);
         }
     }
@@ -102,7 +103,7 @@ impl RateLimiter {
     }
 
     fn allow_at(&self, client: IpAddr, now: Instant) -> bool {
-        let mut buckets = self.buckets.lock().expect("rate limiter");
+        let mut buckets = self.buckets.lock();
         if buckets.len() > 10_000 {
             // Forget idle clients rather than grow without bound.
             let burst = self.burst;

@@ -6,7 +6,8 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use super::StoreError;
 
@@ -95,7 +96,7 @@ impl Journal {
 
     /// Why writes are failing now (`None` once one succeeds again).
     pub(crate) fn failing(&self) -> Option<String> {
-        self.failing.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.failing.lock().clone()
     }
 
     /// Appends one line and counts it (written or failed).
@@ -120,12 +121,12 @@ impl Journal {
 
     fn write_line(&self, json: &str) -> Result<(), StoreError> {
         let result = self.try_write_line(json);
-        *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = result.as_ref().err().map(|e| e.to_string());
+        *self.failing.lock() = result.as_ref().err().map(|e| e.to_string());
         result
     }
 
     fn try_write_line(&self, json: &str) -> Result<(), StoreError> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.open.lock();
         // A journal removed or replaced under tokentap (the data dir deleted, a log tool moving
         // the file) would swallow every later line: notice it, recreate it, count it.
         if open.checked_at.elapsed() >= self.check_every {

@@ -6,7 +6,9 @@ mod journal;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use tokio::sync::broadcast;
 
@@ -243,7 +245,7 @@ impl RecordStore {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.records.append(&stored.json);
-        self.ring.write().unwrap_or_else(|e| e.into_inner()).push(stored.clone(), &self.config);
+        self.ring.write().push(stored.clone(), &self.config);
         let _ = self.feed.send(FeedItem::Record(stored));
         write_result
     }
@@ -253,7 +255,7 @@ impl RecordStore {
         let json = serde_json::to_string(&turn)?;
         let stored = Arc::new(StoredTurn { turn, json });
         let write_result = self.turns.append(&stored.json);
-        self.turn_ring.write().unwrap_or_else(|e| e.into_inner()).push(stored.clone(), &self.config);
+        self.turn_ring.write().push(stored.clone(), &self.config);
         let _ = self.feed.send(FeedItem::Turn(stored));
         write_result
     }
@@ -264,14 +266,14 @@ impl RecordStore {
         let json = serde_json::to_string(&turn)?;
         let stored = Arc::new(StoredTurn { turn, json });
         let write_result = self.turns.rewrite(&stored.json);
-        self.turn_ring.write().unwrap_or_else(|e| e.into_inner()).replace(stored.clone(), &self.config);
+        self.turn_ring.write().replace(stored.clone(), &self.config);
         let _ = self.feed.send(FeedItem::Turn(stored));
         write_result
     }
 
     /// Recent turns, newest first; `conversation` keeps those of one conversation.
     pub(crate) fn recent_turns(&self, conversation: Option<&str>, limit: usize) -> Vec<Arc<StoredTurn>> {
-        let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.turn_ring.read();
         ring.turns
             .iter()
             .rev()
@@ -282,7 +284,7 @@ impl RecordStore {
     }
 
     pub(crate) fn get_turn(&self, turn_id: &str) -> Option<Arc<StoredTurn>> {
-        let ring = self.turn_ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.turn_ring.read();
         ring.turns.iter().rev().find(|t| t.turn.turn_id == turn_id).cloned()
     }
 
@@ -314,19 +316,19 @@ impl RecordStore {
 
     /// Recent records matching `filter`, newest first.
     pub(crate) fn recent(&self, filter: &RecordFilter, limit: usize) -> Vec<Arc<StoredRecord>> {
-        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.read();
         ring.records.iter().rev().filter(|s| filter.matches(&s.record)).take(limit).cloned().collect()
     }
 
     pub(crate) fn get(&self, request_id: &str) -> Option<Arc<StoredRecord>> {
-        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.read();
         ring.records.iter().rev().find(|s| s.record.request_id == request_id).cloned()
     }
 
     /// The most recent record of trace `trace_id` whose parent span is `parent_span_id` (the
     /// browser probe's span), or else the most recent record of the trace.
     pub(crate) fn find_by_trace(&self, trace_id: &str, parent_span_id: &str) -> Option<Arc<StoredRecord>> {
-        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.read();
         let mut same_trace = ring.records.iter().rev().filter(|s| s.record.trace_id == trace_id);
         let first = same_trace.next()?;
         if first.record.parent_span_id.as_deref() == Some(parent_span_id) {
@@ -338,7 +340,7 @@ impl RecordStore {
     /// The newest record whose request named `trace_id` in the page-trace header (an app server
     /// that did not propagate the page's `traceparent` to its model call).
     pub(crate) fn find_by_page_trace(&self, trace_id: &str) -> Option<Arc<StoredRecord>> {
-        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.read();
         ring.records
             .iter()
             .rev()
@@ -350,7 +352,7 @@ impl RecordStore {
     /// parent span is its span; for an egress record, the ingress record whose span is its parent.
     pub(crate) fn find_chain_peer(&self, record: &Record) -> Option<Arc<StoredRecord>> {
         use crate::route::RouteRole;
-        let ring = self.ring.read().unwrap_or_else(|e| e.into_inner());
+        let ring = self.ring.read();
         let mut same_trace = ring
             .records
             .iter()
@@ -375,7 +377,7 @@ impl RecordStore {
         let json = serde_json::to_string(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.records.rewrite(&stored.json);
-        self.ring.write().unwrap_or_else(|e| e.into_inner()).replace(stored.clone(), &self.config);
+        self.ring.write().replace(stored.clone(), &self.config);
         let _ = self.feed.send(FeedItem::Record(stored));
         write_result
     }
@@ -474,7 +476,7 @@ mod tests {
         let kept: Vec<String> =
             store.recent(&RecordFilter::default(), 100).iter().map(|s| s.record.request_id.clone()).collect();
         assert_eq!(kept, ["x9", "x8", "x7"]);
-        let ring = store.ring.read().unwrap();
+        let ring = store.ring.read();
         assert!(
             ring.bytes <= 3 * one + one / 2 && ring.bytes == ring.records.iter().map(|s| s.footprint()).sum::<usize>()
         );

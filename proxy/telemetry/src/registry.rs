@@ -10,7 +10,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, ObservableCounter};
@@ -303,7 +305,7 @@ impl MetricRegistry {
 
     /// Adds observations (one record's worth, typically).
     pub fn record(&self, observations: &[Observation]) {
-        let mut cap = self.cap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cap = self.cap.lock();
         for o in observations {
             let folded = Self::capped(&mut cap, self.max_series_per_metric, o.metric, &o.labels);
             self.record_one(o.metric, folded.as_ref().unwrap_or(&o.labels), o.value);
@@ -325,7 +327,7 @@ impl MetricRegistry {
 
     /// Observations folded into `_OTHER` series because of the series cap.
     pub fn folded(&self) -> u64 {
-        self.cap.lock().unwrap_or_else(|e| e.into_inner()).folded
+        self.cap.lock().folded
     }
 
     /// What the OTLP reader collects now; `None` without an OTLP export.

@@ -1,7 +1,8 @@
 //! Export counters, shown in `/_tokentap/api/health` and as `tokentap.telemetry.*` metrics.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 use crate::spool::{self, Signal};
 
@@ -102,7 +103,7 @@ impl ExportStats {
 
     /// Marks `signal` as refused by its endpoint; true the first time.
     pub fn mark_refused(&self, signal: Signal, reason: &str) -> bool {
-        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let mut refused = self.refused.lock();
         if refused.iter().any(|(s, _)| *s == signal) {
             return false;
         }
@@ -111,12 +112,12 @@ impl ExportStats {
     }
 
     pub fn is_refused(&self, signal: Signal) -> bool {
-        self.refused.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(s, _)| *s == signal)
+        self.refused.lock().iter().any(|(s, _)| *s == signal)
     }
 
     /// The refused signals, for the health endpoint: `{"metrics": "collector answered 405 …"}`.
     pub fn refused_json(&self) -> serde_json::Value {
-        let refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let refused = self.refused.lock();
         serde_json::Value::Object(
             refused
                 .iter()
@@ -126,7 +127,7 @@ impl ExportStats {
     }
 
     pub fn set_last_error(&self, reason: &str) {
-        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.chars().take(300).collect());
+        *self.last_error.lock() = Some(reason.chars().take(300).collect());
     }
 }
 

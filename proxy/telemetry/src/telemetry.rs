@@ -214,7 +214,7 @@ impl Telemetry {
                     "profile": self.profile.as_str(),
                     "targets": summary,
                     "collector_reachable": s.collector_reachable.load(Ordering::Relaxed),
-                    "last_error": s.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                    "last_error": s.last_error.lock().clone(),
                     "refused": s.refused_json(),
                     "spans": s.spans.json(),
                     "metric_points": s.metric_points.json(),

@@ -7,7 +7,9 @@
 //! and replay them later with the same client.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -301,11 +303,11 @@ impl SpoolingClient {
 
     /// The outcome of the request made since the last call, if any.
     pub(crate) fn take_attempt(&self) -> Option<Attempt> {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.last.lock().take()
     }
 
     fn record(&self, body: Bytes, delivery: Delivery) {
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Attempt { body, delivery });
+        *self.last.lock() = Some(Attempt { body, delivery });
     }
 }
 
