@@ -30,6 +30,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "store_errors": state.store.write_errors(),
             "journal_recreated": state.store.journal_recreated(),
             "journal_gap": state.store.journal_gap(),
+            "restore_skipped_lines": state.store.restore_skipped_lines(),
             "worker_panics": s.worker_panics.load(Ordering::Relaxed),
             "open": s.open_requests.load(Ordering::Relaxed),
             "kept_bytes": s.kept.used(),
