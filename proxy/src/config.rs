@@ -165,9 +165,10 @@ impl Default for ShutdownConfig {
 }
 
 /// `[connections]`: client connections to the proxy listener. A connection over `max_open` gets a
-/// 503 and is closed; a connection whose first request head is not complete within
-/// `head_timeout_s` is closed (the slow-header attack). Later requests on a kept-alive connection
-/// are bounded by pingora's 60 s keep-alive read timeout instead, and by the cap.
+/// 503 and is closed; a connection whose request head is not complete within `head_timeout_s` is
+/// closed (the slow-header attack): the first head from the accept, a later one on a kept-alive
+/// connection from its first byte. A kept-alive connection whose next request does not start
+/// within `keepalive_idle_s` of the previous one's end is closed.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionsConfig {
@@ -176,8 +177,11 @@ pub struct ConnectionsConfig {
     /// limit (tokentap first raises its soft limit to the hard one), with a warning when it was set
     /// here.
     pub max_open: Option<usize>,
-    /// Longest time from accepting a connection to the end of its first request head.
+    /// Longest time from accepting a connection to the end of its first request head, and from
+    /// the first byte of a later request head to its end.
     pub head_timeout_s: u64,
+    /// Longest time a kept-alive connection waits, after a request, for the next one to start.
+    pub keepalive_idle_s: u64,
     /// Bytes of each client connection's read buffer (0: none, every read goes to the socket).
     /// pingora's own default is 64 KiB, allocated and zeroed per connection; client requests are
     /// small, and a read that does not fit takes one more system call, never more latency.
@@ -192,7 +196,8 @@ pub const DEFAULT_READ_BUFFER_BYTES: usize = 4 * 1024;
 impl Default for ConnectionsConfig {
     fn default() -> Self {
         // nginx's client_header_timeout is 60 s as well.
-        Self { max_open: None, head_timeout_s: 60, read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES }
+        // nginx's keepalive_timeout is 75 s; pingora's (for its first read only) 60 s.
+        Self { max_open: None, head_timeout_s: 60, keepalive_idle_s: 60, read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES }
     }
 }
 
@@ -593,6 +598,12 @@ pub fn validate_with_env(
         return Err(invalid(
             "connections.head_timeout_s",
             format!("{} is outside 1..=3600", file.connections.head_timeout_s),
+        ));
+    }
+    if !(1..=86_400).contains(&file.connections.keepalive_idle_s) {
+        return Err(invalid(
+            "connections.keepalive_idle_s",
+            format!("{} is outside 1..=86400", file.connections.keepalive_idle_s),
         ));
     }
     for (key, name) in [

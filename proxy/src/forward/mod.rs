@@ -222,6 +222,8 @@ impl ProxyHttp for TapProxy {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
         let entered = Instant::now();
+        // The head is in: the connection no longer waits for one (its deadline stops).
+        crate::admission::request_started(session.stream());
         // A client that pipelines (sends request N+1 before reading response N) is served in
         // order on the same connection (RFC 9112 §9.3.2) instead of having N+1 dropped.
         session.set_pipelining_enabled(true);
@@ -596,6 +598,9 @@ impl ProxyHttp for TapProxy {
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
+        // The request is over: a kept-alive connection now waits for its next head, within
+        // `[connections] keepalive_idle_s` and `head_timeout_s`.
+        crate::admission::request_ended(session.stream());
         if ctx.internal {
             return;
         }
