@@ -48,6 +48,12 @@ pub struct FileConfig {
     pub admin_allowed_hosts: Vec<String>,
     /// Live feeds (`/_tokentap/api/stream`) open at once; one more gets a 503.
     pub admin_max_feed_subscribers: Option<usize>,
+    /// Connections to the admin listener open at once (default 256); one more gets a 503.
+    pub admin_max_connections: Option<usize>,
+    /// Longest time an admin connection waits for a complete request head, from the accept or
+    /// from the end of the previous response (default 30 s): slow heads and idle kept-alive
+    /// connections are closed.
+    pub admin_head_timeout_s: Option<u64>,
     /// Directory of the local record store.
     pub data_dir: Option<PathBuf>,
     /// Worker threads of the proxy service.
@@ -460,6 +466,11 @@ pub struct AdminAccess {
 
 /// Live feed subscribers by default, and at most.
 pub const DEFAULT_FEED_SUBSCRIBERS: usize = 16;
+/// `admin_max_connections` when not set, and its upper bound.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 256;
+const MAX_ADMIN_CONNECTIONS: usize = 65_536;
+/// `admin_head_timeout_s` when not set (hyper's own default).
+pub const DEFAULT_ADMIN_HEAD_TIMEOUT_S: u64 = 30;
 pub const MAX_FEED_SUBSCRIBERS: usize = 1024;
 
 /// Whether the proxy's threads share one work-stealing runtime unless the config says.
@@ -475,6 +486,8 @@ pub struct ValidConfig {
     pub admin_listen: Option<SocketAddr>,
     pub admin: AdminAccess,
     pub admin_max_feed_subscribers: usize,
+    pub admin_max_connections: usize,
+    pub admin_head_timeout_s: u64,
     pub data_dir: PathBuf,
     pub threads: usize,
     pub work_stealing: bool,
@@ -567,6 +580,14 @@ pub fn validate_with_env(
     let admin_max_feed_subscribers = file.admin_max_feed_subscribers.unwrap_or(DEFAULT_FEED_SUBSCRIBERS);
     if !(1..=MAX_FEED_SUBSCRIBERS).contains(&admin_max_feed_subscribers) {
         return Err(invalid("admin_max_feed_subscribers", format!("must be between 1 and {MAX_FEED_SUBSCRIBERS}")));
+    }
+    let admin_max_connections = file.admin_max_connections.unwrap_or(DEFAULT_ADMIN_MAX_CONNECTIONS);
+    if !(1..=MAX_ADMIN_CONNECTIONS).contains(&admin_max_connections) {
+        return Err(invalid("admin_max_connections", format!("must be between 1 and {MAX_ADMIN_CONNECTIONS}")));
+    }
+    let admin_head_timeout_s = file.admin_head_timeout_s.unwrap_or(DEFAULT_ADMIN_HEAD_TIMEOUT_S);
+    if !(1..=3600).contains(&admin_head_timeout_s) {
+        return Err(invalid("admin_head_timeout_s", format!("{admin_head_timeout_s} is outside 1..=3600")));
     }
     let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("tokentap-data"));
     let threads = overrides
@@ -714,6 +735,8 @@ pub fn validate_with_env(
         admin_listen,
         admin,
         admin_max_feed_subscribers,
+        admin_max_connections,
+        admin_head_timeout_s,
         data_dir,
         threads,
         work_stealing: file.work_stealing.unwrap_or(DEFAULT_WORK_STEALING),

@@ -118,6 +118,11 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
             feed_max_subscribers: config.admin_max_feed_subscribers,
             feed_subscribers: Default::default(),
             feed_events: Default::default(),
+            limits: admin::AdminLimits {
+                max_connections: config.admin_max_connections,
+                head_timeout: std::time::Duration::from_secs(config.admin_head_timeout_s),
+            },
+            connections: Default::default(),
         });
         std::thread::Builder::new()
             .name("tokentap-admin".into())

@@ -45,6 +45,11 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
         },
         "turns": s.turns.json(),
         "connections": s.connections.json(),
+        "admin_connections": {
+            "open": state.connections.open.load(Ordering::Relaxed),
+            "max_open": state.limits.max_connections,
+            "refused_over_cap": state.connections.refused_over_cap.load(Ordering::Relaxed),
+        },
         "self_overhead": { "scheduling_lag": s.scheduling_lag.json() },
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),
