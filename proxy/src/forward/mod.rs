@@ -576,8 +576,11 @@ impl ProxyHttp for TapProxy {
             },
         };
         // Only answer when no answer was sent yet (informational heads may have been); a started
-        // response ends abnormally instead.
-        let answered = session.response_written().is_some_and(|head| !head.status.is_informational());
+        // response ends abnormally instead. A 101 is the answer: after it the connection speaks
+        // the upgraded protocol, where an HTTP response would be garbage.
+        let answered = session.response_written().is_some_and(|head| {
+            !head.status.is_informational() || head.status == http::StatusCode::SWITCHING_PROTOCOLS
+        });
         if code > 0 && !answered {
             let message = serde_json::Value::String(format!("tokentap: {}", error_message(e)));
             let body = format!("{{\"error\":{{\"type\":\"tokentap_upstream_error\",\"message\":{message}}}}}");
