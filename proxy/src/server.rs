@@ -197,9 +197,10 @@ fn reserve(addr: SocketAddr) -> Result<Socket, ServeError> {
 pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 'static) {
     let Prepared { server, bound, reservation, stats, telemetry, finalize } = prepared;
     let phases = server.watch_execution_phase();
+    let drain_stats = stats.clone();
     let drain = std::thread::Builder::new()
         .name("tokentap-drain".into())
-        .spawn(move || drain_on_terminate(phases, stats, telemetry, finalize));
+        .spawn(move || drain_on_terminate(phases, drain_stats, telemetry, finalize));
     if let Err(e) = drain {
         tracing::error!(error = %e, "cannot start the drain thread; SIGTERM waits the whole grace period");
     }
@@ -225,6 +226,16 @@ pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 's
         tracing::error!(error = %e, "cannot start the announcement thread");
     }
     server.run(RunArgs::default());
+    // pingora returns once its runtimes are shut down: at the end of a SIGTERM's grace period,
+    // the tasks of streams still open were dropped and their records (`shutdown`) submitted. The
+    // drain thread exits the process once they are written; wait for it (bounded).
+    if stats.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tracing::warn!("the drain did not finish after the grace period; exiting");
+    }
 }
 
 /// After SIGTERM (pingora has stopped accepting), waits until every open request is recorded,
@@ -249,6 +260,7 @@ fn drain_on_terminate(
             return;
         }
     };
+    stats.shutting_down.store(true, std::sync::atomic::Ordering::Release);
     let signalled = std::time::Instant::now();
     let open = || stats.open_requests.load(std::sync::atomic::Ordering::Relaxed);
     tracing::info!(open = open(), "SIGTERM: draining; no new connections are accepted");

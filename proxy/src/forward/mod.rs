@@ -108,15 +108,49 @@ pub struct RequestCtx {
     pub recording: bool,
     /// A WebSocket session relayed by `tunnel` (which logs its own errors).
     pub relayed: bool,
+    /// Where the record goes if the request's task is dropped before `logging` (see `Drop`).
+    finalize: Option<FinalizeQueue>,
 }
 
 impl RequestCtx {
     fn new() -> Self {
-        Self { data: RequestData::start(), internal: false, no_route: false, recording: true, relayed: false }
+        Self {
+            data: RequestData::start(),
+            internal: false,
+            no_route: false,
+            recording: true,
+            relayed: false,
+            finalize: None,
+        }
     }
 
     fn charge(&mut self, entered: Instant) {
         self.data.hook_ns += entered.elapsed().as_nanos() as u64;
+    }
+}
+
+/// A request whose task is dropped before `logging` ran still gets its record: at the end of the
+/// shutdown grace period pingora drops the tasks of the streams still open (outcome `shutdown`);
+/// any other such drop is tokentap's own failure (`proxy_error`). The record keeps everything
+/// stamped until then.
+impl Drop for RequestCtx {
+    fn drop(&mut self) {
+        if self.data.open.is_none() {
+            // Recorded already (`logging` took the data), or never recording.
+            return;
+        }
+        let Some(finalize) = self.finalize.take() else { return };
+        let (outcome, kind, message) = if finalize.shutting_down() {
+            (
+                Outcome::Shutdown,
+                "shutdown",
+                "tokentap stopped before the response was complete (the grace period ended)",
+            )
+        } else {
+            (Outcome::ProxyError, "dropped", "the request ended inside tokentap without finishing")
+        };
+        let error = ErrorInfo { side: ErrorSide::Internal, kind: kind.to_string(), message: message.to_string() };
+        finalize.submit(CompletedRequest { data: self.data.take(), outcome, error: Some(error), shed: false });
     }
 }
 
@@ -276,6 +310,7 @@ impl ProxyHttp for TapProxy {
             ctx.data.concurrency_at_t0 = in_flight_before;
             ctx.data.route_request_index = index;
             ctx.data.open = Some(self.finalize.open_request());
+            ctx.finalize = Some(self.finalize.clone());
         }
         ctx.data.route = Some(route);
         if session.is_upgrade_req() {
