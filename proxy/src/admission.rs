@@ -1,20 +1,24 @@
-//! Admission of client connections to the proxy listener: a cap on how many are open at once and a
-//! deadline for the first request head (`[connections]`).
+//! Admission of client connections to the proxy listener: a cap on how many are open at once, a
+//! deadline for every request head and an idle timeout between requests (`[connections]`).
 //!
-//! pingora reads request heads with a per-read timeout only, so a client that sends one header byte
-//! every few seconds holds its connection (and its file descriptor) forever, and nothing limits how
-//! many connections are open. [`Admitted`] wraps pingora's HTTP application: each new connection
-//! takes a slot or gets a 503, and its stream is wrapped in [`Guarded`], which releases the slot
-//! when the connection is dropped and ends the connection when its first request head has not
-//! arrived by the deadline. The wrapper passes every byte through untouched; on the first head it
-//! looks for the blank line that ends it (a scan of the bytes read, no copy), and after it, reads
-//! and writes cost one branch.
+//! pingora reads request heads with a per-read timeout only (none at all between the requests of
+//! a kept-alive HTTP/1.1 connection), so a client that sends one header byte every few seconds, or
+//! one request and then nothing, holds its connection (and its file descriptor) forever, and
+//! nothing limits how many connections are open. [`Admitted`] wraps pingora's HTTP application:
+//! each new connection takes a slot or gets a 503, and its stream is wrapped in [`Guarded`], which
+//! releases the slot when the connection is dropped and ends the connection when a request head
+//! has not arrived by its deadline. The first head's deadline runs from the accept; after each
+//! request the proxy tells the stream ([`request_ended`]), and the next head must start within
+//! `keepalive_idle_s` and, once started, end within `head_timeout_s`. The wrapper passes every byte
+//! through untouched; while a head is awaited it looks for the blank line that ends it (a scan of
+//! the bytes read, no copy), and while a request is served, reads and writes cost one branch. One
+//! timer per connection, reset per request.
 
 use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -41,6 +45,8 @@ const RESERVED_FDS: u64 = 128;
 pub(crate) struct ConnectionLimits {
     pub max_open: u64,
     pub head_timeout: Duration,
+    /// How long a kept-alive connection may wait, after a request, for the next one to start.
+    pub keepalive_idle: Duration,
 }
 
 impl ConnectionLimits {
@@ -52,7 +58,12 @@ impl ConnectionLimits {
         let fit = open_file_limit().map(|n| (n.saturating_sub(RESERVED_FDS) / 2).max(1));
         let max_open = fit.map_or(configured, |fit| configured.min(fit));
         let lowered = (max_open < configured && config.max_open.is_some()).then_some(configured);
-        (Self { max_open, head_timeout: Duration::from_secs(config.head_timeout_s) }, lowered)
+        let limits = Self {
+            max_open,
+            head_timeout: Duration::from_secs(config.head_timeout_s),
+            keepalive_idle: Duration::from_secs(config.keepalive_idle_s),
+        };
+        (limits, lowered)
     }
 }
 
@@ -86,11 +97,13 @@ pub(crate) struct ConnectionStats {
     pub accepted: AtomicU64,
     /// Connections answered with a 503 and closed because `max_open` were open.
     pub refused_over_cap: AtomicU64,
-    /// Connections closed because their first request head was not complete in time.
+    /// Connections closed because a request head was not complete in time.
     pub head_timeouts: AtomicU64,
+    /// Kept-alive connections closed because no next request started within `keepalive_idle_s`.
+    pub idle_closed: AtomicU64,
     /// The cap in force.
     pub max_open: AtomicU64,
-    /// First request heads partly received now (bytes arrived, the blank line not yet).
+    /// Request heads partly received now (bytes arrived, the blank line not yet).
     pub heads_partial: AtomicU64,
     /// Set once shutdown has let go of the connections still reading a request head (after
     /// waiting for the partly received ones); the drain waits for it.
@@ -105,6 +118,7 @@ impl ConnectionStats {
             "accepted": self.accepted.load(Ordering::Relaxed),
             "refused_over_cap": self.refused_over_cap.load(Ordering::Relaxed),
             "head_timeouts": self.head_timeouts.load(Ordering::Relaxed),
+            "idle_closed": self.idle_closed.load(Ordering::Relaxed),
             "heads_partial": self.heads_partial.load(Ordering::Relaxed),
         })
     }
@@ -134,7 +148,7 @@ impl Drop for Slot {
     }
 }
 
-/// pingora's HTTP application behind the connection cap and the head deadline.
+/// pingora's HTTP application behind the connection cap and the head deadlines.
 pub(crate) struct Admitted<A> {
     inner: Arc<A>,
     limits: ConnectionLimits,
@@ -172,7 +186,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
             refuse(stream).await;
             return None;
         };
-        let guarded = Guarded::new(stream, slot, self.limits.head_timeout);
+        let guarded = Guarded::new(stream, slot, self.limits);
         self.inner.process_new(Box::new(guarded), shutdown).await
     }
 
@@ -207,13 +221,29 @@ async fn refuse(mut stream: Stream) {
     Shutdown::shutdown(&mut *stream).await;
 }
 
-/// A client connection under the cap. Until the first request head is complete, reads race its
-/// deadline.
+/// A client connection under the cap. While a request head is awaited, reads race its deadline.
 pub(crate) struct Guarded {
     inner: Stream,
+    /// The head being awaited: the first from the accept, later ones from the end of the request
+    /// before; `None` while a request is served.
     head: Option<HeadWatch>,
+    /// The one timer of the connection, reset for each head.
+    deadline: Pin<Box<Sleep>>,
+    /// What the proxy said last about the requests ([`NEXT_HEAD`], [`HEAD_PARSED`]), taken by the
+    /// next read. Written through a shared reference (the proxy's hooks see the stream as `&`),
+    /// read with exclusive access, so reading it costs a plain load.
+    told: AtomicU8,
+    limits: ConnectionLimits,
     _slot: Slot,
 }
+
+/// Nothing new since the last read.
+const NOTHING: u8 = 0;
+/// A request ended: the next head is awaited (unless it was read ahead, see [`HEAD_PARSED`]).
+const NEXT_HEAD: u8 = 1;
+/// A request head was parsed: no head is awaited. Covers a pipelined head that pingora had read
+/// ahead with the request before and so never came through this stream's reads.
+const HEAD_PARSED: u8 = 2;
 
 impl fmt::Debug for Guarded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -222,15 +252,76 @@ impl fmt::Debug for Guarded {
 }
 
 impl Guarded {
-    fn new(inner: Stream, slot: Slot, head_timeout: Duration) -> Self {
-        Self { inner, head: Some(HeadWatch::new(head_timeout)), _slot: slot }
+    fn new(inner: Stream, slot: Slot, limits: ConnectionLimits) -> Self {
+        Self {
+            inner,
+            head: Some(HeadWatch::default()),
+            deadline: Box::pin(tokio::time::sleep(limits.head_timeout)),
+            told: AtomicU8::new(NOTHING),
+            limits,
+            _slot: slot,
+        }
     }
 
-    /// The first head is complete, timed out or abandoned: stop watching it.
+    /// The head is complete, timed out or abandoned: stop watching it.
     fn end_head(&mut self) {
         if self.head.take().is_some_and(|h| h.started) {
             self._slot.0.heads_partial.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    /// Acts on what the proxy said since the last read.
+    fn take_told(&mut self) {
+        match std::mem::replace(self.told.get_mut(), NOTHING) {
+            NEXT_HEAD => {
+                self.end_head();
+                self.head = Some(HeadWatch { idle: true, ..HeadWatch::default() });
+                self.deadline.as_mut().reset(tokio::time::Instant::now() + self.limits.keepalive_idle);
+            }
+            HEAD_PARSED => self.end_head(),
+            _ => {}
+        }
+    }
+
+    /// Counts why the connection is being closed and stops watching; the error for the read.
+    fn timed_out(&mut self) -> io::Error {
+        let idle = self.head.as_ref().is_some_and(|h| h.idle);
+        let stats = &self._slot.0;
+        if idle {
+            stats.idle_closed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            stats.head_timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        self.end_head();
+        if idle {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no next request within [connections] keepalive_idle_s on a kept-alive connection",
+            )
+        } else {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the request head was not complete within [connections] head_timeout_s",
+            )
+        }
+    }
+}
+
+/// The proxy's hook at the end of each request: the connection's next request head is awaited,
+/// within `keepalive_idle_s` for its first byte and `head_timeout_s` from there to its end.
+/// A no-op for a stream tokentap did not guard (HTTP/2, subrequests).
+pub(crate) fn request_ended(stream: Option<&Stream>) {
+    tell(stream, NEXT_HEAD);
+}
+
+/// The proxy's hook at the start of each request (its head parsed): no head is awaited any more.
+pub(crate) fn request_started(stream: Option<&Stream>) {
+    tell(stream, HEAD_PARSED);
+}
+
+fn tell(stream: Option<&Stream>, what: u8) {
+    if let Some(guarded) = stream.and_then(|s| s.as_any().downcast_ref::<Guarded>()) {
+        guarded.told.store(what, Ordering::Relaxed);
     }
 }
 
@@ -240,20 +331,18 @@ impl Drop for Guarded {
     }
 }
 
-/// Looks for the end of the first request head (`\r\n\r\n`, split anywhere across reads).
+/// Looks for the end of a request head (`\r\n\r\n`, split anywhere across reads).
+#[derive(Default)]
 struct HeadWatch {
-    deadline: Pin<Box<Sleep>>,
     /// How many bytes of `\r\n\r\n` the bytes read so far end with.
     matched: u8,
     /// Some bytes of the head have arrived (counted in `heads_partial`).
     started: bool,
+    /// Between requests, no byte of the next head yet: the deadline is the idle timeout.
+    idle: bool,
 }
 
 impl HeadWatch {
-    fn new(timeout: Duration) -> Self {
-        Self { deadline: Box::pin(tokio::time::sleep(timeout)), matched: 0, started: false }
-    }
-
     /// Feeds bytes just read; true once the head's blank line has been seen.
     fn saw_end(&mut self, bytes: &[u8]) -> bool {
         const END: &[u8; 4] = b"\r\n\r\n";
@@ -273,13 +362,12 @@ impl HeadWatch {
     }
 }
 
-fn head_timed_out() -> io::Error {
-    io::Error::new(io::ErrorKind::TimedOut, "the request head was not complete within [connections] head_timeout_s")
-}
-
 impl AsyncRead for Guarded {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if *this.told.get_mut() != NOTHING {
+            this.take_told();
+        }
         let Some(head) = this.head.as_mut() else {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         };
@@ -289,22 +377,21 @@ impl AsyncRead for Guarded {
                 let read = &buf.filled()[before..];
                 if head.saw_end(read) {
                     this.end_head();
-                } else if head.deadline.is_elapsed() {
-                    this._slot.0.head_timeouts.fetch_add(1, Ordering::Relaxed);
-                    this.end_head();
-                    return Poll::Ready(Err(head_timed_out()));
+                } else if this.deadline.is_elapsed() {
+                    return Poll::Ready(Err(this.timed_out()));
                 } else if !read.is_empty() && !head.started {
                     head.started = true;
                     this._slot.0.heads_partial.fetch_add(1, Ordering::AcqRel);
+                    if head.idle {
+                        // The next head began: from now on it has the head deadline.
+                        head.idle = false;
+                        this.deadline.as_mut().reset(tokio::time::Instant::now() + this.limits.head_timeout);
+                    }
                 }
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending => match head.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    this._slot.0.head_timeouts.fetch_add(1, Ordering::Relaxed);
-                    this.end_head();
-                    Poll::Ready(Err(head_timed_out()))
-                }
+            Poll::Pending => match this.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(this.timed_out())),
                 Poll::Pending => Poll::Pending,
             },
             failed => failed,
@@ -411,7 +498,7 @@ mod tests {
     use super::*;
 
     fn watch() -> HeadWatch {
-        HeadWatch { deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))), matched: 0, started: false }
+        HeadWatch::default()
     }
 
     #[tokio::test]

@@ -48,6 +48,12 @@ pub struct FileConfig {
     pub admin_allowed_hosts: Vec<String>,
     /// Live feeds (`/_tokentap/api/stream`) open at once; one more gets a 503.
     pub admin_max_feed_subscribers: Option<usize>,
+    /// Connections to the admin listener open at once (default 256); one more gets a 503.
+    pub admin_max_connections: Option<usize>,
+    /// Longest time an admin connection waits for a complete request head, from the accept or
+    /// from the end of the previous response (default 30 s): slow heads and idle kept-alive
+    /// connections are closed.
+    pub admin_head_timeout_s: Option<u64>,
     /// Directory of the local record store.
     pub data_dir: Option<PathBuf>,
     /// Worker threads of the proxy service.
@@ -165,9 +171,10 @@ impl Default for ShutdownConfig {
 }
 
 /// `[connections]`: client connections to the proxy listener. A connection over `max_open` gets a
-/// 503 and is closed; a connection whose first request head is not complete within
-/// `head_timeout_s` is closed (the slow-header attack). Later requests on a kept-alive connection
-/// are bounded by pingora's 60 s keep-alive read timeout instead, and by the cap.
+/// 503 and is closed; a connection whose request head is not complete within `head_timeout_s` is
+/// closed (the slow-header attack): the first head from the accept, a later one on a kept-alive
+/// connection from its first byte. A kept-alive connection whose next request does not start
+/// within `keepalive_idle_s` of the previous one's end is closed.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ConnectionsConfig {
@@ -176,8 +183,11 @@ pub struct ConnectionsConfig {
     /// limit (tokentap first raises its soft limit to the hard one), with a warning when it was set
     /// here.
     pub max_open: Option<usize>,
-    /// Longest time from accepting a connection to the end of its first request head.
+    /// Longest time from accepting a connection to the end of its first request head, and from
+    /// the first byte of a later request head to its end.
     pub head_timeout_s: u64,
+    /// Longest time a kept-alive connection waits, after a request, for the next one to start.
+    pub keepalive_idle_s: u64,
     /// Bytes of each client connection's read buffer (0: none, every read goes to the socket).
     /// pingora's own default is 64 KiB, allocated and zeroed per connection; client requests are
     /// small, and a read that does not fit takes one more system call, never more latency.
@@ -192,7 +202,8 @@ pub const DEFAULT_READ_BUFFER_BYTES: usize = 4 * 1024;
 impl Default for ConnectionsConfig {
     fn default() -> Self {
         // nginx's client_header_timeout is 60 s as well.
-        Self { max_open: None, head_timeout_s: 60, read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES }
+        // nginx's keepalive_timeout is 75 s; pingora's (for its first read only) 60 s.
+        Self { max_open: None, head_timeout_s: 60, keepalive_idle_s: 60, read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES }
     }
 }
 
@@ -455,6 +466,11 @@ pub struct AdminAccess {
 
 /// Live feed subscribers by default, and at most.
 pub const DEFAULT_FEED_SUBSCRIBERS: usize = 16;
+/// `admin_max_connections` when not set, and its upper bound.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 256;
+const MAX_ADMIN_CONNECTIONS: usize = 65_536;
+/// `admin_head_timeout_s` when not set (hyper's own default).
+pub const DEFAULT_ADMIN_HEAD_TIMEOUT_S: u64 = 30;
 pub const MAX_FEED_SUBSCRIBERS: usize = 1024;
 
 /// Whether the proxy's threads share one work-stealing runtime unless the config says.
@@ -470,6 +486,8 @@ pub struct ValidConfig {
     pub admin_listen: Option<SocketAddr>,
     pub admin: AdminAccess,
     pub admin_max_feed_subscribers: usize,
+    pub admin_max_connections: usize,
+    pub admin_head_timeout_s: u64,
     pub data_dir: PathBuf,
     pub threads: usize,
     pub work_stealing: bool,
@@ -566,6 +584,14 @@ pub fn validate_with_env(
     if !(1..=MAX_FEED_SUBSCRIBERS).contains(&admin_max_feed_subscribers) {
         return Err(invalid("admin_max_feed_subscribers", format!("must be between 1 and {MAX_FEED_SUBSCRIBERS}")));
     }
+    let admin_max_connections = file.admin_max_connections.unwrap_or(DEFAULT_ADMIN_MAX_CONNECTIONS);
+    if !(1..=MAX_ADMIN_CONNECTIONS).contains(&admin_max_connections) {
+        return Err(invalid("admin_max_connections", format!("must be between 1 and {MAX_ADMIN_CONNECTIONS}")));
+    }
+    let admin_head_timeout_s = file.admin_head_timeout_s.unwrap_or(DEFAULT_ADMIN_HEAD_TIMEOUT_S);
+    if !(1..=3600).contains(&admin_head_timeout_s) {
+        return Err(invalid("admin_head_timeout_s", format!("{admin_head_timeout_s} is outside 1..=3600")));
+    }
     let data_dir = overrides.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     let threads = overrides
         .threads
@@ -596,6 +622,12 @@ pub fn validate_with_env(
         return Err(invalid(
             "connections.head_timeout_s",
             format!("{} is outside 1..=3600", file.connections.head_timeout_s),
+        ));
+    }
+    if !(1..=86_400).contains(&file.connections.keepalive_idle_s) {
+        return Err(invalid(
+            "connections.keepalive_idle_s",
+            format!("{} is outside 1..=86400", file.connections.keepalive_idle_s),
         ));
     }
     for (key, name) in [
@@ -706,6 +738,8 @@ pub fn validate_with_env(
         admin_listen,
         admin,
         admin_max_feed_subscribers,
+        admin_max_connections,
+        admin_head_timeout_s,
         data_dir,
         threads,
         work_stealing: file.work_stealing.unwrap_or(DEFAULT_WORK_STEALING),

@@ -265,6 +265,11 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let mut source = files.join(", ");
     if loaded.skipped_lines > 0 {
         source.push_str(&format!(" ({} unreadable lines skipped)", loaded.skipped_lines));
+        // Also on stderr, where a script reading the JSON still sees it.
+        eprintln!(
+            "tokentap report: {} unreadable lines skipped (not a record of this version, or not UTF-8)",
+            loaded.skipped_lines
+        );
     }
     let options = report::ReportOptions {
         since_unix_ns: time(&args.since).context("--since")?,
@@ -278,6 +283,9 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let mut built = report::build_report(&loaded.records, &options);
     if let Some(dir) = &dir {
         let turns = report::turns::load_turns(dir)?;
+        if turns.skipped_lines > 0 {
+            eprintln!("tokentap report: {} unreadable lines skipped in turns.jsonl", turns.skipped_lines);
+        }
         if !turns.turns.is_empty() {
             built.turns =
                 Some(report::turns::summarize_turns(&turns.turns, options.since_unix_ns, options.until_unix_ns));

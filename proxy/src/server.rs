@@ -122,6 +122,11 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
             feed_max_subscribers: config.admin_max_feed_subscribers,
             feed_subscribers: Default::default(),
             feed_events: Default::default(),
+            limits: admin::AdminLimits {
+                max_connections: config.admin_max_connections,
+                head_timeout: std::time::Duration::from_secs(config.admin_head_timeout_s),
+            },
+            connections: Default::default(),
         });
         std::thread::Builder::new()
             .name("tokentap-admin".into())
@@ -322,9 +327,10 @@ pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 's
     let phases = server.watch_execution_phase();
     let received = Arc::new(std::sync::OnceLock::new());
     let signal = received.clone();
+    let drain_stats = stats.clone();
     let drain = std::thread::Builder::new()
         .name("tokentap-drain".into())
-        .spawn(move || drain_on_terminate(phases, signal, grace_period, stats, telemetry, finalize));
+        .spawn(move || drain_on_terminate(phases, signal, grace_period, drain_stats, telemetry, finalize));
     if let Err(e) = drain {
         tracing::error!(error = %e, "cannot start the drain thread; SIGTERM waits the whole grace period");
     }
@@ -346,6 +352,16 @@ pub fn run(prepared: Prepared, on_listening: impl FnOnce(BoundAddrs) + Send + 's
         tracing::error!(error = %e, "cannot start the announcement thread");
     }
     server.run(RunArgs { shutdown_signal: Box::new(DrainingSignalWatch { received }) });
+    // pingora returns once its runtimes are shut down: at the end of a SIGTERM's grace period,
+    // the tasks of streams still open were dropped and their records (`shutdown`) submitted. The
+    // drain thread exits the process once they are written; wait for it (bounded).
+    if stats.shutting_down.load(std::sync::atomic::Ordering::Acquire) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tracing::warn!("the drain did not finish after the grace period; exiting");
+    }
 }
 
 /// After SIGTERM or SIGINT (pingora has stopped accepting), waits until every open request is
@@ -373,6 +389,7 @@ fn drain_on_terminate(
             return;
         }
     };
+    stats.shutting_down.store(true, std::sync::atomic::Ordering::Release);
     let signalled = std::time::Instant::now();
     let open = || stats.open_requests.load(std::sync::atomic::Ordering::Relaxed);
     // Listening for the second signal starts before the line that invites it.

@@ -219,7 +219,12 @@ impl Tokentap {
     /// Like [`Tokentap::start_with_args`], with extra environment variables. `OTEL_*` variables of
     /// the test's own environment are not passed on, so export is on only when a test asks for it.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Tokentap {
-        let data_dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(tempfile::tempdir().expect("tempdir"), args, env)
+    }
+
+    /// Like [`Tokentap::start_with_env`], on a data directory given (e.g. one a previous tokentap
+    /// wrote, to see what a restart restores).
+    pub fn start_in(data_dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Tokentap {
         let mut cmd = Command::new(bin("tokentap"));
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("OTEL_") {

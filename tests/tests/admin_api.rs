@@ -1,6 +1,90 @@
-//! The admin API: listing with filters, one record by id, health counters, CORS for the proxy origin.
+//! The admin API: listing with filters, one record by id, health counters, CORS for the proxy
+//! origin, and its listener's own connection cap and head deadline.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
 
 use tokentap_e2e::{http1, Mock, Tokentap};
+
+fn start_with_config(text: &str) -> (Mock, Tokentap, tempfile::TempDir) {
+    let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    std::fs::write(&config, text).unwrap();
+    let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+    (mock, tokentap, dir)
+}
+
+/// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.
+fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("the connection was not closed: {e} (got {:?})", String::from_utf8_lossy(&out)),
+        }
+    }
+}
+
+fn admin_connections(tokentap: &Tokentap) -> serde_json::Value {
+    let (status, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(status, 200);
+    health["admin_connections"].clone()
+}
+
+#[test]
+fn admin_connections_over_the_cap_get_a_503_and_the_slots_come_back() {
+    let (_mock, tokentap, _dir) = start_with_config("admin_max_connections = 3\nadmin_head_timeout_s = 600\n");
+    let head = format!("GET /_tokentap/api/health HTTP/1.1\r\nhost: {}\r\n", tokentap.admin);
+    let mut held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(tokentap.admin).unwrap()).collect();
+    for stream in &mut held {
+        stream.write_all(head.as_bytes()).unwrap();
+    }
+    // A fourth is told why and closed (the three hold every slot, so the health request waits).
+    let mut fourth = TcpStream::connect(tokentap.admin).unwrap();
+    let answer = read_to_close(&mut fourth, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+    assert!(text.contains("too many open connections"), "{text}");
+    // A held connection completes its request; closing the others frees their slots.
+    held[0].write_all(b"connection: close\r\n\r\n").unwrap();
+    let answer = read_to_close(&mut held[0], Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200 "));
+    held.clear();
+    for _ in 0..2_000 {
+        let c = admin_connections(&tokentap);
+        if c["open"] == 1 {
+            assert_eq!(c["refused_over_cap"], 1, "{c}");
+            assert_eq!(c["max_open"], 3, "{c}");
+            return;
+        }
+    }
+    panic!("admin slots never came back: {}", admin_connections(&tokentap));
+}
+
+#[test]
+fn a_slow_or_idle_admin_connection_is_closed_at_the_head_deadline() {
+    let (_mock, tokentap, _dir) = start_with_config("admin_head_timeout_s = 1\n");
+    // Half a head, then nothing.
+    let mut slow = TcpStream::connect(tokentap.admin).unwrap();
+    slow.write_all(b"GET /_tokentap/api/health HTTP/1.1\r\nhost: 127.0.0.1\r\n").unwrap();
+    let answer = read_to_close(&mut slow, Duration::from_secs(60));
+    assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 4"), "{:?}", String::from_utf8_lossy(&answer));
+    // One request on a kept-alive connection, then nothing.
+    let mut idle = TcpStream::connect(tokentap.admin).unwrap();
+    let request = format!("GET /_tokentap/api/health HTTP/1.1\r\nhost: {}\r\n\r\n", tokentap.admin);
+    let response = http1::exchange(&mut idle, request.as_bytes());
+    assert_eq!(response.status, 200);
+    let rest = read_to_close(&mut idle, Duration::from_secs(60));
+    assert!(rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"), "{:?}", String::from_utf8_lossy(&rest));
+    // Others are served.
+    assert_eq!(tokentap.admin_get("/_tokentap/api/health").0, 200);
+}
 
 #[test]
 fn lists_filters_and_fetches_records() {

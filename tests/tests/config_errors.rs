@@ -162,6 +162,8 @@ fn out_of_range_values_are_refused_by_check_config() {
         ("[otel]\nspool_max_bytes = 100000000000000\n", "otel.spool_max_bytes"),
         ("[metrics]\nmax_series_per_metric = 100000000000\n", "metrics.max_series_per_metric"),
         ("admin_max_feed_subscribers = 100000000\n", "admin_max_feed_subscribers"),
+        ("admin_max_connections = 0\n", "admin_max_connections"),
+        ("admin_head_timeout_s = 0\n", "admin_head_timeout_s"),
     ];
     for (text, key) in cases {
         let f = config_file(&format!("{text}{route}"));

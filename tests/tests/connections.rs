@@ -1,6 +1,8 @@
-//! Client connections under `[connections]`: a slow first request head is closed at its deadline
-//! (the slow-header attack), connections over the cap get a 503 and are closed, and both are
-//! counted in health and `/metrics`. Serving goes on for everyone else.
+//! Client connections under `[connections]`: a slow request head is closed at its deadline (the
+//! slow-header attack, on the first request and on later ones of a kept-alive connection), a
+//! kept-alive connection that stays silent is closed after the idle timeout, connections over the
+//! cap get a 503 and are closed, and all are counted in health and `/metrics`. Serving goes on for
+//! everyone else.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -81,6 +83,80 @@ fn a_request_head_sent_too_slowly_is_closed_at_the_deadline() {
     assert!(line.ends_with(" 1"), "{line}");
 }
 
+fn chat_request() -> Vec<u8> {
+    http1::keep_alive_request(
+        "POST",
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+}
+
+#[test]
+fn a_kept_alive_connection_that_stays_silent_is_closed_after_the_idle_timeout() {
+    let (_mock, tokentap, _dir) = start("[connections]\nkeepalive_idle_s = 1\nhead_timeout_s = 600\n");
+    let mut idle = TcpStream::connect(tokentap.addr).unwrap();
+    // Two requests in a row on the connection: both served (kept alive between them).
+    for _ in 0..2 {
+        let response = http1::exchange(&mut idle, &chat_request());
+        assert_eq!(response.status, 200);
+        assert!(response.complete);
+    }
+    // Then nothing: without an idle timeout the connection would stay open for good.
+    let rest = read_to_close(&mut idle, Duration::from_secs(60));
+    assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    let c = connections(&tokentap);
+    assert_eq!(c["idle_closed"], 1, "{c}");
+    assert_eq!(c["head_timeouts"], 0, "{c}");
+    wait_open(&tokentap, 0);
+    chat_ok(&tokentap);
+}
+
+#[test]
+fn a_trickled_second_request_head_is_closed_at_the_head_deadline() {
+    let (_mock, tokentap, _dir) = start("[connections]\nkeepalive_idle_s = 600\nhead_timeout_s = 1\n");
+    let mut slow = TcpStream::connect(tokentap.addr).unwrap();
+    let response = http1::exchange(&mut slow, &chat_request());
+    assert_eq!(response.status, 200);
+    // The second head, a byte at a time, each sent once the connection has been silent for a
+    // moment: within the idle timeout, and never complete. The head deadline (from its first
+    // byte) closes the connection whatever the pace.
+    let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-pad: ";
+    slow.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = [0u8; 1024];
+    let mut sent = 0;
+    let mut closed = false;
+    // At most two minutes of 200 ms waits.
+    for _ in 0..600 {
+        if sent < head.len() {
+            if slow.write_all(&head[sent..sent + 1]).is_err() {
+                closed = true;
+                break;
+            }
+            sent += 1;
+        }
+        match slow.read(&mut buf) {
+            Ok(0) => closed = true,
+            Ok(n) => {
+                let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+                assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed = true,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => panic!("{e}"),
+        }
+        if closed {
+            break;
+        }
+    }
+    assert!(closed, "the trickled head kept the connection open");
+    assert!(sent < head.len(), "the whole trickled head ({sent} bytes) went in before the close");
+    let c = connections(&tokentap);
+    assert_eq!(c["head_timeouts"], 1, "{c}");
+    assert_eq!(c["idle_closed"], 0, "{c}");
+    chat_ok(&tokentap);
+}
+
 #[test]
 fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
     let (_mock, tokentap, _dir) = start("[connections]\nmax_open = 2\nhead_timeout_s = 600\n");
@@ -134,6 +210,8 @@ fn bad_connection_limits_are_config_errors() {
     for (text, key) in [
         ("[connections]\nmax_open = 0\n", "connections.max_open"),
         ("[connections]\nhead_timeout_s = 0\n", "connections.head_timeout_s"),
+        ("[connections]\nkeepalive_idle_s = 0\n", "connections.keepalive_idle_s"),
+        ("[connections]\nkeepalive_idle_s = 100000\n", "connections.keepalive_idle_s"),
         ("[connections]\nmax_opened = 5\n", "max_opened"),
         ("[connections]\nread_buffer_bytes = 2000000\n", "connections.read_buffer_bytes"),
         ("work_stealing = 1\n", "work_stealing"),

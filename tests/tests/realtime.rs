@@ -399,6 +399,37 @@ fn endless_informational_answers_to_an_upgrade_are_a_502() {
     assert_eq!(record["outcome"], "upstream_error", "{record}");
 }
 
+/// A tunnel that times out after its 101 is closed: no HTTP error response is written into the
+/// upgraded stream (the client would read it as WebSocket frames).
+#[test]
+fn a_tunnel_that_times_out_after_its_101_is_closed_without_an_http_answer() {
+    let upstream = upstream_serving(|mut conn| {
+        use std::io::Read;
+        read_request(&mut conn);
+        let _ = conn.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+              sec-websocket-accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+        );
+        // Then silence until tokentap gives up and closes.
+        let mut rest = Vec::new();
+        let _ = conn.read_to_end(&mut rest);
+    });
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "[timeouts]\nwebsocket_idle_s = 1\n").unwrap();
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    client.write_all(UPGRADE).unwrap();
+    let head = read_head(&mut client);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let mut after = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut client, &mut after);
+    assert!(after.is_empty(), "bytes after the 101: {:?}", String::from_utf8_lossy(&after));
+    let record = feed.next_record_for("/v1/realtime");
+    assert_eq!(record["status"], 101, "{record}");
+}
+
 /// An `h2c` upgrade offered on a POST (as some HTTP/2 clients offer it on `http://`) keeps its
 /// body: an upstream that declines the offer reads the whole body and answers as usual.
 #[test]

@@ -1,52 +1,111 @@
 //! Credentials never reach records, the admin API, or the logs.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use tokentap_e2e::otlp_receiver::{hex, OtlpReceiver};
+use tokentap_e2e::websocket::{frame, read_head};
 use tokentap_e2e::{http1, Mock, Tokentap};
 
-const SECRET: &str = "sk-test-SECRET-7f3a9c2e41d8";
-const API_KEY: &str = "ak-test-SECRET-0b6e5d4c3a21";
-const QUERY_KEY: &str = "AIzaSECRET-5e4d3c2b1a09";
+/// One place a client can put a credential, with a secret of its own (so that a failure names
+/// the place).
+struct Credential {
+    place: &'static str,
+    secret: &'static str,
+}
+
+/// Every header a client (an SDK, a browser, a gateway) sends a credential in.
+const HEADER_CREDENTIALS: &[(&str, Credential)] = &[
+    ("authorization", Credential { place: "Authorization: Bearer", secret: "sk-test-SECRET-authz-7f3a9c" }),
+    ("proxy-authorization", Credential { place: "Proxy-Authorization", secret: "SECRET-proxy-authz-41d8e2" }),
+    ("x-api-key", Credential { place: "x-api-key (Anthropic)", secret: "sk-ant-SECRET-xapikey-0b6e" }),
+    ("api-key", Credential { place: "api-key (Azure OpenAI)", secret: "SECRET-azure-apikey-5d4c3a" }),
+    ("x-goog-api-key", Credential { place: "x-goog-api-key (Gemini)", secret: "AIzaSECRET-googhdr-21b0" }),
+    ("anthropic-api-key", Credential { place: "anthropic-api-key", secret: "SECRET-anthropic-hdr-9e8d" }),
+    ("openai-api-key", Credential { place: "openai-api-key", secret: "SECRET-openai-hdr-7c6b" }),
+    ("cookie", Credential { place: "Cookie", secret: "SECRET-cookie-session-5a49" }),
+    ("x-auth-token", Credential { place: "x-auth-token (by rule)", secret: "SECRET-xauthtoken-3827" }),
+    ("x-custom-secret", Credential { place: "x-custom-secret (by rule)", secret: "SECRET-custom-1605" }),
+];
+
+/// Every query parameter a client sends a credential in (Gemini's `?key=`, OAuth's
+/// `access_token`, …), also percent-encoded as the upstream would decode it.
+const QUERY_CREDENTIALS: &[(&str, Credential)] = &[
+    ("key", Credential { place: "?key= (Gemini)", secret: "AIzaSECRET-querykey-f4e3" }),
+    ("%6Bey", Credential { place: "?%6Bey= (key, percent-encoded)", secret: "AIzaSECRET-pctkey-d2c1" }),
+    ("api_key", Credential { place: "?api_key=", secret: "SECRET-query-api_key-b0a9" }),
+    ("api-key", Credential { place: "?api-key=", secret: "SECRET-query-api-key-8978" }),
+    ("api%5Fkey", Credential { place: "?api%5Fkey=", secret: "SECRET-query-pct-api-6756" }),
+    ("access_token", Credential { place: "?access_token=", secret: "SECRET-query-token-4534" }),
+];
+
+/// What a browser's WebSocket sends its key in: a subprotocol (the OpenAI Realtime pattern), and a
+/// query parameter.
+const SUBPROTOCOL_KEY: Credential =
+    Credential { place: "Sec-WebSocket-Protocol openai-insecure-api-key.", secret: "sk-proj-SECRET-subproto-1f2e" };
+const WEBSOCKET_QUERY_KEY: Credential = Credential { place: "WebSocket ?api_key=", secret: "SECRET-ws-query-3d4c" };
+
+fn all_credentials() -> Vec<&'static Credential> {
+    let mut all: Vec<&Credential> = HEADER_CREDENTIALS.iter().chain(QUERY_CREDENTIALS).map(|(_, c)| c).collect();
+    all.extend([&SUBPROTOCOL_KEY, &WEBSOCKET_QUERY_KEY]);
+    all
+}
 
 #[test]
 fn secrets_appear_nowhere() {
-    secrets_appear_nowhere_at("info");
+    secrets_appear_nowhere_at("info", false);
 }
 
 /// At `trace`, pingora and hyper would print request heads with every header: tokentap caps them.
 #[test]
 fn secrets_appear_nowhere_even_at_the_most_verbose_log_level() {
-    secrets_appear_nowhere_at("trace");
+    secrets_appear_nowhere_at("trace", false);
 }
 
-fn secrets_appear_nowhere_at(log_level: &str) {
+/// Content capture keeps bodies, never credentials.
+#[test]
+fn secrets_appear_nowhere_with_content_capture_on() {
+    secrets_appear_nowhere_at("trace", true);
+}
+
+fn secrets_appear_nowhere_at(log_level: &str, capture: bool) {
     let mock = Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
-    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url], &[("TOKENTAP_LOG", log_level)]);
-    let mut feed = tokentap.feed();
-    let bearer = format!("Bearer {SECRET}");
-    let cookie = format!("session={SECRET}");
-    let headers = [
-        ("content-type", "application/json"),
-        ("authorization", bearer.as_str()),
-        ("x-api-key", API_KEY),
-        ("api-key", API_KEY),
-        ("cookie", cookie.as_str()),
-        ("x-auth-token", API_KEY),
-        ("x-custom-secret", API_KEY),
-        ("proxy-authorization", bearer.as_str()),
+    let receiver = OtlpReceiver::start();
+    let endpoint = receiver.grpc_endpoint();
+    let env = [
+        ("TOKENTAP_LOG", log_level),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRICS_EXPORTER", "none"),
     ];
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("tokentap.toml");
+    std::fs::write(&config, format!("[privacy]\ncapture_content = {capture}\n")).unwrap();
+    let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url, "--config", config.to_str().unwrap()], &env);
+    let mut feed = tokentap.feed();
+
+    // One request with every credential header, and every credential query parameter.
+    let bearer = format!("Bearer {}", HEADER_CREDENTIALS[0].1.secret);
+    let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+    for (name, credential) in HEADER_CREDENTIALS {
+        headers.push((name, if *name == "authorization" { bearer.as_str() } else { credential.secret }));
+    }
+    let query: Vec<String> =
+        QUERY_CREDENTIALS.iter().map(|(name, credential)| format!("{name}={}", credential.secret)).collect();
     let body = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let resp = http1::post(tokentap.addr, "/v1/chat/completions", &headers, body);
+    let resp = http1::post(tokentap.addr, &format!("/v1/chat/completions?{}", query.join("&")), &headers, body);
     assert_eq!(resp.status, 200);
     // The upstream still gets the credentials: redaction is for records, not for traffic.
-    let last = mock.control("/_mock/last_request").1;
-    assert!(last.to_string().contains(SECRET), "authorization was not forwarded: {last}");
-    // `%6Bey` is `key`, percent-encoded: the upstream reads it as the key, so tokentap redacts it too.
-    let gemini = format!(
-        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&%6Bey={QUERY_KEY}&api%5Fkey={QUERY_KEY}"
-    );
+    let last = mock.control("/_mock/last_request").1.to_string();
+    assert!(last.contains(HEADER_CREDENTIALS[0].1.secret), "authorization was not forwarded: {last}");
+    // Gemini: the key in the query of a streaming call.
+    let gemini = format!("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&{}", query.join("&"));
     let resp = http1::post(
         tokentap.addr,
         &gemini,
-        &[("content-type", "application/json"), ("x-goog-api-key", API_KEY)],
+        &[("content-type", "application/json"), ("x-goog-api-key", HEADER_CREDENTIALS[4].1.secret)],
         br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
     );
     assert_eq!(resp.status, 200);
@@ -58,25 +117,97 @@ fn secrets_appear_nowhere_at(log_level: &str) {
         body,
     );
     assert_eq!(dead.status, 500);
+    // A browser's Realtime WebSocket: the key as a subprotocol, next to harmless ones.
+    let subprotocols = format!("realtime, openai-insecure-api-key.{}, openai-beta.realtime-v1", SUBPROTOCOL_KEY.secret);
+    let head = websocket_session(
+        tokentap.addr,
+        &format!("/v1/realtime?model=gpt-realtime&api_key={}", WEBSOCKET_QUERY_KEY.secret),
+        &subprotocols,
+    );
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
 
-    let first = feed.next_record();
-    let second = feed.next_record();
-    let third = feed.next_record();
-    let api = tokentap.admin_get("/_tokentap/api/requests?limit=100").1.to_string();
-    let records = std::fs::read_to_string(tokentap.records_file()).unwrap();
-    let logs = format!("{}{}", tokentap.proc.stdout(), tokentap.proc.stderr());
-    for (name, text) in [
-        ("records.jsonl", records.as_str()),
-        ("admin API", api.as_str()),
-        ("logs", logs.as_str()),
-        ("feed", &format!("{first}{second}{third}")),
-    ] {
-        for secret in [SECRET, API_KEY, QUERY_KEY] {
-            assert!(!text.contains(secret), "{secret} found in {name}");
+    let mut records = Vec::new();
+    while records.len() < 4 {
+        records.push(feed.next_record());
+    }
+    let websocket = records.iter().find(|r| r["status"] == 101).expect("the WebSocket session's record");
+    let kept = websocket["request_headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "sec-websocket-protocol")
+        .map(|h| h[1].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no subprotocols recorded: {websocket}"));
+    assert_eq!(kept, "realtime, openai-insecure-api-key.[redacted], openai-beta.realtime-v1");
+
+    // Every record's spans arrive at the collector.
+    let trace_ids: Vec<String> = records.iter().map(|r| r["trace_id"].as_str().unwrap().to_string()).collect();
+    let received = receiver.wait_for(Duration::from_secs(30), "a span for every record", |r| {
+        let seen: Vec<String> = r.spans().iter().map(|s| hex(&s.trace_id)).collect();
+        trace_ids.iter().all(|t| seen.contains(t))
+    });
+
+    let mut places: Vec<(String, String)> = vec![
+        ("feed".into(), records.iter().map(|r| r.to_string()).collect()),
+        ("admin API listing".into(), tokentap.admin_get("/_tokentap/api/requests?limit=100").1.to_string()),
+        ("spans".into(), format!("{received:?}")),
+    ];
+    for record in &records {
+        let id = record["request_id"].as_str().unwrap();
+        places.push((
+            format!("admin API {id}"),
+            tokentap.admin_get(&format!("/_tokentap/api/requests/{id}")).1.to_string(),
+        ));
+        let data_dir = tokentap.data_dir.path().to_str().unwrap();
+        let (status, out, err) = tokentap_e2e::process::run_tokentap(&["explain", id, "--data-dir", data_dir]);
+        assert!(status.success(), "explain {id}: {err}");
+        places.push((format!("tokentap explain {id}"), format!("{out}{err}")));
+    }
+    let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
+    for args in [vec!["report", "--data-dir", &data_dir], vec!["report", "--json", "--data-dir", &data_dir]] {
+        let (status, out, err) = tokentap_e2e::process::run_tokentap(&args);
+        assert!(status.success(), "{args:?}: {err}");
+        places.push((args.join(" "), format!("{out}{err}")));
+    }
+    // Every file tokentap wrote: records.jsonl, turns.jsonl, spools…
+    for entry in std::fs::read_dir(tokentap.data_dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            places.push((path.display().to_string(), String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into()));
         }
     }
-    assert!(records.contains("[redacted]"), "records should show that a value was redacted");
-    assert_eq!(records.lines().count(), 3);
+    places.push(("logs".into(), format!("{}{}", tokentap.proc.stdout(), tokentap.proc.stderr())));
+    for (name, text) in &places {
+        for credential in all_credentials() {
+            assert!(!text.contains(credential.secret), "the secret sent in {} was found in {name}", credential.place);
+        }
+    }
+    let records_text = std::fs::read_to_string(tokentap.records_file()).unwrap();
+    assert!(records_text.contains("[redacted]"), "records should show that a value was redacted");
+    assert_eq!(records_text.lines().count(), 4);
+}
+
+/// Opens a WebSocket session through `proxy` asking for `subprotocols`, closes it at once (a close
+/// frame, then the end of the stream) and reads until the proxy closes; returns the answer's head.
+fn websocket_session(proxy: std::net::SocketAddr, path: &str, subprotocols: &str) -> String {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {proxy}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Protocol: {subprotocols}\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let head = read_head(&mut stream);
+    stream.write_all(&frame(true, false, 0x8, Some([1, 2, 3, 4]), &1000u16.to_be_bytes())).unwrap();
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut rest = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut rest) {
+        if n == 0 {
+            break;
+        }
+    }
+    head
 }
 
 /// A config error quoting a URL with credentials shows neither the user nor the password.

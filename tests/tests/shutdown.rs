@@ -58,6 +58,28 @@ fn sigterm_lets_streams_in_flight_finish_and_records_them() {
 }
 
 #[test]
+fn a_stream_cut_at_the_end_of_the_grace_period_is_recorded_as_shutdown() {
+    // A stream of about 60 s, a grace period of 1 s.
+    let mock = Mock::start(&["--tokens", "600", "--itl-ms", "100", "--ttft-ms", "100"]);
+    let mut tokentap = Tokentap::start(&mock.url, &["--config", &grace_config(1)]);
+    let mut stream = StreamedResponse::open(tokentap.addr, &chat());
+    stream.read_head();
+    stream.read_body_until(1);
+    signal(&tokentap, "TERM");
+    let status = tokentap.proc.wait_exit();
+    assert!(status.success(), "tokentap exited with {status}: {}", tokentap.proc.stderr());
+    while stream.read_some() {}
+    assert!(!stream.into_response().complete, "the 60 s stream cannot have completed");
+    let records = std::fs::read_to_string(tokentap.records_file()).expect("records.jsonl");
+    let lines: Vec<serde_json::Value> = records.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 1, "the cut stream has its record:\n{records}");
+    let record = &lines[0];
+    assert_eq!(record["outcome"], "shutdown", "{record}");
+    assert_eq!(record["status"], 200, "{record}");
+    assert!(record["timeline"]["chunk_count"].as_u64().unwrap() >= 1, "what was stamped is kept: {record}");
+}
+
+#[test]
 fn a_second_signal_ends_the_drain_at_once() {
     let mock = Mock::start(&["--tokens", "600", "--itl-ms", "100", "--ttft-ms", "100"]);
     let mut tokentap = Tokentap::start(&mock.url, &["--config", &grace_config(600)]);

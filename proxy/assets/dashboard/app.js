@@ -137,7 +137,7 @@ function renderListShell() {
     el("select", { id: "f-route", onchange: (e) => { state.list.route = e.target.value; state.list.offset = 0; loadList(false); } }, opt([], "", "all routes")),
     el("select", { id: "f-model", onchange: (e) => { state.list.model = e.target.value; state.list.offset = 0; loadList(false); } }, opt([], "", "all models")),
     el("select", { id: "f-outcome", onchange: (e) => { state.list.outcome = e.target.value; state.list.offset = 0; loadList(false); } },
-      opt(["ok", "http_error", "client_cancelled", "upstream_error", "upstream_connect_error", "upstream_timeout", "no_route", "proxy_error"], state.list.outcome, "all outcomes")),
+      opt(["ok", "http_error", "client_cancelled", "upstream_error", "upstream_connect_error", "upstream_timeout", "no_route", "proxy_error", "shutdown"], state.list.outcome, "all outcomes")),
   );
   const head = el("tr", {}, ["started", "route", "model", "status", "outcome", "first answer ms", "tok/s", "tokens", "stalls", "e2e ms", "first paint ms", "verdict"]
     .map((h, i) => el("th", { class: i >= 5 && i <= 10 ? "n" : "" }, h)));

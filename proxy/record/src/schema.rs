@@ -37,6 +37,9 @@ pub enum Outcome {
     NoRoute,
     /// Anything else that went wrong inside tokentap.
     ProxyError,
+    /// tokentap stopped while the request was in flight: its stream was cut at the end of the
+    /// shutdown grace period.
+    Shutdown,
 }
 
 impl Outcome {
@@ -50,6 +53,7 @@ impl Outcome {
             Outcome::UpstreamTimeout => "upstream_timeout",
             Outcome::NoRoute => "no_route",
             Outcome::ProxyError => "proxy_error",
+            Outcome::Shutdown => "shutdown",
         }
     }
 }

@@ -23,7 +23,7 @@ pub mod summary;
 pub mod turns;
 
 pub use explain::explain;
-pub use load::{journal_files, load_data_dir, load_files, records_files, LoadedRecords};
+pub use load::{for_each_line, journal_files, load_data_dir, load_files, records_files, LoadedRecords};
 pub use row::ListRow;
 pub use summary::{build_report, GroupKey, GroupSummary, Report, ReportOptions, REPORT_METRICS};
 pub use tokentap_record::goodput::{verdict, Verdict};

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::BufRead;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use tokentap_record::Record;
@@ -12,7 +13,7 @@ pub struct LoadedRecords {
     pub records: Vec<Record>,
     /// Lines read, including superseded versions of a record.
     pub lines: u64,
-    /// Lines that were not a record of this version (reported, never fatal).
+    /// Lines that were not a record of this version, or not UTF-8 at all (reported, never fatal).
     pub skipped_lines: u64,
     pub files: Vec<PathBuf>,
 }
@@ -83,15 +84,9 @@ pub(crate) fn last_versions<T: serde::de::DeserializeOwned>(
     let mut out = LastVersions { entries: Vec::new(), lines: 0, skipped_lines: 0 };
     let mut index: HashMap<String, usize> = HashMap::new();
     for path in files {
-        let file = std::fs::File::open(path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
-        for line in std::io::BufReader::new(file).lines() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
+        for_each_line(path, |line| {
             out.lines += 1;
-            match serde_json::from_str::<T>(&line) {
+            match serde_json::from_slice::<T>(line) {
                 Ok(entry) => match index.get(key(&entry)) {
                     Some(&i) => out.entries[i] = entry,
                     None => {
@@ -101,7 +96,63 @@ pub(crate) fn last_versions<T: serde::de::DeserializeOwned>(
                 },
                 Err(_) => out.skipped_lines += 1,
             }
-        }
+        })?;
     }
     Ok(out)
+}
+
+/// Calls `each` with every non-blank line of a JSON-lines file, without its line end. Lines are
+/// split on bytes: a line that is not valid UTF-8 (a torn write, a damaged disk block) is handed
+/// over like any other, for the parser to reject, and never ends the reading of the file. Only a
+/// regular file is read: a FIFO or a device in a journal's place is an error, not a read that
+/// never ends (the file is opened with `O_NONBLOCK`, so even the open cannot block).
+pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let failed = |e: std::io::Error| std::io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(failed)?;
+    if !file.metadata().map_err(failed)?.is_file() {
+        return Err(failed(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+    }
+    let mut reader = std::io::BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(failed)? == 0 {
+            return Ok(());
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if !text.iter().all(u8::is_ascii_whitespace) {
+            each(text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_skipped_and_counted_and_the_rest_is_read() {
+        let dir = std::env::temp_dir().join(format!("tokentap-load-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lines.jsonl");
+        let mut bytes = Vec::new();
+        for i in 0..10 {
+            if i == 3 {
+                bytes.extend_from_slice(b"{\"id\":\"bad\xff\"}\n");
+            }
+            bytes.extend_from_slice(format!("{{\"id\":\"r{i}\"}}\n").as_bytes());
+        }
+        bytes.extend_from_slice(b"\n  \n\xc3\x28 not json either\n{\"id\":\"last\"}");
+        std::fs::write(&path, &bytes).unwrap();
+        #[derive(serde::Deserialize)]
+        struct Line {
+            id: String,
+        }
+        let read = last_versions::<Line>(std::slice::from_ref(&path), |l| &l.id).unwrap();
+        let ids: Vec<&str> = read.entries.iter().map(|l| l.id.as_str()).collect();
+        assert_eq!(ids, ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "last"]);
+        assert_eq!((read.lines, read.skipped_lines), (13, 2));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -26,6 +26,7 @@ mod query;
 mod records;
 mod summary;
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
@@ -57,10 +58,52 @@ pub(crate) struct AdminState {
     pub feed_max_subscribers: usize,
     pub feed_subscribers: feed::Subscribers,
     pub feed_events: feed::EventCache,
+    /// The listener's connection cap and head deadline.
+    pub limits: AdminLimits,
+    pub connections: AdminConnections,
+}
+
+/// Limits of the admin listener's connections (`admin_max_connections`, `admin_head_timeout_s`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminLimits {
+    /// Connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// From the accept, or from the end of the previous response (an idle kept-alive
+    /// connection), to the end of the next request head.
+    pub head_timeout: std::time::Duration,
+}
+
+/// Counters of the admin listener (health: `admin_connections`).
+#[derive(Debug, Default)]
+pub(crate) struct AdminConnections {
+    pub open: AtomicUsize,
+    pub refused_over_cap: AtomicU64,
+}
+
+/// What a connection over the admin cap is told before it is closed.
+const OVER_CAP_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+content-length: 56\r\nconnection: close\r\nretry-after: 1\r\n\r\n\
+{\"error\":\"tokentap admin API: too many open connections\"}";
+
+/// One admin connection's place under the cap; released on drop.
+struct AdminSlot(Arc<AdminState>);
+
+impl Drop for AdminSlot {
+    fn drop(&mut self) {
+        self.0.connections.open.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Serves the admin API on an already-bound listener until the runtime stops.
+///
+/// Its own accept loop rather than `axum::serve`: connections are capped, and HTTP/1.1's head
+/// deadline (hyper's `header_read_timeout`, which runs from the accept and again from the end of
+/// each response) closes both slow heads and idle kept-alive connections. HTTP/1.1 only: HTTP/2's
+/// preface is read with no deadline at all.
 pub(crate) async fn serve(listener: std::net::TcpListener, state: Arc<AdminState>) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tokio::io::AsyncWriteExt;
+
     if let Ok(addr) = listener.local_addr() {
         if !addr.ip().is_loopback() {
             tracing::warn!(%addr, "the admin API listens on a non-loopback address; it requires the admin token");
@@ -68,8 +111,46 @@ pub(crate) async fn serve(listener: std::net::TcpListener, state: Arc<AdminState
     }
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    // axum's accept loop waits a second after an error such as EMFILE instead of spinning.
-    axum::serve(listener, router(state)).await
+    let limits = state.limits;
+    let service = hyper_util::service::TowerToHyperService::new(router(state.clone()));
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.head_timeout).keep_alive(true);
+    let builder = Arc::new(builder);
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors (EMFILE) and the like: wait instead of spinning.
+                tracing::debug!(error = %e, "admin API accept failed");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let open = &state.connections.open;
+        if open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limits.max_connections).then_some(n + 1))
+            .is_err()
+        {
+            state.connections.refused_over_cap.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let write = async {
+                    stream.write_all(OVER_CAP_RESPONSE).await?;
+                    stream.shutdown().await
+                };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), write).await;
+            });
+            continue;
+        }
+        let slot = AdminSlot(state.clone());
+        let (builder, service) = (builder.clone(), service.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await {
+                tracing::debug!(error = %e, "admin API connection ended");
+            }
+        });
+    }
 }
 
 fn router(state: Arc<AdminState>) -> Router {

@@ -108,15 +108,54 @@ pub(crate) struct RequestCtx {
     pub recording: bool,
     /// A WebSocket session relayed by `tunnel` (which logs its own errors).
     pub relayed: bool,
+    /// Where the record goes if the request's task is dropped before `logging` (see `Drop`).
+    finalize: Option<FinalizeQueue>,
 }
 
 impl RequestCtx {
     fn new() -> Self {
-        Self { data: RequestData::start(), internal: false, no_route: false, recording: true, relayed: false }
+        Self {
+            data: RequestData::start(),
+            internal: false,
+            no_route: false,
+            recording: true,
+            relayed: false,
+            finalize: None,
+        }
     }
 
     fn charge(&mut self, entered: Instant) {
         self.data.hook_ns += entered.elapsed().as_nanos() as u64;
+    }
+}
+
+/// A request whose task is dropped before `logging` ran still gets its record: at the end of the
+/// shutdown grace period pingora drops the tasks of the streams still open (outcome `shutdown`);
+/// any other such drop is tokentap's own failure (`proxy_error`). The record keeps everything
+/// stamped until then.
+impl Drop for RequestCtx {
+    fn drop(&mut self) {
+        if self.data.open.is_none() {
+            // Recorded already (`logging` took the data), or never recording.
+            return;
+        }
+        let Some(finalize) = self.finalize.take() else { return };
+        let (outcome, kind, message) = if finalize.shutting_down() {
+            (
+                Outcome::Shutdown,
+                "shutdown",
+                "tokentap stopped before the response was complete (the grace period ended)",
+            )
+        } else {
+            (Outcome::ProxyError, "dropped", "the request ended inside tokentap without finishing")
+        };
+        let error = ErrorInfo { side: ErrorSide::Internal, kind: kind.to_string(), message: message.to_string() };
+        finalize.submit_boxed(Box::new(CompletedRequest {
+            data: self.data.take(),
+            outcome,
+            error: Some(error),
+            shed: false,
+        }));
     }
 }
 
@@ -222,6 +261,8 @@ impl ProxyHttp for TapProxy {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
         let entered = Instant::now();
+        // The head is in: the connection no longer waits for one (its deadline stops).
+        crate::admission::request_started(session.stream());
         // A client that pipelines (sends request N+1 before reading response N) is served in
         // order on the same connection (RFC 9112 §9.3.2) instead of having N+1 dropped.
         session.set_pipelining_enabled(true);
@@ -274,6 +315,7 @@ impl ProxyHttp for TapProxy {
             ctx.data.concurrency_at_t0 = in_flight_before;
             ctx.data.route_request_index = index;
             ctx.data.open = Some(self.finalize.open_request());
+            ctx.finalize = Some(self.finalize.clone());
         }
         ctx.data.route = Some(route);
         if session.is_upgrade_req() {
@@ -573,8 +615,11 @@ impl ProxyHttp for TapProxy {
             },
         };
         // Only answer when no answer was sent yet (informational heads may have been); a started
-        // response ends abnormally instead.
-        let answered = session.response_written().is_some_and(|head| !head.status.is_informational());
+        // response ends abnormally instead. A 101 is the answer: after it the connection speaks
+        // the upgraded protocol, where an HTTP response would be garbage.
+        let answered = session.response_written().is_some_and(|head| {
+            !head.status.is_informational() || head.status == http::StatusCode::SWITCHING_PROTOCOLS
+        });
         if code > 0 && !answered {
             // `kind` is the record's `error.kind` (e.g. `ConnectRefused`), for clients that tell
             // a target that is down from one that answered with an error.
@@ -601,6 +646,9 @@ impl ProxyHttp for TapProxy {
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
+        // The request is over: a kept-alive connection now waits for its next head, within
+        // `[connections] keepalive_idle_s` and `head_timeout_s`.
+        crate::admission::request_ended(session.stream());
         if ctx.internal {
             return;
         }

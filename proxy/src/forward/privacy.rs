@@ -1,4 +1,5 @@
-//! What never leaves tokentap: credential headers, cookies and secret-looking query parameters.
+//! What never leaves tokentap: credential headers, cookies, secret-looking query parameters and
+//! WebSocket subprotocols that carry a key.
 //!
 //! Records, logs and the admin API only ever see values after they went through this module.
 
@@ -55,10 +56,53 @@ impl Redactor {
     pub(crate) fn header_value(&self, name: &str, value: &[u8]) -> String {
         if self.is_secret_header(name) {
             REDACTED.to_string()
+        } else if name.eq_ignore_ascii_case(SUBPROTOCOL_HEADER) {
+            redact_subprotocols(&String::from_utf8_lossy(value))
         } else {
             String::from_utf8_lossy(value).into_owned()
         }
     }
+}
+
+/// A browser's WebSocket cannot send `Authorization`: clients put the key in the list of
+/// subprotocols instead (OpenAI Realtime: `realtime, openai-insecure-api-key.sk-…`).
+const SUBPROTOCOL_HEADER: &str = "sec-websocket-protocol";
+
+/// Subprotocol entries at least this long are redacted whole: protocol names are short
+/// (`realtime`, `openai-beta.realtime-v1`, `graphql-transport-ws`), keys and tokens are not.
+const LONGEST_PLAIN_SUBPROTOCOL: usize = 31;
+
+/// Prefixes of credentials sent bare, as a subprotocol of their own (API keys, JWTs).
+const CREDENTIAL_PREFIXES: &[&str] = &["sk-", "sk_", "aiza", "eyj", "bearer"];
+
+/// The `Sec-WebSocket-Protocol` list with every entry that carries a credential redacted and the
+/// others kept: in `name.value` entries whose name looks secret (`openai-insecure-api-key.sk-…`,
+/// `base64url.bearer.authorization.k8s.io.…`) what follows the name is replaced; an entry that
+/// looks like a credential itself (a known key prefix, or too long for a protocol name) is
+/// replaced whole.
+pub(crate) fn redact_subprotocols(value: &str) -> String {
+    let entries: Vec<String> = value
+        .split(',')
+        .map(|raw| {
+            let entry = raw.trim();
+            let lower = entry.to_ascii_lowercase();
+            // The first dot-separated part that names a secret: everything after it is the secret.
+            let mut at = 0;
+            for part in lower.split('.') {
+                let end = at + part.len();
+                if end < lower.len() && (REDACTED_HEADERS.contains(&part) || looks_secret(part)) {
+                    return format!("{}.{REDACTED}", &entry[..end]);
+                }
+                at = end + 1;
+            }
+            if entry.len() > LONGEST_PLAIN_SUBPROTOCOL || CREDENTIAL_PREFIXES.iter().any(|p| lower.starts_with(p)) {
+                REDACTED.to_string()
+            } else {
+                entry.to_string()
+            }
+        })
+        .collect();
+    entries.join(", ")
 }
 
 /// The path with secret-looking query values replaced, e.g. Gemini's `?key=…`. Names are compared
@@ -138,6 +182,34 @@ mod tests {
             "x-max-tokens",
         ] {
             assert_eq!(r.header_value(name, b"plain"), "plain", "{name}");
+        }
+    }
+
+    #[test]
+    fn redacts_keys_in_websocket_subprotocols_and_keeps_the_protocol_names() {
+        let r = Redactor::default();
+        let cases = [
+            (
+                "realtime, openai-insecure-api-key.sk-proj-SECRET, openai-beta.realtime-v1",
+                "realtime, openai-insecure-api-key.[redacted], openai-beta.realtime-v1",
+            ),
+            (
+                "realtime,openai-organization.org-1,openai-project.proj_2",
+                "realtime, openai-organization.org-1, openai-project.proj_2",
+            ),
+            ("OpenAI-Insecure-API-Key.sk-SECRET", "OpenAI-Insecure-API-Key.[redacted]"),
+            ("x-api-key.a.b.c", "x-api-key.[redacted]"),
+            ("base64url.bearer.authorization.k8s.io.dG9rZW4", "base64url.bearer.authorization.[redacted]"),
+            ("my-token.SECRET", "my-token.[redacted]"),
+            ("sk-SECRET", "[redacted]"),
+            ("graphql-transport-ws, eyJhbGciOi.x.y", "graphql-transport-ws, [redacted]"),
+            ("chat, 0123456789abcdef0123456789abcdef", "chat, [redacted]"),
+            // A secret-looking name with nothing after it carries nothing.
+            ("api-key", "api-key"),
+            ("wamp.2.json, v12.stomp, mqtt", "wamp.2.json, v12.stomp, mqtt"),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(r.header_value("Sec-WebSocket-Protocol", value.as_bytes()), expected, "{value}");
         }
     }
 

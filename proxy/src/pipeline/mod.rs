@@ -64,6 +64,9 @@ pub(crate) struct PipelineStats {
     pub worker_panics: AtomicU64,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
     pub open_requests: Arc<AtomicU64>,
+    /// Set once SIGTERM started the drain: a request whose task is dropped from then on was cut
+    /// by the shutdown (its record says `shutdown`).
+    pub shutting_down: std::sync::atomic::AtomicBool,
     pub turns: TurnStats,
     /// The bytes all requests keep for analysis (`[timeline] max_kept_bytes`).
     pub kept: Arc<crate::timeline::KeptBudget>,
@@ -192,6 +195,11 @@ impl FinalizeQueue {
     }
 
     /// Counts a routed request as open until its record is stored.
+    /// Whether SIGTERM started the drain.
+    pub(crate) fn shutting_down(&self) -> bool {
+        self.stats.shutting_down.load(Ordering::Acquire)
+    }
+
     pub(crate) fn open_request(&self) -> OpenRequest {
         OpenRequest::new(&self.stats.open_requests)
     }

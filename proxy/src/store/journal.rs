@@ -3,7 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,6 +19,9 @@ struct OpenFile {
     checked_at: std::time::Instant,
     /// Lines written since the path was last seen to name this file.
     lines_since_check: u64,
+    /// The path no longer names this file and could not be opened again (something that is not a
+    /// regular file took its place): every write tries again, none goes to this file.
+    lost: bool,
 }
 
 /// How often a write checks that the journal's path still names the file tokentap has open (one
@@ -50,11 +53,7 @@ impl Journal {
         max_files: u32,
     ) -> Result<Journal, StoreError> {
         let path = dir.join(format!("{stem}.jsonl"));
-        // A device or a pipe in the journal's place would be read without end at start.
-        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
-            return Err(StoreError::Open { path, source });
-        }
+        // A device, a pipe or a link in the journal's place is refused (see `open_file`).
         Ok(Journal {
             open: Mutex::new(open_file(&path)?),
             dir: dir.to_path_buf(),
@@ -129,17 +128,34 @@ impl Journal {
         let mut open = self.open.lock();
         // A journal removed or replaced under tokentap (the data dir deleted, a log tool moving
         // the file) would swallow every later line: notice it, recreate it, count it.
-        if open.checked_at.elapsed() >= self.check_every {
+        // Once lost (something else took the path), every write tries to open it again: no line
+        // goes to the old file, and each one that cannot be written is counted as a failure.
+        if open.lost || open.checked_at.elapsed() >= self.check_every {
             open.checked_at = std::time::Instant::now();
-            if still_the_file(&self.path(), &open) {
+            if !open.lost && still_the_file(&self.path(), &open) {
                 open.lines_since_check = 0;
             } else {
-                self.gap.fetch_add(open.lines_since_check, Ordering::Relaxed);
-                std::fs::create_dir_all(&self.dir)
-                    .map_err(|source| StoreError::Open { path: self.dir.clone(), source })?;
-                *open = open_file(&self.path())?;
-                self.recreated.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(path = %self.path().display(), "journal vanished or was replaced; recreated it");
+                if !open.lost {
+                    self.gap.fetch_add(open.lines_since_check, Ordering::Relaxed);
+                    open.lines_since_check = 0;
+                }
+                let reopened = std::fs::create_dir_all(&self.dir)
+                    .map_err(|source| StoreError::Open { path: self.dir.clone(), source })
+                    .and_then(|()| open_file(&self.path()));
+                match reopened {
+                    Ok(file) => {
+                        *open = file;
+                        self.recreated.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(path = %self.path().display(), "journal vanished or was replaced; recreated it");
+                    }
+                    Err(e) => {
+                        if !open.lost {
+                            tracing::warn!(error = %e, "journal replaced by something it cannot write to; records are kept in memory only");
+                        }
+                        open.lost = true;
+                        return Err(e);
+                    }
+                }
             }
         }
         let line_len = json.len() as u64 + 1;
@@ -175,23 +191,60 @@ impl Journal {
     }
 }
 
+/// Opens (or creates) the journal for appending. Only a regular file is accepted: a symbolic link
+/// in its place is not followed (`O_NOFOLLOW`: records would go wherever it points), and a FIFO
+/// does not block the record worker (`O_NONBLOCK`: without a reader, `open` would wait for one;
+/// with the flag it returns at once and the file's type is checked). The flag is cleared again on
+/// the regular file, whose writes then block as usual.
 fn open_file(path: &Path) -> Result<OpenFile, StoreError> {
+    let failed = |source| StoreError::Open { path: path.to_path_buf(), source };
     let file = OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
-    let meta = file.metadata().map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+        .map_err(|e| failed(not_a_regular_file(path).unwrap_or(e)))?;
+    let meta = file.metadata().map_err(failed)?;
+    if !meta.file_type().is_file() {
+        return Err(failed(not_a_regular_file(path).unwrap_or_else(|| refused("not a regular file"))));
+    }
+    let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| failed(e.into()))?;
+    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK).map_err(|e| failed(e.into()))?;
     Ok(OpenFile {
         file,
         size: meta.len(),
         identity: (meta.dev(), meta.ino()),
         checked_at: std::time::Instant::now(),
         lines_since_check: 0,
+        lost: false,
     })
 }
 
-/// Whether `path` still names the open file (false when it was removed or replaced).
+fn refused(why: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string())
+}
+
+/// What is at `path` when it is something other than a regular file, as an error to report.
+fn not_a_regular_file(path: &Path) -> Option<std::io::Error> {
+    let kind = std::fs::symlink_metadata(path).ok()?.file_type();
+    let what = if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        return None;
+    };
+    Some(refused(&format!("not a regular file ({what}); tokentap writes only to a regular file")))
+}
+
+/// Whether `path` still names the open file (false when it was removed or replaced, also by a
+/// link to it).
 fn still_the_file(path: &Path, open: &OpenFile) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == open.identity)
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == open.identity)
 }

@@ -95,6 +95,8 @@ pub(crate) struct RecordStore {
     ring: RwLock<Ring>,
     turn_ring: RwLock<TurnRing>,
     feed: broadcast::Sender<FeedItem>,
+    /// Lines skipped when the rings were restored at start.
+    restore_skipped_lines: u64,
 }
 
 /// What the live feed carries: a stored (or updated) request record, or a closed turn.
@@ -150,11 +152,13 @@ impl TurnRing {
 /// The `ring_size` records written last to the journal (the last version of each), as the ring
 /// would hold them had tokentap not restarted. Reads
 /// the journal's files newest first, one at a time, and stops once the ring is full, so start-up
-/// holds at most one file's records besides the ring. Unreadable lines are skipped.
-fn rebuild_ring(dir: &Path, config: &StoreConfig) -> Ring {
+/// holds at most one file's records besides the ring. Unreadable lines (not a record, not UTF-8)
+/// are skipped; returns how many with the ring.
+fn rebuild_ring(dir: &Path, config: &StoreConfig) -> (Ring, u64) {
     let ring_size = config.ring_size;
     let mut newest_first: Vec<Record> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut skipped = 0;
     for file in tokentap_report::records_files(dir).iter().rev() {
         if newest_first.len() >= ring_size {
             break;
@@ -166,6 +170,7 @@ fn rebuild_ring(dir: &Path, config: &StoreConfig) -> Ring {
                 continue;
             }
         };
+        skipped += loaded.skipped_lines;
         for record in loaded.records.into_iter().rev() {
             if newest_first.len() >= ring_size {
                 break;
@@ -181,7 +186,7 @@ fn rebuild_ring(dir: &Path, config: &StoreConfig) -> Ring {
             ring.push(Arc::new(StoredRecord { record, json }), config);
         }
     }
-    ring
+    (ring, skipped)
 }
 
 /// Which records a listing returns.
@@ -216,7 +221,7 @@ impl RecordStore {
         let records = Journal::open(dir, RECORDS_STEM, config.max_file_bytes, config.max_files)?;
         let turns = Journal::open(dir, TURNS_STEM, config.max_file_bytes, config.max_files)?;
         let (feed, _) = broadcast::channel(256);
-        let ring = rebuild_ring(dir, &config);
+        let (ring, skipped) = rebuild_ring(dir, &config);
         if !ring.records.is_empty() {
             tracing::info!(
                 records = ring.records.len(),
@@ -224,7 +229,11 @@ impl RecordStore {
                 "recent records restored from the journal"
             );
         }
-        let turn_ring = rebuild_turn_ring(dir, &config);
+        let (turn_ring, turns_skipped) = rebuild_turn_ring(dir, &config);
+        let restore_skipped_lines = skipped + turns_skipped;
+        if restore_skipped_lines > 0 {
+            tracing::warn!(lines = restore_skipped_lines, "unreadable journal lines skipped at restore");
+        }
         Ok(Self {
             dir: dir.to_path_buf(),
             ring: RwLock::new(ring),
@@ -233,7 +242,13 @@ impl RecordStore {
             records,
             turns,
             feed,
+            restore_skipped_lines,
         })
+    }
+
+    /// Journal lines that could not be read back at start (not a record, not UTF-8), skipped.
+    pub(crate) fn restore_skipped_lines(&self) -> u64 {
+        self.restore_skipped_lines
     }
 
     pub(crate) fn records_path(&self) -> PathBuf {
@@ -389,23 +404,35 @@ impl RecordStore {
 
 /// The turns written last to `turns.jsonl` (current file, then the newest rotated one), as many
 /// as the turn ring holds. Unreadable lines are skipped.
-fn rebuild_turn_ring(dir: &Path, config: &StoreConfig) -> TurnRing {
+fn rebuild_turn_ring(dir: &Path, config: &StoreConfig) -> (TurnRing, u64) {
     let mut ring = TurnRing::default();
+    let mut skipped = 0;
     for name in [format!("{TURNS_STEM}.1.jsonl"), TURNS_FILE.to_owned()] {
-        let Ok(file) = std::fs::File::open(dir.join(&name)) else { continue };
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(file).lines().map_while(Result::ok) {
-            if let Ok(turn) = serde_json::from_str::<TurnRecord>(&line) {
-                ring.replace(Arc::new(StoredTurn { turn, json: line }), config);
+        let path = dir.join(&name);
+        if !path.exists() {
+            continue;
+        }
+        let read = tokentap_report::for_each_line(&path, |line| {
+            let parsed = std::str::from_utf8(line).ok().and_then(|text| {
+                let turn = serde_json::from_str::<TurnRecord>(text).ok()?;
+                Some(StoredTurn { turn, json: text.to_owned() })
+            });
+            match parsed {
+                Some(stored) => ring.replace(Arc::new(stored), config),
+                None => skipped += 1,
             }
+        });
+        if let Err(e) = read {
+            tracing::warn!(error = %e, "cannot read a journal file; its turns are not restored");
         }
     }
-    ring
+    (ring, skipped)
 }
 
 #[cfg(test)]
 mod tests {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
 
     use super::*;
 
@@ -426,29 +453,6 @@ mod tests {
 
     fn config(max_file_bytes: u64, ring_size: usize) -> StoreConfig {
         StoreConfig { max_file_bytes, max_files: 2, ring_size, ring_max_bytes: 64 << 20 }
-    }
-
-    #[test]
-    fn a_full_disk_is_reported_until_a_write_succeeds_and_leaves_no_half_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(RECORDS_FILE);
-        let mut store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
-        store.records.check_every = std::time::Duration::ZERO;
-        // /dev/full fails every write with ENOSPC, like a full disk.
-        std::fs::remove_file(&path).unwrap();
-        std::os::unix::fs::symlink("/dev/full", &path).unwrap();
-        assert!(store.append(record("a", "/", "ok", 1)).is_err());
-        assert_eq!(store.write_errors(), 1);
-        assert!(store.write_failing().unwrap().contains("No space left"), "{:?}", store.write_failing());
-        // Space again: a real file in its place is noticed, and the next record is written whole.
-        std::fs::remove_file(&path).unwrap();
-        store.append(record("b", "/", "ok", 2)).unwrap();
-        assert_eq!(store.write_failing(), None);
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().count(), 1);
-        assert!(serde_json::from_str::<Record>(text.trim_end()).is_ok(), "{text}");
-        // The record that could not be written is still served from memory.
-        assert!(store.get("a").is_some());
     }
 
     #[test]
@@ -524,6 +528,92 @@ mod tests {
         // a (before the removal: removed with the file, as the operator asked), b and c.
         assert_eq!(store.journal_gap(), 3);
         assert!(std::fs::read_to_string(data.join(RECORDS_FILE)).unwrap().contains("\"request_id\":\"d\""));
+    }
+
+    fn mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+        assert!(status.success());
+    }
+
+    #[test]
+    fn a_link_or_a_fifo_in_the_journals_place_is_refused_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.jsonl");
+        std::fs::write(&elsewhere, b"").unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, data.join(RECORDS_FILE)).unwrap();
+        let e = RecordStore::open(&data, config(1 << 20, 10)).err().expect("a symlink is refused");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        std::fs::remove_file(data.join(RECORDS_FILE)).unwrap();
+        mkfifo(&data.join(RECORDS_FILE));
+        let e = RecordStore::open(&data, config(1 << 20, 10)).err().expect("a FIFO is refused");
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_journal_replaced_by_a_link_or_a_fifo_fails_every_write_until_it_is_a_file_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.jsonl");
+        std::fs::write(&elsewhere, b"").unwrap();
+        let data = dir.path().join("data");
+        let mut store = RecordStore::open(&data, config(1 << 20, 10)).unwrap();
+        store.records.check_every = std::time::Duration::ZERO;
+        store.append(record("a", "/", "ok", 1)).unwrap();
+        let path = data.join(RECORDS_FILE);
+        // A link: not followed, and nothing goes to the old (unlinked) file either.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        let e = store.append(record("b", "/", "ok", 2)).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(store.write_failing().is_some_and(|why| why.contains("symbolic link")));
+        store.records.check_every = std::time::Duration::from_secs(3600);
+        store.append(record("c", "/", "ok", 3)).unwrap_err();
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"", "the link was followed");
+        // A FIFO with no reader: `open` would block the worker; it fails at once instead.
+        std::fs::remove_file(&path).unwrap();
+        mkfifo(&path);
+        let e = store.append(record("d", "/", "ok", 4)).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        // A FIFO with a reader: `open` would succeed; it is refused by its type.
+        let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
+        let e = store.append(record("e", "/", "ok", 5)).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        drop(reader);
+        assert_eq!(store.write_errors(), 4);
+        assert_eq!(store.written(), 1);
+        // A regular file again: written to at once, and the failure is over.
+        std::fs::remove_file(&path).unwrap();
+        store.append(record("f", "/", "ok", 6)).unwrap();
+        assert!(store.write_failing().is_none());
+        assert!(std::fs::read_to_string(&path).unwrap().contains("\"request_id\":\"f\""));
+        assert_eq!(store.journal_recreated(), 1);
+        // The records that could not be written are still served from memory.
+        assert!(["b", "c", "d", "e"].iter().all(|id| store.get(id).is_some()));
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_skipped_and_the_others_are_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = RecordStore::open(dir.path(), config(1 << 20, 100)).unwrap();
+            for i in 0..10 {
+                store.append(record(&format!("r{i}"), "/", "ok", i)).unwrap();
+            }
+        }
+        // One byte of the fourth line is not UTF-8 (a torn write, a bad disk sector).
+        let path = dir.path().join(RECORDS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let line_starts: Vec<usize> = std::iter::once(0)
+            .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1))
+            .collect();
+        let at = line_starts[3] + bytes[line_starts[3]..].windows(4).position(|w| w == b"r3\",").unwrap() + 1;
+        bytes[at] = 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 100)).unwrap();
+        assert_eq!(store.recent(&RecordFilter::default(), 100).len(), 9);
+        assert_eq!(store.restore_skipped_lines(), 1);
     }
 
     #[test]

@@ -38,16 +38,34 @@ pub(crate) enum Fault {
     WorkerPanic,
     /// SIGTERM while streams are in flight.
     Sigterm,
+    /// Clients that send one request on a kept-alive connection and then nothing, or trickle the
+    /// next head a byte a second.
+    KeepaliveSlowloris,
+    /// `records.jsonl` replaced by a symbolic link to a file elsewhere, then removed.
+    JournalSymlink,
+    /// `records.jsonl` replaced by a FIFO nobody reads, then removed.
+    JournalFifo,
+    /// A line that is not UTF-8 appended to `records.jsonl` (a torn write); then the report and a
+    /// restart read the journal back.
+    JournalTornLine,
+    /// Browser-style WebSocket sessions with the API key in `Sec-WebSocket-Protocol`, logging at
+    /// `trace`.
+    SubprotocolKey,
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 6] = [
+    pub(crate) const ALL: [Fault; 11] = [
         Fault::CollectorDown,
         Fault::CollectorSilent,
         Fault::DiskFull,
         Fault::StoreRemoved,
         Fault::WorkerPanic,
         Fault::Sigterm,
+        Fault::KeepaliveSlowloris,
+        Fault::JournalSymlink,
+        Fault::JournalFifo,
+        Fault::JournalTornLine,
+        Fault::SubprotocolKey,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -58,6 +76,11 @@ impl Fault {
             Fault::StoreRemoved => "store-removed",
             Fault::WorkerPanic => "worker-panic",
             Fault::Sigterm => "sigterm",
+            Fault::KeepaliveSlowloris => "keepalive-slowloris",
+            Fault::JournalSymlink => "journal-symlink",
+            Fault::JournalFifo => "journal-fifo",
+            Fault::JournalTornLine => "journal-torn-line",
+            Fault::SubprotocolKey => "subprotocol-key",
         }
     }
 
@@ -88,6 +111,18 @@ impl Fault {
             Fault::StoreRemoved => "data dir deleted (`rm -r`) mid-run".into(),
             Fault::WorkerPanic => format!("record worker panics on {} requests in {during} s", plan.panics),
             Fault::Sigterm => format!("SIGTERM with {} streams half-way", plan.streams),
+            Fault::KeepaliveSlowloris => format!(
+                "{ATTACKERS} connections send one request, then half stay silent and half trickle the next head at 1 byte/s \
+(`keepalive_idle_s` = `head_timeout_s` = {SLOWLORIS_TIMEOUT_S})"
+            ),
+            Fault::JournalSymlink => {
+                format!("records.jsonl replaced by a symlink to a file outside the data dir for {during} s, then removed")
+            }
+            Fault::JournalFifo => format!("records.jsonl replaced by a FIFO nobody reads for {during} s, then removed"),
+            Fault::JournalTornLine => "a line that is not UTF-8 appended to records.jsonl mid-run; then `tokentap report` and a restart".into(),
+            Fault::SubprotocolKey => format!(
+                "{WS_SESSIONS} WebSocket sessions with the key in `Sec-WebSocket-Protocol` (`TOKENTAP_LOG=trace`)"
+            ),
         }
     }
 }
@@ -347,18 +382,19 @@ async fn settle(admin: SocketAddr) {
     .await;
 }
 
-/// Records on disk for `path` (every journal file), and lines that do not parse.
+/// Records on disk for `path` (every journal file), and lines that do not parse (split on bytes:
+/// a line that is not UTF-8 is one unreadable line).
 fn journal_records(data: &Path, path: &str) -> (u64, u64) {
     let (mut found, mut unreadable) = (0, 0);
     let Ok(entries) = std::fs::read_dir(data) else { return (0, 0) };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
-        if !(name.starts_with("records") && name.ends_with(".jsonl")) {
+        if !(name.starts_with("records") && name.ends_with(".jsonl") && entry.path().is_file()) {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
-        for line in text.lines().filter(|l| !l.is_empty()) {
-            match serde_json::from_str::<Value>(line) {
+        let Ok(bytes) = std::fs::read(entry.path()) else { continue };
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Value>(line) {
                 Ok(record) if record["path"] == path => found += 1,
                 Ok(_) => {}
                 Err(_) => unreadable += 1,
@@ -389,6 +425,10 @@ pub(crate) fn run(
             Fault::StoreRemoved => rt.block_on(store_removed(bin, upstream, plan)),
             Fault::WorkerPanic => rt.block_on(worker_panic(bin, upstream, plan)),
             Fault::Sigterm => rt.block_on(sigterm(bin, upstream, plan)),
+            Fault::KeepaliveSlowloris => rt.block_on(keepalive_slowloris(bin, upstream, plan)),
+            Fault::JournalSymlink | Fault::JournalFifo => rt.block_on(journal_replaced(bin, upstream, fault, plan)),
+            Fault::JournalTornLine => rt.block_on(journal_torn_line(bin, upstream, plan)),
+            Fault::SubprotocolKey => rt.block_on(subprotocol_key(bin, upstream, plan)),
         };
         eprintln!(
             "[faults] {}: {} sent, {} failed, {} altered, {} lost of {}",
@@ -748,6 +788,315 @@ async fn sigterm(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
     out
 }
 
+/// Slow-header connections of the keep-alive fault.
+const ATTACKERS: usize = 1000;
+/// `keepalive_idle_s` and `head_timeout_s` of the keep-alive fault.
+const SLOWLORIS_TIMEOUT_S: u64 = 2;
+const ATTACK_PATH: &str = "/v1/attack/chat/completions";
+
+/// One slow client: a non-streaming request on a kept-alive connection, its whole answer read,
+/// then silence (`trickle` false) or the next head a byte a second. Returns how long after its
+/// answer tokentap closed the connection (`None`: still open after `limit`).
+async fn slow_client(addr: SocketAddr, trickle: bool, limit: Duration) -> Option<Duration> {
+    let mut stream = TcpStream::connect(addr).await.ok()?;
+    let body = r#"{"model":"bench-model","stream":false,"messages":[]}"#;
+    let request = format!(
+        "POST {ATTACK_PATH} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.ok()?;
+    // The answer has a content-length: read the head, then that many bytes.
+    let mut raw = Vec::new();
+    let mut tmp = vec![0u8; 16384];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length: usize =
+                head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok())?;
+            if raw.len() >= end + 4 + length {
+                break;
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(30), stream.read(&mut tmp)).await {
+            Ok(Ok(n)) if n > 0 => raw.extend_from_slice(&tmp[..n]),
+            _ => return None,
+        }
+    }
+    let answered = Instant::now();
+    let next = b"POST /v1/chat/completions HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n";
+    let mut sent = 0;
+    while answered.elapsed() < limit {
+        let wait = if trickle && sent < next.len() { Duration::from_secs(1) } else { limit };
+        match tokio::time::timeout(wait, stream.read(&mut tmp)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(answered.elapsed()),
+            Ok(Ok(_)) => {}
+            Err(_) => {
+                if trickle && sent < next.len() {
+                    if stream.write_all(&next[sent..sent + 1]).await.is_err() {
+                        return Some(answered.elapsed());
+                    }
+                    sent += 1;
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A slow client's task: whether it trickled, and when it was closed.
+type SlowClient = tokio::task::JoinHandle<(bool, Option<Duration>)>;
+
+async fn keepalive_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let extra =
+        format!("[connections]\nkeepalive_idle_s = {SLOWLORIS_TIMEOUT_S}\nhead_timeout_s = {SLOWLORIS_TIMEOUT_S}\n");
+    let target = start(bin, dir.path(), &data, upstream, &extra, &[]);
+    let addr = target.addr;
+    let limit = plan.during + plan.after;
+    let attackers: std::sync::Mutex<Vec<SlowClient>> = Default::default();
+    let tally = phases(
+        &target,
+        plan,
+        async {
+            let mut handles = attackers.lock().expect("attackers");
+            for k in 0..ATTACKERS {
+                let trickle = k % 2 == 1;
+                handles.push(tokio::spawn(async move { (trickle, slow_client(addr, trickle, limit).await) }));
+            }
+        },
+        async {},
+    )
+    .await;
+    let handles = std::mem::take(&mut *attackers.lock().expect("attackers"));
+    let (mut idle_max, mut trickle_max, mut open, mut failed) = (Duration::ZERO, Duration::ZERO, 0, 0);
+    for handle in handles {
+        match handle.await {
+            Ok((trickle, Some(took))) => {
+                let max = if trickle { &mut trickle_max } else { &mut idle_max };
+                *max = (*max).max(took);
+            }
+            Ok((_, None)) => open += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    let h = health(target.admin).await;
+    let (records, unreadable) = journal_records(&data, LOAD_PATH);
+    let mut out = row(Fault::KeepaliveSlowloris, &plan, tally);
+    out.expected = proxied(tally);
+    out.lost = out.expected.saturating_sub(records);
+    out.counted = format!(
+        "idle_closed {}, head_timeouts {}",
+        count(&h, &["connections", "idle_closed"]),
+        count(&h, &["connections", "head_timeouts"])
+    );
+    out.recovery = format!(
+        "silent ones closed ≤ {:.2} s after their answer, trickling ones ≤ {:.2} s",
+        idle_max.as_secs_f64(),
+        trickle_max.as_secs_f64()
+    );
+    out.note = format!(
+        "slow connections still open after {} s: {open} (not served: {failed}); connections open at the end: {}; unreadable lines: {unreadable}",
+        limit.as_secs(),
+        count(&h, &["connections", "open"])
+    );
+    out
+}
+
+async fn journal_replaced(bin: &Path, upstream: SocketAddr, fault: Fault, plan: Plan) -> FaultRow {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let outside = dir.path().join("outside.jsonl");
+    std::fs::write(&outside, b"").expect("outside file");
+    let target = start(bin, dir.path(), &data, upstream, "", &[]);
+    let admin = target.admin;
+    let journal = data.join("records.jsonl");
+    let degraded: std::sync::Mutex<(Option<Duration>, String)> = Default::default();
+    let recovered: std::sync::Mutex<Option<Duration>> = Default::default();
+    let tally = phases(
+        &target,
+        plan,
+        async {
+            let _ = std::fs::remove_file(&journal);
+            if fault == Fault::JournalSymlink {
+                std::os::unix::fs::symlink(&outside, &journal).expect("symlink");
+            } else {
+                let made = Command::new("mkfifo").arg(&journal).status();
+                assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+            }
+            let took = wait_health(admin, plan.during, |h| h["status"] == "degraded").await;
+            let problem = health(admin).await["problem"].as_str().unwrap_or("").to_string();
+            *degraded.lock().expect("degraded") = (took, problem);
+        },
+        async {
+            let written_then = count(&health(admin).await, &["records", "written"]);
+            let _ = std::fs::remove_file(&journal);
+            let took = wait_health(admin, plan.after, |h| {
+                count(h, &["records", "written"]) > written_then && h["status"] == "ok"
+            })
+            .await;
+            *recovered.lock().expect("recovery") = took;
+        },
+    )
+    .await;
+    let h = health(admin).await;
+    let (records, unreadable) = journal_records(&data, LOAD_PATH);
+    let mut out = row(fault, &plan, tally);
+    out.expected = proxied(tally);
+    out.lost = out.expected.saturating_sub(records);
+    out.counted = format!(
+        "store_errors {}, journal_gap {}",
+        count(&h, &["records", "store_errors"]),
+        count(&h, &["records", "journal_gap"])
+    );
+    out.recovery = format!(
+        "{} (path freed → next record on disk, health `ok`)",
+        show(*recovered.lock().expect("recovery"), plan.after)
+    );
+    let (took, problem) = degraded.lock().expect("degraded").clone();
+    out.note = format!(
+        "health `degraded` {} after the swap (\"{problem}\"); bytes written outside the data dir: {}; unreadable lines: {unreadable}",
+        show(took, plan.during),
+        std::fs::metadata(&outside).map_or(0, |m| m.len())
+    );
+    out
+}
+
+async fn journal_torn_line(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let target = start(bin, dir.path(), &data, upstream, "", &[]);
+    let journal = data.join("records.jsonl");
+    let tally = phases(
+        &target,
+        plan,
+        async {
+            use std::io::Write;
+            let mut file = std::fs::OpenOptions::new().append(true).open(&journal).expect("journal");
+            let _ = file.write_all(b"{\"record_version\":1,\"request_id\":\"torn-\xff\xfe\",\"path\":\"/v1/chat\n");
+        },
+        async {},
+    )
+    .await;
+    drop(target);
+    let report =
+        Command::new(bin).args(["report", "--json", "--data-dir"]).arg(&data).output().expect("run tokentap report");
+    let json: Value = serde_json::from_slice(&report.stdout).unwrap_or(Value::Null);
+    let stderr = String::from_utf8_lossy(&report.stderr).trim().to_string();
+    let reported = count(&json, &["records_total"]);
+    let restarted = start(bin, dir.path(), &data, upstream, "", &[]);
+    let h = health(restarted.admin).await;
+    let listed = tokio::task::spawn_blocking({
+        let admin = restarted.admin;
+        move || {
+            let response = http1::get(admin, "/_tokentap/api/requests?limit=10000", &[]);
+            let v: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+            v["records"].as_array().map_or(0, |a| a.len() as u64)
+        }
+    })
+    .await
+    .unwrap_or(0);
+    let mut out = row(Fault::JournalTornLine, &plan, tally);
+    out.expected = proxied(tally);
+    out.lost = out.expected.saturating_sub(reported);
+    out.counted = format!(
+        "report: \"{stderr}\" (exit {}); restart: restore_skipped_lines {}",
+        report.status.code().unwrap_or(-1),
+        count(&h, &["records", "restore_skipped_lines"])
+    );
+    out.recovery = "n/a (read-back)".into();
+    out.note = format!("records in the report: {reported}; restored at restart: {listed}; lost = expected − reported");
+    out
+}
+
+/// WebSocket sessions of the subprotocol fault, and the key they carry.
+const WS_SESSIONS: usize = 100;
+const SUBPROTOCOL_SECRET: &str = "sk-proj-BENCH-SUBPROTOCOL-SECRET-5f1e";
+
+/// One browser-style WebSocket session through tokentap, the key among its subprotocols, read
+/// until the upstream's end closes it. True when it was switched (a 101).
+async fn keyed_websocket(addr: SocketAddr) -> bool {
+    let Ok(mut stream) = TcpStream::connect(addr).await else { return false };
+    let request = format!(
+        "GET /v1/realtime?model=gpt-realtime HTTP/1.1\r\nhost: bench\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\
+sec-websocket-protocol: realtime, openai-insecure-api-key.{SUBPROTOCOL_SECRET}, openai-beta.realtime-v1\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut raw = Vec::new();
+    let mut tmp = vec![0u8; 16384];
+    let _ = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match stream.read(&mut tmp).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => raw.extend_from_slice(&tmp[..n]),
+            }
+        }
+    })
+    .await;
+    raw.starts_with(b"HTTP/1.1 101")
+}
+
+async fn subprotocol_key(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let target = start(bin, dir.path(), &data, upstream, "", &[("TOKENTAP_LOG", "trace")]);
+    let addr = target.addr;
+    let sessions: std::sync::Mutex<Vec<tokio::task::JoinHandle<bool>>> = Default::default();
+    let tally = phases(
+        &target,
+        plan,
+        async {
+            let mut handles = sessions.lock().expect("sessions");
+            for _ in 0..WS_SESSIONS {
+                handles.push(tokio::spawn(keyed_websocket(addr)));
+            }
+        },
+        async {},
+    )
+    .await;
+    let mut switched = 0;
+    let handles = std::mem::take(&mut *sessions.lock().expect("sessions"));
+    for handle in handles {
+        switched += u64::from(handle.await.unwrap_or(false));
+    }
+    settle(target.admin).await;
+    let listing = tokio::task::spawn_blocking({
+        let admin = target.admin;
+        move || {
+            String::from_utf8_lossy(&http1::get(admin, "/_tokentap/api/requests?limit=10000", &[]).body).into_owned()
+        }
+    })
+    .await
+    .unwrap_or_default();
+    let mut on_disk = 0;
+    for entry in std::fs::read_dir(&data).into_iter().flatten().flatten() {
+        let text = std::fs::read(entry.path()).unwrap_or_default();
+        on_disk += text.windows(SUBPROTOCOL_SECRET.len()).filter(|w| *w == SUBPROTOCOL_SECRET.as_bytes()).count();
+    }
+    let logs = format!("{}{}", target.proc.stdout(), target.proc.stderr());
+    let (sessions_recorded, unreadable) = journal_records(&data, "/v1/realtime?model=gpt-realtime");
+    let (records, _) = journal_records(&data, LOAD_PATH);
+    let mut out = row(Fault::SubprotocolKey, &plan, tally);
+    out.expected = proxied(tally) + switched;
+    out.lost = out.expected.saturating_sub(records + sessions_recorded);
+    out.counted = format!(
+        "key found: data dir {on_disk}, admin API {} (of {} bytes), logs {} (of {} bytes at trace)",
+        listing.matches(SUBPROTOCOL_SECRET).count(),
+        listing.len(),
+        logs.matches(SUBPROTOCOL_SECRET).count(),
+        logs.len()
+    );
+    out.recovery = "n/a".into();
+    out.note = format!(
+        "sessions switched (101): {switched} of {WS_SESSIONS}, recorded: {sessions_recorded}; recorded as `openai-insecure-api-key.[redacted]`: {}; unreadable lines: {unreadable}",
+        listing.contains("openai-insecure-api-key.[redacted]")
+    );
+    out
+}
+
 /// The fault table (markdown).
 pub(crate) fn table(rows: &[FaultRow], plan: &Plan) -> String {
     let mut out = format!(
@@ -816,7 +1165,8 @@ mod tests {
 
     #[test]
     fn fault_names_parse() {
-        assert_eq!(Fault::parse_list("all").unwrap().len(), 6);
+        assert_eq!(Fault::parse_list("all").unwrap().len(), 11);
+        assert_eq!(Fault::parse_list("journal-fifo").unwrap(), vec![Fault::JournalFifo]);
         assert_eq!(Fault::parse_list("disk-full,sigterm").unwrap(), vec![Fault::DiskFull, Fault::Sigterm]);
         assert!(Fault::parse_list("meteor").is_err());
     }

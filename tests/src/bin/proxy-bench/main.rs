@@ -52,7 +52,8 @@ const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 4
   [--tokentap LABEL=PATH]... [--recording-off true|false] [--nginx PATH|none]
   [--proxy-core 0] [--load-core 1] [--threads 1]
   [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)
-  [--faults all|collector-down,collector-silent,disk-full,store-removed,worker-panic,sigterm [--fault-streams 50]]
+  [--faults all|collector-down,collector-silent,disk-full,store-removed,worker-panic,sigterm,
+            keepalive-slowloris,journal-symlink,journal-fifo,journal-torn-line,subprotocol-key [--fault-streams 50]]
       (the fault table: the last --tokentap only, instead of the sweep)";
 
 fn parse_args() -> Result<Args, String> {
