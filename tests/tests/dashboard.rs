@@ -71,7 +71,13 @@ fn chat_body() -> Vec<u8> {
 fn dashboard_shows_the_records_the_hops_and_the_summary() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tokentap.toml");
-    std::fs::write(&config, "[analysis]\nwarmup_requests = 1\n[slo]\nttft_answer_ms = 60000\n").unwrap();
+    // A stall threshold well below the scheduled 1,100 ms gap: on a loaded machine tokentap may
+    // read the chunk before the gap late, which shortens the gap it measures.
+    std::fs::write(
+        &config,
+        "[analysis]\nwarmup_requests = 1\nstall_threshold_ms = 500\n[slo]\nttft_answer_ms = 60000\n",
+    )
+    .unwrap();
     let mock = Mock::start(&[]);
     let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
     let mut feed = tokentap.feed();
