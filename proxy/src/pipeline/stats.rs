@@ -1,0 +1,123 @@
+//! The pipeline's counters (records dropped and shed, turns, voice links), as health and metrics
+//! read them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokentap_record::turn::{TurnTracker, VoiceLinker};
+
+/// Counters of the record pipeline, shown by the admin API.
+#[derive(Debug, Default)]
+pub(crate) struct PipelineStats {
+    pub submitted: AtomicU64,
+    /// Records dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// Records written without their stream analysis because the queue was backed up.
+    pub shed: AtomicU64,
+    /// Work items waiting in the queue now.
+    pub queued: AtomicU64,
+    /// Browser probe reports accepted at ingest, joined to their record, and given up on.
+    pub browser_reports: AtomicU64,
+    pub browser_joined: AtomicU64,
+    pub browser_unmatched: AtomicU64,
+    /// Browser probe reports refused at ingest: their trace had its reports, or over the budget.
+    pub browser_trace_full: AtomicU64,
+    pub browser_over_budget: AtomicU64,
+    /// Work items dropped because handling them panicked (the worker went on).
+    pub worker_panics: AtomicU64,
+    /// Proxied requests routed but not yet recorded (`OpenRequest`).
+    pub open_requests: Arc<AtomicU64>,
+    /// Set once SIGTERM started the drain: a request whose task is dropped from then on was cut
+    /// by the shutdown (its record says `shutdown`).
+    pub shutting_down: std::sync::atomic::AtomicBool,
+    pub turns: TurnStats,
+    /// The bytes all requests keep for analysis (`[timeline] max_kept_bytes`).
+    pub kept: Arc<crate::timeline::KeptBudget>,
+    /// Client connections under `[connections]` (open, refused, slow heads).
+    pub connections: Arc<crate::admission::ConnectionStats>,
+    /// How long the proxy's runtime keeps a ready task waiting (`scheduling_lag`).
+    pub scheduling_lag: Arc<crate::scheduling_lag::SchedulingLag>,
+}
+
+/// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →
+/// `turns`).
+#[derive(Debug, Default)]
+pub(crate) struct TurnStats {
+    pub open: AtomicU64,
+    pub conversations: AtomicU64,
+    pub state_bytes: AtomicU64,
+    pub opened: AtomicU64,
+    pub closed: AtomicU64,
+    pub conversations_evicted: AtomicU64,
+    pub unknown_tool_results: AtomicU64,
+    pub ambiguous_prefixes: AtomicU64,
+    pub steps_not_listed: AtomicU64,
+    pub tool_calls_not_tracked: AtomicU64,
+    pub voice_transcriptions_linked: AtomicU64,
+    pub voice_speech_linked: AtomicU64,
+    pub voice_transcriptions_unlinked: AtomicU64,
+    pub voice_speech_unlinked: AtomicU64,
+}
+
+impl TurnStats {
+    pub(super) fn publish_voice(&self, voice: &VoiceLinker) {
+        let c = voice.counters();
+        let set = |slot: &AtomicU64, v: u64| slot.store(v, Ordering::Relaxed);
+        set(&self.voice_transcriptions_linked, c.transcriptions_linked);
+        set(&self.voice_speech_linked, c.speech_linked);
+        set(&self.voice_transcriptions_unlinked, c.transcriptions_unlinked);
+        set(&self.voice_speech_unlinked, c.speech_unlinked);
+    }
+
+    pub(super) fn publish(&self, tracker: &TurnTracker) {
+        let c = tracker.counters();
+        let set = |slot: &AtomicU64, v: u64| slot.store(v, Ordering::Relaxed);
+        set(&self.open, tracker.open_turns() as u64);
+        set(&self.conversations, tracker.conversations() as u64);
+        set(&self.state_bytes, tracker.state_bytes() as u64);
+        set(&self.opened, c.turns_opened);
+        set(&self.closed, c.turns_closed);
+        set(&self.conversations_evicted, c.conversations_evicted);
+        set(&self.unknown_tool_results, c.unknown_tool_results);
+        set(&self.ambiguous_prefixes, c.ambiguous_prefixes);
+        set(&self.steps_not_listed, c.steps_not_listed);
+        set(&self.tool_calls_not_tracked, c.tool_calls_not_tracked);
+    }
+
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let get = |slot: &AtomicU64| slot.load(Ordering::Relaxed);
+        serde_json::json!({
+            "open": get(&self.open),
+            "conversations": get(&self.conversations),
+            "state_bytes": get(&self.state_bytes),
+            "opened": get(&self.opened),
+            "closed": get(&self.closed),
+            "conversations_evicted": get(&self.conversations_evicted),
+            "unknown_tool_results": get(&self.unknown_tool_results),
+            "ambiguous_prefixes": get(&self.ambiguous_prefixes),
+            "steps_not_listed": get(&self.steps_not_listed),
+            "tool_calls_not_tracked": get(&self.tool_calls_not_tracked),
+            "voice": {
+                "transcriptions_linked": get(&self.voice_transcriptions_linked),
+                "speech_linked": get(&self.voice_speech_linked),
+                "transcriptions_unlinked": get(&self.voice_transcriptions_unlinked),
+                "speech_unlinked": get(&self.voice_speech_unlinked),
+            },
+        })
+    }
+}
+
+impl tokentap_telemetry::PipelineCounters for PipelineStats {
+    fn records_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+    fn records_shed(&self) -> u64 {
+        self.shed.load(Ordering::Relaxed)
+    }
+    fn connections_refused(&self) -> tokentap_telemetry::ConnectionRefusals {
+        tokentap_telemetry::ConnectionRefusals {
+            over_capacity: self.connections.refused_over_cap.load(Ordering::Relaxed),
+            head_timeout: self.connections.head_timeouts.load(Ordering::Relaxed),
+        }
+    }
+}
