@@ -295,3 +295,18 @@ pub fn slow_read_chat(addr: SocketAddr) -> usize {
     }
     total
 }
+
+/// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.
+pub fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return out,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
+            Err(e) => panic!("the connection was not closed: {e} (got {:?})", String::from_utf8_lossy(&out)),
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The admin API: listing with filters, one record by id, health counters, CORS for the proxy
 //! origin, and its listener's own connection cap and head deadline.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -14,21 +14,6 @@ fn start_with_config(text: &str) -> (Mock, Tokentap, tempfile::TempDir) {
     std::fs::write(&config, text).unwrap();
     let tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
     (mock, tokentap, dir)
-}
-
-/// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.
-fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
-    stream.set_read_timeout(Some(limit)).unwrap();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
-            Err(e) => panic!("the connection was not closed: {e} (got {:?})", String::from_utf8_lossy(&out)),
-        }
-    }
 }
 
 fn admin_connections(tokentap: &Tokentap) -> serde_json::Value {
@@ -47,13 +32,13 @@ fn admin_connections_over_the_cap_get_a_503_and_the_slots_come_back() {
     }
     // A fourth is told why and closed (the three hold every slot, so the health request waits).
     let mut fourth = TcpStream::connect(tokentap.admin).unwrap();
-    let answer = read_to_close(&mut fourth, Duration::from_secs(30));
+    let answer = http1::read_to_close(&mut fourth, Duration::from_secs(30));
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
     assert!(text.contains("too many open connections"), "{text}");
     // A held connection completes its request; closing the others frees their slots.
     held[0].write_all(b"connection: close\r\n\r\n").unwrap();
-    let answer = read_to_close(&mut held[0], Duration::from_secs(30));
+    let answer = http1::read_to_close(&mut held[0], Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200 "));
     held.clear();
     for _ in 0..2_000 {
@@ -73,14 +58,14 @@ fn a_slow_or_idle_admin_connection_is_closed_at_the_head_deadline() {
     // Half a head, then nothing.
     let mut slow = TcpStream::connect(tokentap.admin).unwrap();
     slow.write_all(b"GET /_tokentap/api/health HTTP/1.1\r\nhost: 127.0.0.1\r\n").unwrap();
-    let answer = read_to_close(&mut slow, Duration::from_secs(60));
+    let answer = http1::read_to_close(&mut slow, Duration::from_secs(60));
     assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 4"), "{:?}", String::from_utf8_lossy(&answer));
     // One request on a kept-alive connection, then nothing.
     let mut idle = TcpStream::connect(tokentap.admin).unwrap();
     let request = format!("GET /_tokentap/api/health HTTP/1.1\r\nhost: {}\r\n\r\n", tokentap.admin);
     let response = http1::exchange(&mut idle, request.as_bytes());
     assert_eq!(response.status, 200);
-    let rest = read_to_close(&mut idle, Duration::from_secs(60));
+    let rest = http1::read_to_close(&mut idle, Duration::from_secs(60));
     assert!(rest.is_empty() || rest.starts_with(b"HTTP/1.1 408"), "{:?}", String::from_utf8_lossy(&rest));
     // Others are served.
     assert_eq!(tokentap.admin_get("/_tokentap/api/health").0, 200);

@@ -30,21 +30,6 @@ fn chat_ok(tokentap: &Tokentap) {
     assert!(response.complete);
 }
 
-/// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.
-fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
-    stream.set_read_timeout(Some(limit)).unwrap();
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return out,
-            Err(e) => panic!("the connection was not closed: {e} (got {:?})", String::from_utf8_lossy(&out)),
-        }
-    }
-}
-
 fn connections(tokentap: &Tokentap) -> serde_json::Value {
     let (status, health) = tokentap.admin_get("/_tokentap/api/health");
     assert_eq!(status, 200);
@@ -67,7 +52,7 @@ fn a_request_head_sent_too_slowly_is_closed_at_the_deadline() {
     let mut slow = TcpStream::connect(tokentap.addr).unwrap();
     // Half a head, then nothing: the deadline runs from the accept, whatever the client sends.
     slow.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n").unwrap();
-    let answer = read_to_close(&mut slow, Duration::from_secs(30));
+    let answer = http1::read_to_close(&mut slow, Duration::from_secs(30));
     assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 4"), "{:?}", String::from_utf8_lossy(&answer));
     let c = connections(&tokentap);
     assert_eq!(c["head_timeouts"], 1, "{c}");
@@ -103,7 +88,7 @@ fn a_kept_alive_connection_that_stays_silent_is_closed_after_the_idle_timeout() 
         assert!(response.complete);
     }
     // Then nothing: without an idle timeout the connection would stay open for good.
-    let rest = read_to_close(&mut idle, Duration::from_secs(60));
+    let rest = http1::read_to_close(&mut idle, Duration::from_secs(60));
     assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
     let c = connections(&tokentap);
     assert_eq!(c["idle_closed"], 1, "{c}");
@@ -173,7 +158,7 @@ fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
 
     // The third is told why and closed.
     let mut third = TcpStream::connect(tokentap.addr).unwrap();
-    let answer = read_to_close(&mut third, Duration::from_secs(30));
+    let answer = http1::read_to_close(&mut third, Duration::from_secs(30));
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
     assert!(text.contains("tokentap_over_capacity"), "{text}");
@@ -183,7 +168,7 @@ fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
     let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     a.write_all(format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()).as_bytes()).unwrap();
     a.write_all(body).unwrap();
-    let answer = read_to_close(&mut a, Duration::from_secs(30));
+    let answer = http1::read_to_close(&mut a, Duration::from_secs(30));
     let text = String::from_utf8_lossy(&answer);
     assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
     assert!(text.contains("[DONE]"), "{text}");
