@@ -20,9 +20,22 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(repo_file(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The source of the conventions table: attribute keys and Prometheus names appear there as literals.
+/// The source of the conventions (`conventions.rs` and its folder): attribute keys and Prometheus
+/// names appear there as literals.
 fn conventions_source() -> String {
-    read("proxy/telemetry/src/conventions.rs")
+    let mut source = read("proxy/telemetry/src/conventions.rs");
+    let dir = repo_file("proxy/telemetry/src/conventions");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs"))
+        .collect();
+    files.sort();
+    assert!(files.iter().any(|p| p.ends_with("metrics.rs")), "the metric table is in {}", dir.display());
+    for path in files {
+        source.push_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    }
+    source
 }
 
 fn collector() -> Value {

@@ -17,7 +17,10 @@
 //!                                        │ unreachable → spool.rs → replay
 //! ```
 //!
-//! - `conventions.rs`: record → span and metric descriptions, as plain data; the metric table.
+//! - `conventions.rs` and `conventions/`: record → span and metric descriptions, as plain data:
+//!   `metrics.rs` the metric table, `attributes.rs` the attribute keys, `plan.rs` span descriptions,
+//!   `request.rs` a request's spans, `browser.rs` the probe's spans, `observations.rs` metric
+//!   values, `turn.rs` and `realtime.rs` agent turns and realtime sessions.
 //! - `registry.rs`: the SDK meter provider and the table's instruments behind the series cap;
 //!   its two cumulative readers (Prometheus, OTLP), so both show the same numbers.
 //! - `prometheus.rs`: the text exposition.

@@ -1,6 +1,7 @@
 //! The conventions mapping, checked on hand-written records: record in, spans and observations out.
 
 use super::*;
+use tokentap_record::Record;
 
 const T0: u64 = 1_700_000_000_000_000_000;
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
