@@ -44,6 +44,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
         },
         "turns": s.turns.json(),
         "connections": s.connections.json(),
+        "upstream": { "stale_connection_retries": s.stale_connection_retries.load(Ordering::Relaxed) },
         "self_overhead": { "scheduling_lag": s.scheduling_lag.json() },
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),

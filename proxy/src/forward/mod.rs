@@ -7,6 +7,7 @@
 pub mod internal;
 pub mod privacy;
 pub mod probe_ingest;
+pub mod stale_connection;
 pub mod tail;
 pub mod tunnel;
 
@@ -108,11 +109,23 @@ pub struct RequestCtx {
     pub recording: bool,
     /// A WebSocket session relayed by `tunnel` (which logs its own errors).
     pub relayed: bool,
+    /// The reused upstream connection's counters until the response head arrives.
+    stale_probe: Option<stale_connection::StaleProbe>,
+    /// Retried once on a fresh connection after a stale pooled one (never twice).
+    retried_stale_connection: bool,
 }
 
 impl RequestCtx {
     fn new() -> Self {
-        Self { data: RequestData::start(), internal: false, no_route: false, recording: true, relayed: false }
+        Self {
+            data: RequestData::start(),
+            internal: false,
+            no_route: false,
+            recording: true,
+            relayed: false,
+            stale_probe: None,
+            retried_stale_connection: false,
+        }
     }
 
     fn charge(&mut self, entered: Instant) {
@@ -358,12 +371,22 @@ impl ProxyHttp for TapProxy {
         _session: &mut Session,
         reused: bool,
         _peer: &HttpPeer,
-        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(unix)] fd: std::os::unix::io::RawFd,
         #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
         digest: Option<&Digest>,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        let mut connection = UpstreamConnection { reused, peer_addr: ctx.data.peer_addr.clone(), ..Default::default() };
+        let mut connection = UpstreamConnection {
+            reused,
+            peer_addr: ctx.data.peer_addr.clone(),
+            retried_stale_connection: ctx.retried_stale_connection,
+            ..Default::default()
+        };
+        // Only a reused connection can be stale, and a request is retried at most once.
+        #[cfg(unix)]
+        if reused && !ctx.retried_stale_connection {
+            ctx.stale_probe = stale_connection::StaleProbe::before_write(fd);
+        }
         if !reused {
             if let Some(digest) = digest {
                 let durations: Vec<Option<Duration>> =
@@ -423,6 +446,8 @@ impl ProxyHttp for TapProxy {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let entered = Instant::now();
+        // A response byte arrived: this attempt is never retried.
+        ctx.stale_probe = None;
         if upstream_response.status.is_informational() && upstream_response.status.as_u16() != 101 {
             return Ok(());
         }
@@ -540,12 +565,27 @@ impl ProxyHttp for TapProxy {
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
-        _session: &mut Session,
+        session: &mut Session,
         e: Box<Error>,
-        _ctx: &mut Self::CTX,
-        _client_reused: bool,
+        ctx: &mut Self::CTX,
+        client_reused: bool,
     ) -> Box<Error> {
-        while_proxying(e, peer)
+        let probe = ctx.stale_probe.take();
+        // The one retry: a reused connection that ended (EOF) before any response byte, whose
+        // server acknowledged none of the request, and a request body replayable in full.
+        let stale = client_reused
+            && !ctx.retried_stale_connection
+            && e.etype() == &ErrorType::ConnectionClosed
+            && !session.as_ref().retry_buffer_truncated()
+            && probe.is_some_and(|p| p.closed_before_request());
+        if !stale {
+            return while_proxying(e, peer);
+        }
+        ctx.retried_stale_connection = true;
+        self.finalize.count_stale_connection_retry();
+        let mut e = e.more_context(format!("upstream {}: stale pooled connection, retried once", peer._address));
+        e.set_retry(true);
+        e
     }
 
     fn fail_to_connect(
@@ -663,8 +703,8 @@ impl ProxyHttp for TapProxy {
     }
 }
 
-/// An error while proxying to `peer`, named after the upstream and never retried: tokentap never
-/// retries, so what the upstream did is what the client sees.
+/// An error while proxying to `peer`, named after the upstream and not retried: apart from a stale
+/// pooled connection (`stale_connection`), what the upstream did is what the client sees.
 fn while_proxying(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
     let mut e = e.more_context(format!("upstream {}", peer._address));
     e.set_retry(false);

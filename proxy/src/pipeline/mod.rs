@@ -62,6 +62,8 @@ pub struct PipelineStats {
     pub browser_over_budget: AtomicU64,
     /// Work items dropped because handling them panicked (the worker went on).
     pub worker_panics: AtomicU64,
+    /// Requests sent again on a fresh connection after a stale pooled upstream connection.
+    pub stale_connection_retries: AtomicU64,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
     pub open_requests: Arc<AtomicU64>,
     pub turns: TurnStats,
@@ -186,6 +188,11 @@ pub struct FinalizeQueue {
 }
 
 impl FinalizeQueue {
+    /// Counts a request retried on a fresh connection after a stale pooled one.
+    pub fn count_stale_connection_retry(&self) {
+        self.stats.stale_connection_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The budget of bytes all requests keep for analysis.
     pub fn kept_budget(&self) -> Arc<crate::timeline::KeptBudget> {
         self.stats.kept.clone()
