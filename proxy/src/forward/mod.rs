@@ -576,6 +576,7 @@ impl ProxyHttp for TapProxy {
         let stale = client_reused
             && !ctx.retried_stale_connection
             && e.etype() == &ErrorType::ConnectionClosed
+            && e.esource() == &ErrorSource::Upstream
             && !session.as_ref().retry_buffer_truncated()
             && probe.is_some_and(|p| p.closed_before_request());
         if !stale {

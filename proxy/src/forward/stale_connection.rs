@@ -37,21 +37,38 @@ impl StaleProbe {
     /// retried.
     pub fn before_write(fd: RawFd) -> Option<StaleProbe> {
         let socket = pidfd_getfd(this_process()?, fd, PidfdGetfdFlags::empty()).ok()?;
-        let (acked, received) = counters(&socket)?;
+        let Counters { acked, received, .. } = counters(&socket)?;
         Some(StaleProbe { socket, acked, received })
     }
 
-    /// True when, after an end of stream, the server had acknowledged no request byte and sent no
+    /// True when the server's FIN has arrived, and it had acknowledged no request byte and sent no
     /// response byte: it closed the connection before any of the request reached it.
     pub fn closed_before_request(&self) -> bool {
-        counters(&self.socket).is_some_and(|(acked, received)| acked == self.acked && received == self.received)
+        counters(&self.socket)
+            .is_some_and(|now| now.fin_received && now.acked == self.acked && now.received == self.received)
     }
 }
 
-/// Bytes of ours the server acknowledged, and bytes it sent us, on this socket so far.
-fn counters(socket: &OwnedFd) -> Option<(u64, u64)> {
+/// Linux TCP states after the peer's FIN: CLOSE (a reset followed), CLOSE_WAIT, LAST_ACK.
+const TCP_CLOSE: u8 = 7;
+const TCP_CLOSE_WAIT: u8 = 8;
+const TCP_LAST_ACK: u8 = 9;
+
+struct Counters {
+    /// Bytes of ours the server acknowledged.
+    acked: u64,
+    /// Bytes the server sent us.
+    received: u64,
+    fin_received: bool,
+}
+
+fn counters(socket: &OwnedFd) -> Option<Counters> {
     let info = SocketDigest::from_raw_fd(socket.as_raw_fd()).tcp_info()?;
-    Some((info.tcpi_bytes_acked, info.tcpi_bytes_received))
+    Some(Counters {
+        acked: info.tcpi_bytes_acked,
+        received: info.tcpi_bytes_received,
+        fin_received: matches!(info.tcpi_state, TCP_CLOSE | TCP_CLOSE_WAIT | TCP_LAST_ACK),
+    })
 }
 
 #[cfg(test)]
