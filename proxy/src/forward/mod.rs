@@ -111,6 +111,8 @@ pub struct RequestCtx {
     pub relayed: bool,
     /// The reused upstream connection's counters until the response head arrives.
     stale_probe: Option<stale_connection::StaleProbe>,
+    /// The reused connection was past the server's FIN before anything was written on it.
+    closed_before_write: bool,
     /// Retried once on a fresh connection after a stale pooled one (never twice).
     retried_stale_connection: bool,
 }
@@ -124,6 +126,7 @@ impl RequestCtx {
             recording: true,
             relayed: false,
             stale_probe: None,
+            closed_before_write: false,
             retried_stale_connection: false,
         }
     }
@@ -385,7 +388,20 @@ impl ProxyHttp for TapProxy {
         // Only a reused connection can be stale, and a request is retried at most once.
         #[cfg(unix)]
         if reused && !ctx.retried_stale_connection {
-            ctx.stale_probe = stale_connection::StaleProbe::before_write(fd);
+            match stale_connection::Reuse::before_write(fd) {
+                stale_connection::Reuse::Open(probe) => ctx.stale_probe = Some(probe),
+                stale_connection::Reuse::ClosedByServer => {
+                    // Nothing is written on a connection the server has already closed.
+                    ctx.closed_before_write = true;
+                    ctx.data.connection = Some(connection);
+                    return Err(Error::explain(
+                        ErrorType::ConnectionClosed,
+                        "pooled connection already closed by the server",
+                    )
+                    .into_up());
+                }
+                stale_connection::Reuse::Unknown => {}
+            }
         }
         if !reused {
             if let Some(digest) = digest {
@@ -571,14 +587,16 @@ impl ProxyHttp for TapProxy {
         client_reused: bool,
     ) -> Box<Error> {
         let probe = ctx.stale_probe.take();
-        // The one retry: a reused connection that ended (EOF) before any response byte, whose
-        // server acknowledged none of the request, and a request body replayable in full.
+        let closed_before_write = std::mem::take(&mut ctx.closed_before_write);
+        // The one retry: a reused connection the server closed before any of the request reached
+        // it (already past its FIN before the write, or its FIN acknowledging none of the request
+        // and no response byte before it), and a request body replayable in full.
         let stale = client_reused
             && !ctx.retried_stale_connection
             && e.etype() == &ErrorType::ConnectionClosed
             && e.esource() == &ErrorSource::Upstream
             && !session.as_ref().retry_buffer_truncated()
-            && probe.is_some_and(|p| p.closed_before_request());
+            && (closed_before_write || probe.is_some_and(|p| p.closed_before_request()));
         if !stale {
             return while_proxying(e, peer);
         }
