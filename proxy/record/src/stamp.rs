@@ -36,6 +36,10 @@ pub struct UpstreamConnection {
     /// The upstream address connected to.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub peer_addr: Option<String>,
+    /// True when a reused pooled connection turned out closed by the server before any of the
+    /// request reached it, and the request was sent again on a fresh connection (this one).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub retried_stale_connection: bool,
 }
 
 /// The HTTP version spoken with the upstream, named as in ALPN.

@@ -50,6 +50,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "max_open": state.limits.max_connections,
             "refused_over_cap": state.connections.refused_over_cap.load(Ordering::Relaxed),
         },
+        "upstream": { "stale_connection_retries": s.stale_connection_retries.load(Ordering::Relaxed) },
         "self_overhead": { "scheduling_lag": s.scheduling_lag.json() },
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),

@@ -7,6 +7,7 @@
 pub(crate) mod internal;
 pub(crate) mod privacy;
 pub(crate) mod probe_ingest;
+pub(crate) mod stale_connection;
 pub(crate) mod tail;
 pub(crate) mod tunnel;
 
@@ -110,6 +111,12 @@ pub(crate) struct RequestCtx {
     pub relayed: bool,
     /// Where the record goes if the request's task is dropped before `logging` (see `Drop`).
     finalize: Option<FinalizeQueue>,
+    /// The reused upstream connection's counters until the response head arrives.
+    stale_probe: Option<stale_connection::StaleProbe>,
+    /// The reused connection was past the server's FIN before anything was written on it.
+    closed_before_write: bool,
+    /// Retried once on a fresh connection after a stale pooled one (never twice).
+    retried_stale_connection: bool,
 }
 
 impl RequestCtx {
@@ -121,6 +128,9 @@ impl RequestCtx {
             recording: true,
             relayed: false,
             finalize: None,
+            stale_probe: None,
+            closed_before_write: false,
+            retried_stale_connection: false,
         }
     }
 
@@ -399,12 +409,35 @@ impl ProxyHttp for TapProxy {
         _session: &mut Session,
         reused: bool,
         _peer: &HttpPeer,
-        #[cfg(unix)] _fd: std::os::unix::io::RawFd,
+        #[cfg(unix)] fd: std::os::unix::io::RawFd,
         #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
         digest: Option<&Digest>,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        let mut connection = UpstreamConnection { reused, peer_addr: ctx.data.peer_addr.clone(), ..Default::default() };
+        let mut connection = UpstreamConnection {
+            reused,
+            peer_addr: ctx.data.peer_addr.clone(),
+            retried_stale_connection: ctx.retried_stale_connection,
+            ..Default::default()
+        };
+        // Only a reused connection can be stale, and a request is retried at most once.
+        #[cfg(unix)]
+        if reused && !ctx.retried_stale_connection {
+            match stale_connection::Reuse::before_write(fd) {
+                stale_connection::Reuse::Open(probe) => ctx.stale_probe = Some(probe),
+                stale_connection::Reuse::ClosedByServer => {
+                    // Nothing is written on a connection the server has already closed.
+                    ctx.closed_before_write = true;
+                    ctx.data.connection = Some(connection);
+                    return Err(Error::explain(
+                        ErrorType::ConnectionClosed,
+                        "pooled connection already closed by the server",
+                    )
+                    .into_up());
+                }
+                stale_connection::Reuse::Unknown => {}
+            }
+        }
         if !reused {
             if let Some(digest) = digest {
                 let durations: Vec<Option<Duration>> =
@@ -464,6 +497,8 @@ impl ProxyHttp for TapProxy {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let entered = Instant::now();
+        // A response byte arrived: this attempt is never retried.
+        ctx.stale_probe = None;
         if upstream_response.status.is_informational() && upstream_response.status.as_u16() != 101 {
             return Ok(());
         }
@@ -581,12 +616,30 @@ impl ProxyHttp for TapProxy {
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
-        _session: &mut Session,
+        session: &mut Session,
         e: Box<Error>,
-        _ctx: &mut Self::CTX,
-        _client_reused: bool,
+        ctx: &mut Self::CTX,
+        client_reused: bool,
     ) -> Box<Error> {
-        while_proxying(e, peer)
+        let probe = ctx.stale_probe.take();
+        let closed_before_write = std::mem::take(&mut ctx.closed_before_write);
+        // The one retry: a reused connection the server closed before any of the request reached
+        // it (already past its FIN before the write, or its FIN acknowledging none of the request
+        // and no response byte before it), and a request body replayable in full.
+        let stale = client_reused
+            && !ctx.retried_stale_connection
+            && e.etype() == &ErrorType::ConnectionClosed
+            && e.esource() == &ErrorSource::Upstream
+            && !session.as_ref().retry_buffer_truncated()
+            && (closed_before_write || probe.is_some_and(|p| p.closed_before_request()));
+        if !stale {
+            return while_proxying(e, peer);
+        }
+        ctx.retried_stale_connection = true;
+        self.finalize.count_stale_connection_retry();
+        let mut e = e.more_context(format!("upstream {}: stale pooled connection, retried once", peer._address));
+        e.set_retry(true);
+        e
     }
 
     fn fail_to_connect(
@@ -731,8 +784,8 @@ impl ProxyHttp for TapProxy {
     }
 }
 
-/// An error while proxying to `peer`, named after the upstream and never retried: tokentap never
-/// retries, so what the upstream did is what the client sees.
+/// An error while proxying to `peer`, named after the upstream and not retried: apart from a stale
+/// pooled connection (`stale_connection`), what the upstream did is what the client sees.
 fn while_proxying(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
     let mut e = e.more_context(format!("upstream {}", peer._address));
     e.set_retry(false);

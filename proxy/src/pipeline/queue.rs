@@ -51,6 +51,11 @@ pub(crate) struct FinalizeQueue {
 }
 
 impl FinalizeQueue {
+    /// Counts a request retried on a fresh connection after a stale pooled one.
+    pub(crate) fn count_stale_connection_retry(&self) {
+        self.stats.stale_connection_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The budget of bytes all requests keep for analysis.
     pub(crate) fn kept_budget(&self) -> Arc<crate::timeline::KeptBudget> {
         self.stats.kept.clone()
