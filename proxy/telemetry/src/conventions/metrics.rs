@@ -5,48 +5,6 @@
 // Metrics: the table.
 // ---------------------------------------------------------------------------------------------
 
-/// Every metric tokentap exports. The discriminant indexes [`METRICS`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MetricId {
-    OperationDuration,
-    TimeToFirstChunk,
-    TimePerOutputChunk,
-    TokenUsage,
-    TtftAnswer,
-    TtftReasoning,
-    TtftTool,
-    InterTokenLatency,
-    OutputTps,
-    Stalls,
-    Requests,
-    GoodRequests,
-    HookTime,
-    SchedulingLag,
-    RecordsDropped,
-    RecordsShed,
-    VoiceTimeToFirstAudio,
-    VoiceTimeToFirstAudible,
-    VoiceTranscriptDone,
-    VoiceToVoice,
-    ConnectionsRefused,
-    TelemetryExported,
-    TelemetrySpooled,
-    TelemetryDropped,
-    RebufferVerdicts,
-    InvokeAgentDuration,
-    ExecuteToolDuration,
-    TurnModelTime,
-    TurnToolTime,
-    TurnClientTime,
-    TurnSteps,
-    ServerQueue,
-    ServerPrefill,
-    ServerDecode,
-    NetworkAndProxy,
-    RealtimeFirstAudioFromSpeechStopped,
-    RealtimeFirstAudioFromSpeechEnd,
-}
-
 /// What kind of instrument a metric is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Instrument {
@@ -95,305 +53,282 @@ pub const TPS_BUCKETS: &[f64] =
 pub const OVERHEAD_BUCKETS: &[f64] =
     &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
 
-/// The metric table. Order matches [`MetricId`].
-pub const METRICS: &[MetricDef] = &[
-    MetricDef {
-        id: MetricId::OperationDuration,
+/// Declares [`MetricId`] and [`METRICS`] from one list, so that an id and its row cannot drift
+/// apart: a variant's discriminant is its row's index by construction.
+macro_rules! metric_table {
+    ($($id:ident { $($field:ident: $value:expr),+ $(,)? }),+ $(,)?) => {
+        /// Every metric tokentap exports. The discriminant indexes [`METRICS`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum MetricId {
+            $($id),+
+        }
+
+        /// The metric table, in [`MetricId`]'s order.
+        pub const METRICS: &[MetricDef] = &[$(MetricDef { id: MetricId::$id, $($field: $value),+ }),+];
+    };
+}
+
+metric_table! {
+    OperationDuration {
         name: "gen_ai.client.operation.duration",
         unit: "s",
         description: "GenAI operation duration: request head received to last response byte handed to the client.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "gen_ai_client_operation_duration_seconds",
     },
-    MetricDef {
-        id: MetricId::TimeToFirstChunk,
+    TimeToFirstChunk {
         name: "gen_ai.client.operation.time_to_first_chunk",
         unit: "s",
         description: "Time from the request to the first response chunk of a streaming operation.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "gen_ai_client_operation_time_to_first_chunk_seconds",
     },
-    MetricDef {
-        id: MetricId::TimePerOutputChunk,
+    TimePerOutputChunk {
         name: "gen_ai.client.operation.time_per_output_chunk",
         unit: "s",
         description: "Time between consecutive content-bearing events of a streaming operation, one value per event after the first.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "gen_ai_client_operation_time_per_output_chunk_seconds",
     },
-    MetricDef {
-        id: MetricId::TokenUsage,
+    TokenUsage {
         name: "gen_ai.client.token.usage",
         unit: "{token}",
         description: "Input and output tokens as reported by the provider.",
         instrument: Instrument::Histogram(TOKEN_BUCKETS),
         prometheus_name: "gen_ai_client_token_usage",
     },
-    MetricDef {
-        id: MetricId::TtftAnswer,
+    TtftAnswer {
         name: "tokentap.ttft.answer",
         unit: "s",
         description: "Time to the first non-empty answer event (the headline TTFT).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_ttft_answer_seconds",
     },
-    MetricDef {
-        id: MetricId::TtftReasoning,
+    TtftReasoning {
         name: "tokentap.ttft.reasoning",
         unit: "s",
         description: "Time to the first non-empty reasoning event.",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_ttft_reasoning_seconds",
     },
-    MetricDef {
-        id: MetricId::TtftTool,
+    TtftTool {
         name: "tokentap.ttft.tool",
         unit: "s",
         description: "Time to the first non-empty tool-call event.",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_ttft_tool_seconds",
     },
-    MetricDef {
-        id: MetricId::InterTokenLatency,
+    InterTokenLatency {
         name: "tokentap.itl",
         unit: "s",
         description: "Gaps between consecutive content-bearing events, by upstream arrival.",
         instrument: Instrument::Histogram(ITL_BUCKETS),
         prometheus_name: "tokentap_itl_seconds",
     },
-    MetricDef {
-        id: MetricId::OutputTps,
+    OutputTps {
         name: "tokentap.output_tps",
         unit: "{token}/s",
         description: "Output tokens per second after the first content event, one value per request.",
         instrument: Instrument::Histogram(TPS_BUCKETS),
         prometheus_name: "tokentap_output_tps_per_second",
     },
-    MetricDef {
-        id: MetricId::Stalls,
+    Stalls {
         name: "tokentap.stalls",
         unit: "{stall}",
         description: "Gaps between content events at least as long as the stall threshold.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_stalls_total",
     },
-    MetricDef {
-        id: MetricId::Requests,
+    Requests {
         name: "tokentap.requests",
         unit: "{request}",
         description: "Proxied requests by outcome.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_requests_total",
     },
-    MetricDef {
-        id: MetricId::GoodRequests,
+    GoodRequests {
         name: "tokentap.requests.good",
         unit: "{request}",
         description: "Requests that succeeded and met every configured objective (goodput).",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_requests_good_total",
     },
-    MetricDef {
-        id: MetricId::HookTime,
+    HookTime {
         name: "tokentap.self_overhead.hook_time",
         unit: "s",
         description: "Time tokentap spent inside its proxy hooks for one request.",
         instrument: Instrument::Histogram(OVERHEAD_BUCKETS),
         prometheus_name: "tokentap_self_overhead_hook_time_seconds",
     },
-    MetricDef {
-        id: MetricId::SchedulingLag,
+    SchedulingLag {
         name: "tokentap.self_overhead.scheduling_lag",
         unit: "s",
         description: "How long a task made ready from outside waited before the proxy's runtime polled it (sampled every 25-75 ms).",
         instrument: Instrument::Histogram(OVERHEAD_BUCKETS),
         prometheus_name: "tokentap_self_overhead_scheduling_lag_seconds",
     },
-    MetricDef {
-        id: MetricId::RecordsDropped,
+    RecordsDropped {
         name: "tokentap.records.dropped",
         unit: "{record}",
         description: "Records dropped because the finalize queue was full.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_records_dropped_total",
     },
-    MetricDef {
-        id: MetricId::RecordsShed,
+    RecordsShed {
         name: "tokentap.records.shed",
         unit: "{record}",
         description: "Records written without stream analysis because the finalize queue was backed up.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_records_shed_total",
     },
-    MetricDef {
-        id: MetricId::VoiceTimeToFirstAudio,
+    VoiceTimeToFirstAudio {
         name: "tokentap.voice.time_to_first_audio",
         unit: "s",
         description: "Text to speech: time to the first audio byte of the answer.",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_time_to_first_audio_seconds",
     },
-    MetricDef {
-        id: MetricId::VoiceTimeToFirstAudible,
+    VoiceTimeToFirstAudible {
         name: "tokentap.voice.time_to_first_audible",
         unit: "s",
         description: "Text to speech: when a player started at the first audio byte reaches the first audible sample.",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_time_to_first_audible_seconds",
     },
-    MetricDef {
-        id: MetricId::VoiceTranscriptDone,
+    VoiceTranscriptDone {
         name: "tokentap.voice.transcript_done",
         unit: "s",
         description: "Speech to text: time to the complete transcript (transcript.text.done, or the whole answer).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_transcript_done_seconds",
     },
-    MetricDef {
-        id: MetricId::VoiceToVoice,
+    VoiceToVoice {
         name: "tokentap.voice.voice_to_voice",
         unit: "s",
         description: "Voice turn: the user's end of speech to the answer heard in the browser (browser probe).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_voice_to_voice_seconds",
     },
-    MetricDef {
-        id: MetricId::ConnectionsRefused,
+    ConnectionsRefused {
         name: "tokentap.connections.refused",
         unit: "{connection}",
         description: "Client connections refused over the connection cap or closed for a slow request head.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_connections_refused_total",
     },
-    MetricDef {
-        id: MetricId::TelemetryExported,
+    TelemetryExported {
         name: "tokentap.telemetry.exported",
         unit: "{item}",
         description: "Spans and metric exports accepted by the OTLP collector.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_telemetry_exported_total",
     },
-    MetricDef {
-        id: MetricId::TelemetrySpooled,
+    TelemetrySpooled {
         name: "tokentap.telemetry.spooled",
         unit: "{item}",
         description: "Spans and metric exports written to the on-disk spool while the collector was unreachable.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_telemetry_spooled_total",
     },
-    MetricDef {
-        id: MetricId::TelemetryDropped,
+    TelemetryDropped {
         name: "tokentap.telemetry.dropped",
         unit: "{item}",
         description: "Spans and metric exports given up on (queue full, spool full, rejected by the collector).",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_telemetry_dropped_total",
     },
-    MetricDef {
-        id: MetricId::RebufferVerdicts,
+    RebufferVerdicts {
         name: "tokentap.rebuffer.verdicts",
         unit: "{request}",
         description: "Re-buffering verdicts by kind and hop; scope proxy is judged when the record is built, scope browser again when a probe report joins.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_rebuffer_verdicts_total",
     },
-    MetricDef {
-        id: MetricId::InvokeAgentDuration,
+    InvokeAgentDuration {
         name: "gen_ai.invoke_agent.duration",
         unit: "s",
         description: "Agent turn end to end: its first request's head received to the final answer's last content.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "gen_ai_invoke_agent_duration_seconds",
     },
-    MetricDef {
-        id: MetricId::ExecuteToolDuration,
+    ExecuteToolDuration {
         name: "gen_ai.execute_tool.duration",
         unit: "s",
         description: "Tool call ready (last argument fragment handed to the client) to the arrival of the request carrying its result; includes the client's own work and network.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "gen_ai_execute_tool_duration_seconds",
     },
-    MetricDef {
-        id: MetricId::TurnModelTime,
+    TurnModelTime {
         name: "tokentap.turn.model_time",
         unit: "s",
         description: "Time of a turn inside model calls (the union of its steps).",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "tokentap_turn_model_time_seconds",
     },
-    MetricDef {
-        id: MetricId::TurnToolTime,
+    TurnToolTime {
         name: "tokentap.turn.tool_time",
         unit: "s",
         description: "Time of a turn with tool calls out and no model call running.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "tokentap_turn_tool_time_seconds",
     },
-    MetricDef {
-        id: MetricId::TurnClientTime,
+    TurnClientTime {
         name: "tokentap.turn.client_time",
         unit: "s",
         description: "Time of a turn neither in a model call nor with a tool call out.",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "tokentap_turn_client_time_seconds",
     },
-    MetricDef {
-        id: MetricId::TurnSteps,
+    TurnSteps {
         name: "tokentap.turn.steps",
         unit: "{step}",
         description: "Model calls per turn.",
         instrument: Instrument::Histogram(STEP_BUCKETS),
         prometheus_name: "tokentap_turn_steps",
     },
-    MetricDef {
-        id: MetricId::ServerQueue,
+    ServerQueue {
         name: "tokentap.server.queue",
         unit: "s",
         description: "The server's own report of its queueing time (Groq, Cerebras, TGI).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_server_queue_seconds",
     },
-    MetricDef {
-        id: MetricId::ServerPrefill,
+    ServerPrefill {
         name: "tokentap.server.prefill",
         unit: "s",
         description: "The server's own report of its prompt processing time (llama.cpp, Ollama, Groq, Cerebras).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_server_prefill_seconds",
     },
-    MetricDef {
-        id: MetricId::ServerDecode,
+    ServerDecode {
         name: "tokentap.server.decode",
         unit: "s",
         description: "The server's own report of its token generation time (llama.cpp, Ollama, Groq, Cerebras).",
         instrument: Instrument::Histogram(DURATION_BUCKETS),
         prometheus_name: "tokentap_server_decode_seconds",
     },
-    MetricDef {
-        id: MetricId::NetworkAndProxy,
+    NetworkAndProxy {
         name: "tokentap.network_and_proxy",
         unit: "s",
         description: "Wire time minus the server's reported time at the same moment (first token, first byte or response head), when consistent.",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_network_and_proxy_seconds",
     },
-    MetricDef {
-        id: MetricId::RealtimeFirstAudioFromSpeechStopped,
+    RealtimeFirstAudioFromSpeechStopped {
         name: "tokentap.voice.realtime.time_to_first_audio_from_speech_stopped",
         unit: "s",
         description: "Realtime response: first audio delta after the server's speech_stopped event arrived (its end-of-turn decision).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_realtime_time_to_first_audio_from_speech_stopped_seconds",
     },
-    MetricDef {
-        id: MetricId::RealtimeFirstAudioFromSpeechEnd,
+    RealtimeFirstAudioFromSpeechEnd {
         name: "tokentap.voice.realtime.time_to_first_audio_from_speech_end",
         unit: "s",
         description: "Realtime response: first audio delta after the estimated true end of the user's speech (VAD end less silence_duration_ms, on the forwarded audio's clock).",
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_realtime_time_to_first_audio_from_speech_end_seconds",
     },
-];
+}
 
 /// Steps per turn.
 pub const STEP_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0];
