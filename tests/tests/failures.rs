@@ -1,6 +1,8 @@
 //! Failures reach the client as they are, and the record says what happened.
 
-use tokentap_e2e::{http1, Mock, StreamedResponse, Tokentap};
+use std::time::Duration;
+
+use tokentap_e2e::{http1, Framing, Mock, Script, ScriptedUpstream, StreamedResponse, Tokentap};
 
 const CHAT: &str = "/v1/chat/completions";
 const BODY: &[u8] = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
@@ -33,11 +35,64 @@ fn client_disconnect_cancels_the_upstream_and_is_recorded() {
     let record = feed.next_record_for(CHAT);
     assert_eq!(record["outcome"], "client_cancelled", "{record}");
     assert_eq!(record["error"]["side"], "client");
+    assert_eq!(record["analysis"]["flags"]["client_closed_after_end"], false, "{record}");
     // The log says it calmly, in tokentap's own words, and in plain text (stderr is a pipe here).
     tokentap.proc.wait_stderr("client went away after", std::time::Duration::from_secs(10));
     let stderr = tokentap.proc.stderr();
     assert!(!stderr.contains("Fail to proxy") && !stderr.contains("ERROR"), "{stderr}");
     assert!(!stderr.contains('\x1b'), "colour codes in a log that is not a terminal: {stderr:?}");
+}
+
+/// Official SDKs close the response as soon as they read the stream's end marker (the openai SDK
+/// on `[DONE]`), often before the upstream's own end of body: the answer was whole, so `ok`.
+#[test]
+fn a_client_that_closes_after_the_end_marker_got_a_whole_answer() {
+    let cases: [(&str, &str, &[u8]); 2] = [
+        (
+            "/v1/chat/completions",
+            "data: [DONE]",
+            b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n\
+data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+data: [DONE]\n\n",
+        ),
+        (
+            "/v1/messages",
+            "message_stop",
+            b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"c\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        ),
+    ];
+    for (path, marker, body) in cases {
+        let upstream = ScriptedUpstream::start();
+        // The end marker now; the body's own end (the chunked terminator) only a minute later.
+        upstream.register(
+            path,
+            Script {
+                status: 200,
+                headers: vec![("content-type".into(), "text/event-stream".into())],
+                framing: Framing::Chunked,
+                pieces: vec![(Duration::ZERO, body.to_vec()), (Duration::from_secs(60), Vec::new())],
+            },
+        );
+        let tokentap = Tokentap::start(&upstream.url(), &[]);
+        let mut feed = tokentap.feed();
+        let raw = http1::request_bytes("POST", path, &[("content-type", "application/json")], BODY);
+        let mut streamed = StreamedResponse::open(tokentap.addr, &raw);
+        streamed.read_head();
+        streamed.read_body_until(body.len());
+        assert!(String::from_utf8_lossy(&streamed.response.body).contains(marker), "{path}");
+        streamed.abort();
+        let record = feed.next_record_for(path);
+        assert_eq!(record["outcome"], "ok", "{path}: {record}");
+        assert!(record["error"].is_null(), "{path}: {record}");
+        assert_eq!(record["analysis"]["flags"]["client_closed_after_end"], true, "{path}: {record}");
+        assert_eq!(record["analysis"]["flags"]["body_incomplete"], true, "{path}: {record}");
+        assert_eq!(record["analysis"]["metrics"]["output_tokens"]["answer"], 1, "{path}: {record}");
+    }
 }
 
 #[test]

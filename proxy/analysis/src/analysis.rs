@@ -219,6 +219,10 @@ pub struct AnalysisFlags {
     pub body_incomplete: bool,
     /// More content text than `max_token_text_bytes`: token counts cover only the first part.
     pub token_text_truncated: bool,
+    /// The client closed its connection after the stream's end marker (`[DONE]`,
+    /// `message_stop`…) had reached it, before the body's own end: the answer was complete, the
+    /// outcome is `ok`.
+    pub client_closed_after_end: bool,
     /// The model returned redacted reasoning (counted as reasoning events with no text).
     pub redacted_reasoning: bool,
     /// The body came with this `Content-Encoding` (gzip, br…). tokentap forwards it as it is and

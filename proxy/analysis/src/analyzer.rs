@@ -326,6 +326,7 @@ impl StreamAnalyzer {
                 token_text_truncated: timeline.token_text_truncated,
                 redacted_reasoning: findings.redacted_reasoning,
                 encoded_body: None,
+                client_closed_after_end: false,
             },
             events_truncated: timeline.events_truncated,
             events: timeline.events,

@@ -129,6 +129,17 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
         })
     });
 
+    // A client that closes as soon as it reads the stream's end marker (the openai SDK closes its
+    // response on `[DONE]`, before the chunked terminator arrives) got the whole answer: `ok`.
+    let (outcome, error) = match (outcome, analysis.as_mut()) {
+        (Outcome::ClientCancelled, Some(a)) if a.event_counts.done > 0 => {
+            a.flags.client_closed_after_end = true;
+            a.flags.body_incomplete = !(d.upstream_eos && !d.chunks.body.truncated);
+            (Outcome::Ok, None)
+        }
+        (outcome, _) => (outcome, error),
+    };
+
     let (speech, transcription) = if shed { (None, None) } else { voice_analysis(&d, &request) };
 
     let mut lags_us: Vec<f64> = d
