@@ -230,6 +230,31 @@ pub struct TurnsConfig {
     pub conversation_header: String,
     /// Remove those two headers before forwarding (default: forward them unchanged).
     pub strip_headers: bool,
+    /// A secret the instances of a fleet share (`TOKENTAP_FLEET_KEY` wins), at least 16 bytes:
+    /// conversation hashes are keyed by it, so every instance derives the same turn, conversation,
+    /// trace and agent span ids for the same turn without shared state, and records carry the
+    /// keys `tokentap report --records` needs to rebuild turns split across instances.
+    pub fleet_key: Option<FleetKey>,
+}
+
+/// `[turns] fleet_key`. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct FleetKey(String);
+
+impl FleetKey {
+    /// Shortest key accepted, in bytes.
+    pub const MIN_BYTES: usize = 16;
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for FleetKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetKey([redacted])")
+    }
 }
 
 impl Default for TurnsConfig {
@@ -244,6 +269,7 @@ impl Default for TurnsConfig {
             turn_header: "x-tokentap-turn".into(),
             conversation_header: "x-tokentap-conversation".into(),
             strip_headers: false,
+            fleet_key: None,
         }
     }
 }
@@ -262,6 +288,7 @@ impl TurnsConfig {
                 turn: self.turn_header.clone(),
                 conversation: self.conversation_header.clone(),
             },
+            fleet: self.fleet_key.is_some(),
         }
     }
 }
@@ -531,6 +558,10 @@ pub fn load(config_path: Option<&Path>, overrides: &Overrides) -> Result<ValidCo
         let token = token.into_string().map_err(|_| invalid("TOKENTAP_ADMIN_TOKEN", "is not UTF-8"))?;
         file.admin_token = Some(AdminToken(token));
     }
+    if let Some(key) = std::env::var_os("TOKENTAP_FLEET_KEY") {
+        let key = key.into_string().map_err(|_| invalid("TOKENTAP_FLEET_KEY", "is not UTF-8"))?;
+        file.turns.fleet_key = Some(FleetKey(key));
+    }
     validate_with_env(file, overrides, &OtelEnv::from_process())
 }
 
@@ -638,6 +669,12 @@ pub fn validate_with_env(
         if name.is_empty() || http::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(invalid(key, format!("{name:?} is not a header name")));
         }
+    }
+    if file.turns.fleet_key.as_ref().is_some_and(|k| k.as_bytes().len() < FleetKey::MIN_BYTES) {
+        return Err(invalid(
+            "turns.fleet_key",
+            format!("is shorter than {} bytes: use a random secret (e.g. `openssl rand -hex 32`)", FleetKey::MIN_BYTES),
+        ));
     }
     if file.turns.turn_header == file.turns.conversation_header {
         return Err(invalid("turns.conversation_header", "must differ from turns.turn_header"));

@@ -69,6 +69,14 @@ pub(super) fn run_worker(
     set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
+    // Before the first request is analysed: conversation hashes keyed for the whole fleet.
+    if let Some(key) = &config.turns.fleet_key {
+        if !tokentap_analysis::conversation::use_fleet_key(key.as_bytes()) {
+            tracing::warn!(
+                "turns.fleet_key was set after conversation hashing had started: turn ids stay per instance"
+            );
+        }
+    }
     let mut state = WorkerState {
         pending: VecDeque::new(),
         turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),

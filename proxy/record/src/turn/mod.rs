@@ -25,7 +25,7 @@ pub mod tracker;
 pub mod voice;
 
 pub use schema::*;
-pub use step::{StepInput, StepToolCall, TurnHeaders};
+pub use step::{derived_id, StepInput, StepToolCall, TurnHeaders, TurnKeys};
 pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};
 pub use voice::{ModelCall, TurnVoice, VoiceLinker, VoiceRequest};
 

@@ -160,6 +160,12 @@ pub struct TurnRecord {
     pub steps: Vec<TurnStep>,
     pub tool_runs: Vec<ToolRun>,
     pub critical_path: Vec<CriticalSegment>,
+    /// This instance did not see the turn start: its first step here continues a turn (tool
+    /// results) that another instance of a fleet began. Its steps are listed, its totals are
+    /// partial, and it exports no `invoke_agent` span of its own; `tokentap report --records`
+    /// over the instances' journals rebuilds the whole turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fragment: bool,
     /// Steps linked to the turn beyond `[turns] max_steps` (counted in the totals, not listed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_not_listed: u32,

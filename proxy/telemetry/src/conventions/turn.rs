@@ -50,7 +50,10 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         TurnStatus::Failed => SpanStatus::Error("the turn's last step failed".into()),
         _ => SpanStatus::Unset,
     };
-    let mut spans = vec![SpanPlan {
+    // A fragment (a turn another instance began) hangs its spans under the agent span that
+    // instance exports; it sends none of its own.
+    let mut spans = Vec::new();
+    spans.extend((!turn.fragment).then(|| SpanPlan {
         trace_id,
         span_id: agent,
         parent_span_id: turn.parent_span_id.as_deref().and_then(hex_bytes::<8>),
@@ -63,7 +66,7 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         events: Vec::new(),
         dropped_events: 0,
         status,
-    }];
+    }));
     for (i, run) in turn.tool_runs.iter().enumerate() {
         let Some(result_ms) = run.result_ms else { continue };
         let name = run.name.clone().unwrap_or_else(|| "unknown".into());
@@ -111,13 +114,17 @@ pub fn voice_turn_observations(turn: &TurnRecord) -> Vec<Observation> {
 pub fn turn_observations(turn: &TurnRecord) -> Vec<Observation> {
     let labels: Labels = vec![(attr::ROUTE, label(&turn.route)), (attr::TURN_STATUS, turn.status.as_str().to_owned())];
     let t = &turn.totals;
-    let mut out = vec![
-        Observation { metric: MetricId::TurnModelTime, labels: labels.clone(), value: t.model_ms / 1e3 },
-        Observation { metric: MetricId::TurnToolTime, labels: labels.clone(), value: t.tool_ms / 1e3 },
-        Observation { metric: MetricId::TurnClientTime, labels: labels.clone(), value: t.client_ms / 1e3 },
-        Observation { metric: MetricId::TurnSteps, labels: labels.clone(), value: f64::from(t.steps) },
-    ];
-    if turn.agent_span_id.is_some() {
+    let mut out = Vec::new();
+    // A fragment's totals are partial: its tool runs count, the turn's times do not.
+    if !turn.fragment {
+        out = vec![
+            Observation { metric: MetricId::TurnModelTime, labels: labels.clone(), value: t.model_ms / 1e3 },
+            Observation { metric: MetricId::TurnToolTime, labels: labels.clone(), value: t.tool_ms / 1e3 },
+            Observation { metric: MetricId::TurnClientTime, labels: labels.clone(), value: t.client_ms / 1e3 },
+            Observation { metric: MetricId::TurnSteps, labels: labels.clone(), value: f64::from(t.steps) },
+        ];
+    }
+    if turn.agent_span_id.is_some() && !turn.fragment {
         let mut agent = labels;
         agent.insert(0, (attr::OPERATION_NAME, INVOKE_AGENT.to_owned()));
         out.push(Observation { metric: MetricId::InvokeAgentDuration, labels: agent, value: t.e2e_ms / 1e3 });
