@@ -281,6 +281,20 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         source,
     };
     let mut built = report::build_report(&loaded.records, &options);
+    if dir.is_none() {
+        // Several instances' journals: their turns rebuilt as one instance would have built them.
+        let rebuilt = report::turns::rebuild_turns(&loaded.records, &loaded.origins, file.turns.tracker_config());
+        if !rebuilt.turns.is_empty() {
+            let mut summary =
+                report::turns::summarize_turns(&rebuilt.turns, options.since_unix_ns, options.until_unix_ns);
+            summary.rebuilt = Some(report::turns::RebuiltNote {
+                files: args.records.len() as u64,
+                split_turns: rebuilt.split,
+                fleet_keyed: rebuilt.fleet_keyed,
+            });
+            built.turns = Some(summary);
+        }
+    }
     if let Some(dir) = &dir {
         let turns = report::turns::load_turns(dir)?;
         if turns.skipped_lines > 0 {

@@ -259,6 +259,22 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
         summary.agent_turns,
         if statuses.is_empty() { "none".to_owned() } else { statuses.join(", ") }
     );
+    if let Some(r) = &summary.rebuilt {
+        let _ = writeln!(
+            w,
+            "- rebuilt from the records of {} file(s): {} turns had steps in more than one{}",
+            r.files,
+            r.split_turns,
+            if r.fleet_keyed { " (ids as the instances derived them from the fleet key)" } else { "" }
+        );
+    }
+    if summary.fragments > 0 {
+        let _ = writeln!(
+            w,
+            "- {} turn fragments left out: turns another instance began (read every instance's journal with `--records` to rebuild them)",
+            summary.fragments
+        );
+    }
     let _ = writeln!(
         w,
         "- e2e, steps and tool calls over complete turns; shares over complete turns with tool calls; tool runs include the client's own work and network\n"

@@ -521,6 +521,16 @@ fn an_agent_turn_is_an_invoke_agent_span_with_a_tool_span_per_answered_call() {
     assert_eq!(of(MetricId::ExecuteToolDuration), [0.8, 0.7]);
     assert_eq!(of(MetricId::TurnSteps), [2.0]);
 
+    // A fragment (another instance began the turn and exports its agent span): tool spans under
+    // that span, no second agent span, no partial turn times.
+    let mut fragment = agent_turn();
+    fragment.fragment = true;
+    let spans = turn_spans(&fragment);
+    assert!(spans.iter().all(|s| s.name != "invoke_agent") && spans.len() == 2, "{spans:?}");
+    assert!(spans.iter().all(|s| s.parent_span_id == hex_bytes::<8>(AGENT)));
+    let observations = turn_observations(&fragment);
+    assert!(observations.iter().all(|o| matches!(o.metric, MetricId::ExecuteToolDuration)), "{observations:?}");
+
     let mut plain = agent_turn();
     plain.agent_span_id = None;
     assert!(turn_spans(&plain).is_empty(), "a turn without tool calls exports no agent span");
