@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
+use tokentap_e2e::nginx::Nginx;
 use tokentap_e2e::process::{run_sdk_script, run_tokentap};
 use tokentap_e2e::{Mock, Tokentap};
 
@@ -120,4 +121,57 @@ fn without_a_fleet_key_each_instance_names_the_turn_its_own_way_and_report_still
     // Tool results link to their calls by id, whichever instance recorded each.
     assert_eq!(report["turns"]["by_status"]["complete"], 2, "{}", report["turns"]);
     assert_eq!(report["turns"]["rebuilt"]["fleet_keyed"], false, "{}", report["turns"]);
+}
+
+/// The shipped recipe (examples/fleet/nginx-affinity.conf) in a real nginx: a conversation stays on
+/// one instance, so its turns are whole there, not fragments.
+#[test]
+fn the_affinity_recipe_keeps_a_conversation_on_one_instance() {
+    let mock = Mock::start(&[]);
+    let instances = fleet(&mock, Some(FLEET_KEY));
+    let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet/nginx-affinity.conf");
+    let nginx = Nginx::start_from_template(&template, &instances.iter().map(|t| t.addr).collect::<Vec<_>>());
+    let feeds: Vec<_> = instances.iter().map(Tokentap::feed).collect();
+    let out = run_sdk_script(
+        "agent_openai_loop.py",
+        &[
+            "--base-url",
+            &format!("http://{}/v1", nginx.addr),
+            "--user-turns",
+            "2",
+            "--header",
+            "x-mock-agent-steps:2",
+            "--header",
+            "x-tokentap-conversation:affinity-test",
+        ],
+    );
+    let request_ids: Vec<&str> = out["clients"][0]["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["request_ids"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()))
+        .collect();
+    assert_eq!(request_ids.len(), 6, "{out}");
+    // Whichever instance nginx chose records a step first; the others record nothing.
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, mut feed) in feeds.into_iter().enumerate() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let record = feed.next_record_for(CHAT);
+            let _ = tx.send((i, record, feed));
+        });
+    }
+    let (served_by, first, mut feed) = rx.recv().expect("an instance recorded a step");
+    assert_eq!(first["request_id"], request_ids[0], "{first}");
+    for _ in 0..2 {
+        let turn = feed.next_turn();
+        assert_eq!(turn["status"], "complete", "{turn}");
+        assert!(turn["fragment"].is_null(), "a whole turn: {turn}");
+        assert_eq!(turn["totals"]["steps"], 3, "{turn}");
+        assert_eq!(turn["conversation_id"], "affinity-test", "{turn}");
+    }
+    for id in &request_ids {
+        let (status, record) = instances[served_by].admin_get(&format!("/_tokentap/api/requests/{id}"));
+        assert_eq!(status, 200, "step {id} on the same instance: {record}");
+    }
 }
