@@ -132,7 +132,7 @@ struct ServeArgs {
     upstream: Option<String>,
     /// Provider hint for --upstream: openai, anthropic, gemini, ollama, generic.
     #[arg(long, env = "TOKENTAP_PROVIDER")]
-    provider: Option<String>,
+    provider: Option<config::Provider>,
     /// Admin API address, or "off" [default: 127.0.0.1:8788].
     #[arg(long, env = "TOKENTAP_ADMIN_LISTEN")]
     admin_listen: Option<String>,
@@ -173,7 +173,7 @@ impl ServeArgs {
             listen: self.listen.clone(),
             admin_listen: self.admin_listen.clone(),
             upstream: self.upstream.clone(),
-            provider: self.provider.clone(),
+            provider: self.provider,
             data_dir: self.data_dir.clone(),
             threads: self.threads,
             worker_priority: self.worker_priority,
