@@ -480,7 +480,7 @@ fn bench(command: &BenchCommand) -> anyhow::Result<()> {
     if !output.records.is_empty() && output.records.iter().all(|r| r.failure.is_some()) {
         let mut kinds = std::collections::BTreeMap::new();
         for failure in output.records.iter().filter_map(|r| r.failure.as_ref()) {
-            *kinds.entry(failure.kind.name()).or_insert(0u64) += 1;
+            *kinds.entry(failure.kind.as_str()).or_insert(0u64) += 1;
         }
         let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
         let first = output.records.iter().find_map(|r| r.failure.as_ref()).map(|f| f.detail.as_str()).unwrap_or("");

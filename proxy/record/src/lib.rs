@@ -67,6 +67,14 @@ mod enum_names {
         // Written only (records carry them; nothing reads them back).
         wrong.extend(serialized_name_mismatches::<crate::goodput::Objective>());
         wrong.extend(serialized_name_mismatches::<crate::goodput::ObjectiveOutcome>());
+        // The protocol's enum (serde by hand, from its `as_str`).
+        for format in crate::browser::report::TextFormat::VARIANTS {
+            let written = serde_json::to_value(format).unwrap();
+            let read: crate::browser::report::TextFormat = serde_json::from_value(written.clone()).unwrap();
+            if written != format.as_str() || read != *format {
+                wrong.push(format!("{} is written as {written}", format.as_str()));
+            }
+        }
         assert!(wrong.is_empty(), "{wrong:?}");
     }
 }
