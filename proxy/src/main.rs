@@ -132,7 +132,7 @@ struct ServeArgs {
     upstream: Option<String>,
     /// Provider hint for --upstream: openai, anthropic, gemini, ollama, generic.
     #[arg(long, env = "TOKENTAP_PROVIDER")]
-    provider: Option<String>,
+    provider: Option<config::Provider>,
     /// Admin API address, or "off" [default: 127.0.0.1:8788].
     #[arg(long, env = "TOKENTAP_ADMIN_LISTEN")]
     admin_listen: Option<String>,
@@ -173,7 +173,7 @@ impl ServeArgs {
             listen: self.listen.clone(),
             admin_listen: self.admin_listen.clone(),
             upstream: self.upstream.clone(),
-            provider: self.provider.clone(),
+            provider: self.provider,
             data_dir: self.data_dir.clone(),
             threads: self.threads,
             worker_priority: self.worker_priority,
@@ -494,7 +494,7 @@ fn bench(command: &BenchCommand) -> anyhow::Result<()> {
     if !output.records.is_empty() && output.records.iter().all(|r| r.failure.is_some()) {
         let mut kinds = std::collections::BTreeMap::new();
         for failure in output.records.iter().filter_map(|r| r.failure.as_ref()) {
-            *kinds.entry(failure.kind.name()).or_insert(0u64) += 1;
+            *kinds.entry(failure.kind.as_str()).or_insert(0u64) += 1;
         }
         let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
         let first = output.records.iter().find_map(|r| r.failure.as_ref()).map(|f| f.detail.as_str()).unwrap_or("");

@@ -17,6 +17,7 @@
 //!   speech-to-text and text-to-speech analyzers.
 //! - [`realtime`]: realtime voice sessions over WebSocket (frames, permessage-deflate, OpenAI
 //!   Realtime events, the session and its responses).
+//! - [`names`]: `named_enum!`, one name per enum variant for serde and `as_str`.
 //! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
 //!   input, tool results, keyed prefix hashes).
 //!
@@ -40,6 +41,7 @@ mod event;
 mod findings;
 mod format;
 mod metrics;
+pub mod names;
 pub mod ndjson;
 pub mod realtime;
 mod request;

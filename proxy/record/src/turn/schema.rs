@@ -11,32 +11,21 @@ pub const TURN_RECORD_VERSION: u32 = 1;
 /// The turn journal's file name in the data directory (rotated files get a numeric suffix).
 pub const TURNS_FILE: &str = "turns.jsonl";
 
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
-    /// A response finished without tool calls: the final answer.
-    Complete,
-    /// The last step failed and nothing followed within the idle time.
-    Failed,
-    /// Tool calls were left unanswered: no request carried their results within
-    /// `[turns] idle_close_s`, or the user moved on to a new message.
-    Incomplete,
-    /// Closed early to stay within `[turns]` memory bounds.
-    Evicted,
-    /// Still open when tokentap stopped.
-    Shutdown,
-}
-
-impl TurnStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnStatus::Complete => "complete",
-            TurnStatus::Failed => "failed",
-            TurnStatus::Incomplete => "incomplete",
-            TurnStatus::Evicted => "evicted",
-            TurnStatus::Shutdown => "shutdown",
-        }
+tokentap_analysis::named_enum! {
+    /// How a turn ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TurnStatus {
+        /// A response finished without tool calls: the final answer.
+        Complete = "complete",
+        /// The last step failed and nothing followed within the idle time.
+        Failed = "failed",
+        /// Tool calls were left unanswered: no request carried their results within
+        /// `[turns] idle_close_s`, or the user moved on to a new message.
+        Incomplete = "incomplete",
+        /// Closed early to stay within `[turns]` memory bounds.
+        Evicted = "evicted",
+        /// Still open when tokentap stopped.
+        Shutdown = "shutdown",
     }
 }
 

@@ -6,7 +6,7 @@ use tokentap_record::Record;
 use super::attributes::attr;
 use super::metrics::MetricId;
 use super::metrics::{label, Labels, Objectives, Observation};
-use super::request::{error_type, provider_name, request_end_ns, serde_name};
+use super::request::{error_type, provider_name, request_end_ns};
 
 // ---------------------------------------------------------------------------------------------
 // Metric observations.
@@ -31,9 +31,10 @@ pub fn request_labels(record: &Record) -> Labels {
 /// The verdict counter's observation for `record`, judged in `scope` ("proxy" or "browser").
 pub fn rebuffer_observation(record: &Record, scope: &str) -> Option<Observation> {
     let d = record.diagnosis.as_ref()?;
-    let mut labels: Labels = vec![(attr::ROUTE, label(&record.route)), (attr::REBUFFER_KIND, serde_name(&d.kind))];
-    if let Some(hop) = &d.hop {
-        labels.push((attr::REBUFFER_HOP, serde_name(hop)));
+    let mut labels: Labels =
+        vec![(attr::ROUTE, label(&record.route)), (attr::REBUFFER_KIND, d.kind.as_str().to_string())];
+    if let Some(hop) = d.hop {
+        labels.push((attr::REBUFFER_HOP, hop.as_str().to_string()));
     }
     labels.push((attr::REBUFFER_SCOPE, scope.to_string()));
     Some(Observation { metric: MetricId::RebufferVerdicts, labels, value: 1.0 })
