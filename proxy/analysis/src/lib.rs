@@ -39,6 +39,7 @@ pub mod distribution;
 mod event;
 mod findings;
 mod format;
+pub mod mcp;
 mod metrics;
 pub mod ndjson;
 pub mod realtime;
