@@ -68,11 +68,13 @@ pub enum Provider {
     Ollama,
     /// Any other OpenAI-compatible server.
     Generic,
+    /// An MCP server (Streamable HTTP): exchanges are read as JSON-RPC (`Record::mcp`).
+    Mcp,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 5] =
-        [Provider::Openai, Provider::Anthropic, Provider::Gemini, Provider::Ollama, Provider::Generic];
+    pub const ALL: [Provider; 6] =
+        [Provider::Openai, Provider::Anthropic, Provider::Gemini, Provider::Ollama, Provider::Generic, Provider::Mcp];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -81,6 +83,7 @@ impl Provider {
             Provider::Gemini => "gemini",
             Provider::Ollama => "ollama",
             Provider::Generic => "generic",
+            Provider::Mcp => "mcp",
         }
     }
 
@@ -272,6 +275,10 @@ pub struct Record {
     /// responses (docs/metrics.md, "Realtime voice"). Has its own `version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<tokentap_analysis::realtime::RealtimeSession>,
+    /// An exchange with an MCP server (a route with `provider = "mcp"`, or detected by its MCP
+    /// headers, or by a JSON-RPC body on a path ending in `/mcp`): its operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<tokentap_analysis::mcp::McpExchange>,
 }
 
 /// How a request was linked to the step before it (strongest rule first).

@@ -159,6 +159,22 @@ pub mod attr {
     pub const TURN_OUTPUT_TOKENS: &str = "tokentap.turn.output_tokens";
     pub const TOOL_RESULT_STEP: &str = "tokentap.tool.result_step";
 
+    // OpenTelemetry's MCP conventions.
+    pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+    pub const MCP_SESSION_ID: &str = "mcp.session.id";
+    pub const MCP_PROTOCOL_VERSION: &str = "mcp.protocol.version";
+    pub const MCP_RESOURCE_URI: &str = "mcp.resource.uri";
+    pub const PROMPT_NAME: &str = "gen_ai.prompt.name";
+    pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
+    pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+    pub const NETWORK_PROTOCOL_NAME: &str = "network.protocol.name";
+    pub const NETWORK_TRANSPORT: &str = "network.transport";
+    /// First progress notification of an MCP operation, ms after its request.
+    pub const MCP_FIRST_PROGRESS_MS: &str = "tokentap.mcp.first_progress_ms";
+    pub const MCP_PROGRESS_NOTIFICATIONS: &str = "tokentap.mcp.progress_notifications";
+    pub const MCP_REQUEST_BYTES: &str = "tokentap.mcp.request_bytes";
+    pub const MCP_RESPONSE_BYTES: &str = "tokentap.mcp.response_bytes";
+
     /// Label of the telemetry counters: `traces` or `metrics`.
     pub const SIGNAL: &str = "tokentap.signal";
     /// Why telemetry was dropped: `queue_full`, `spool_full`, `rejected`.
