@@ -227,11 +227,6 @@ impl McpOperation {
             McpOperationStatus::Unanswered => Some("unanswered".to_string()),
         }
     }
-
-    /// The span target of the conventions: the tool or prompt name, else the method.
-    pub fn target(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.method)
-    }
 }
 
 /// Notifications seen in the exchange, by kind.

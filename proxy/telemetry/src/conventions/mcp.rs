@@ -61,6 +61,14 @@ pub fn mcp_observations(record: &Record, out: &mut Vec<Observation>) {
     }
 }
 
+/// `{mcp.method.name} {target}` with the tool or prompt name as target, else the method alone.
+pub fn span_name(op: &McpOperation) -> String {
+    match &op.name {
+        Some(name) if matches!(op.method.as_str(), "tools/call" | "prompts/get") => format!("{} {name}", op.method),
+        _ => op.method.clone(),
+    }
+}
+
 /// A W3C `traceparent`'s trace id and parent span id.
 fn parse_traceparent(value: &str) -> Option<([u8; 16], [u8; 8])> {
     let mut parts = value.split('-');
@@ -118,7 +126,7 @@ pub fn mcp_spans(record: &Record, trace_id: [u8; 16], request_span: [u8; 8]) -> 
                 span_id: child_span_id(request_span, &format!("mcp/{index}")),
                 parent_span_id: Some(parent),
                 sampled: true,
-                name: format!("{} {}", op.method, op.target()),
+                name: span_name(op),
                 kind: SpanKind::Client,
                 start_unix_ns: t0.saturating_add(op.start_ns),
                 end_unix_ns: t0.saturating_add(op.end_ns.unwrap_or(request_end).max(op.start_ns)),

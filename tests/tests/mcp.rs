@@ -1,0 +1,212 @@
+//! MCP servers behind tokentap: the official MCP Python SDK's Streamable HTTP server (three tools:
+//! one sleeps, one streams progress, one fails) reached through a `provider = "mcp"` route by the
+//! SDK's own client, in its legacy handshake mode and in its default 2026-07-28 mode.
+//!
+//! The server logs its own time per JSON-RPC request (the request reaching its ASGI app → the body
+//! write carrying the response, `tests/sdk/mcp_server.py`). tokentap's operation runs from the
+//! request head arriving at tokentap to the response message arriving from the server, so it
+//! contains the server's time, and the difference is two loopback hops: at most 5 ms.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokentap_e2e::otlp_receiver::{attr_str, Received};
+use tokentap_e2e::process::{run_sdk_script, sdk_python, Proc};
+use tokentap_e2e::{OtlpReceiver, RecordFeed, Tokentap};
+
+/// Most tokentap's operation may exceed the server's own time (two loopback hops).
+const HOP_SLACK_NS: i64 = 5_000_000;
+
+struct McpServer {
+    _proc: Proc,
+    url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn start_server() -> McpServer {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.jsonl");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join("mcp_server.py");
+    let mut cmd = Command::new(sdk_python());
+    cmd.arg(script).arg("--log").arg(&log);
+    let mut proc = Proc::spawn(cmd);
+    let line = proc.wait_line("mcp server listening on ", Duration::from_secs(60));
+    let url = line.trim_start_matches("mcp server listening on ").trim().to_string();
+    McpServer { _proc: proc, url, log, _dir: dir }
+}
+
+/// The server's log lines, keyed by (method, id).
+fn server_log(path: &PathBuf) -> BTreeMap<(String, String), Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let id = match &v["id"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            ((v["method"].as_str().unwrap().to_string(), id), v)
+        })
+        .collect()
+}
+
+fn start_tokentap(server: &McpServer, receiver: &OtlpReceiver, dir: &tempfile::TempDir) -> Tokentap {
+    let upstream = server.url.trim_end_matches("/mcp");
+    let path = dir.path().join("tokentap.toml");
+    let text = format!(
+        "[[route]]\nprefix = \"/\"\nupstream = \"{upstream}\"\nprovider = \"mcp\"\n\n\
+         [otel]\nendpoint = \"{}\"\nprotocol = \"http/protobuf\"\nbatch_delay_ms = 50\nmetrics_interval_ms = 500\n\
+         retry_initial_ms = 50\nretry_max_ms = 200\nservice_name = \"tokentap-e2e\"\n",
+        receiver.http_endpoint()
+    );
+    std::fs::write(&path, text).unwrap();
+    Tokentap::start_with_args(&["--config", path.to_str().unwrap()])
+}
+
+/// Reads records from the feed until every request the server logged has an answered operation;
+/// returns the records with MCP operations and the operations by (method, id).
+fn collect(
+    feed: &mut RecordFeed,
+    logged: &BTreeMap<(String, String), Value>,
+) -> (Vec<Value>, BTreeMap<(String, String), (Value, Value)>) {
+    let mut records = Vec::new();
+    let mut ops = BTreeMap::new();
+    while !logged.keys().all(|k| ops.contains_key(k)) {
+        let record = feed.next_record();
+        let Some(list) = record["mcp"]["operations"].as_array().cloned() else {
+            records.push(record);
+            continue;
+        };
+        for op in list {
+            let key = (op["method"].as_str().unwrap().to_string(), op["request_id"].as_str().unwrap().to_string());
+            ops.insert(key, (op, record.clone()));
+        }
+        records.push(record);
+    }
+    (records, ops)
+}
+
+fn run_mode(
+    mode: &str,
+    server: &McpServer,
+    tokentap: &Tokentap,
+) -> (Vec<Value>, BTreeMap<(String, String), (Value, Value)>, BTreeMap<(String, String), Value>) {
+    std::fs::write(&server.log, "").unwrap();
+    let mut feed = tokentap.feed();
+    let url = format!("http://{}/mcp", tokentap.addr);
+    let out = run_sdk_script("mcp_client.py", &["--url", &url, "--mode", mode, "--sleep-ms", "150"]);
+    assert_eq!(out["tools"], serde_json::json!(["count", "fail", "sleep_ms"]), "{out}");
+    assert_eq!(out["sleep_ms"]["is_error"], false, "{out}");
+    assert_eq!(out["count"]["progress"], serde_json::json!([1.0, 2.0, 3.0]), "{out}");
+    assert_eq!(out["fail"]["is_error"], true, "{out}");
+    let logged = server_log(&server.log);
+    assert!(logged.len() >= 5, "the server logged {logged:?}");
+    let (records, ops) = collect(&mut feed, &logged);
+    (records, ops, logged)
+}
+
+/// Every logged request: recorded, answered, its duration within HOP_SLACK_NS above the server's.
+fn check_operations(
+    ops: &BTreeMap<(String, String), (Value, Value)>,
+    logged: &BTreeMap<(String, String), Value>,
+) -> Vec<i64> {
+    let mut excess = Vec::new();
+    for (key, line) in logged {
+        let (op, record) = &ops[key];
+        assert_eq!(op["status"], "answered", "{key:?}: {op}");
+        assert_ne!(record["outcome"], "client_cancelled", "{key:?}: {record}");
+        assert_eq!(record["outcome"], "ok", "{key:?}: {record}");
+        let server_ns = line["out_ns"].as_i64().unwrap() - line["in_ns"].as_i64().unwrap();
+        let ours = op["end_ns"].as_i64().unwrap() - op["start_ns"].as_i64().unwrap();
+        let diff = ours - server_ns;
+        assert!((0..=HOP_SLACK_NS).contains(&diff), "{key:?}: tokentap {ours} ns, server {server_ns} ns: {op}");
+        assert_eq!(op["name"].as_str(), line["name"].as_str(), "{key:?}: {op}");
+        assert_eq!(op["is_error"].as_bool().unwrap_or(false), line["is_error"].as_bool().unwrap(), "{key:?}: {op}");
+        excess.push(diff);
+    }
+    let tool = |name: &str| {
+        ops.values().map(|(op, _)| op).find(|op| op["method"] == "tools/call" && op["name"] == name).unwrap().clone()
+    };
+    let count = tool("count");
+    assert_eq!(count["progress_notifications"], 3, "{count}");
+    assert!(count["first_progress_ns"].as_u64().unwrap() < count["end_ns"].as_u64().unwrap(), "{count}");
+    assert_eq!(tool("fail")["is_error"], true);
+    assert!(tool("sleep_ms")["end_ns"].as_u64().unwrap() >= 150_000_000);
+    excess
+}
+
+fn mcp_spans(received: &Received) -> Vec<(String, BTreeMap<String, String>)> {
+    received
+        .spans()
+        .into_iter()
+        .filter(|s| attr_str(&s.attributes, "mcp.method.name").is_some())
+        .map(|s| {
+            let attrs = s
+                .attributes
+                .iter()
+                .filter_map(|kv| attr_str(&s.attributes, &kv.key).map(|v| (kv.key.clone(), v.to_string())))
+                .collect();
+            (s.name.clone(), attrs)
+        })
+        .collect()
+}
+
+#[test]
+fn python_sdk_through_an_mcp_route_in_both_eras() {
+    let server = start_server();
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let tokentap = start_tokentap(&server, &receiver, &dir);
+
+    // The handshake era: initialize, a session, the GET stream.
+    let (records, ops, logged) = run_mode("legacy", &server, &tokentap);
+    let excess_legacy = check_operations(&ops, &logged);
+    let (init, init_record) = &ops[&("initialize".to_string(), "1".to_string())];
+    assert_eq!(init_record["mcp"]["session_started"], true, "{init_record}");
+    let session = init_record["mcp"]["session_id"].as_str().expect("a session id").to_string();
+    assert_eq!(init["status"], "answered");
+    for (op, record) in ops.values() {
+        assert_eq!(record["mcp"]["session_id"], session.as_str(), "{op}");
+        assert_eq!(record["mcp"]["era"], "handshake", "{record}");
+        assert!(record["mcp"]["protocol_version"].as_str().is_some_and(|v| v.starts_with("2025-")), "{record}");
+    }
+    // Notifications (initialized) and the GET stream are recorded as exchanges without operations.
+    assert!(
+        records.iter().any(|r| r["mcp"]["client_notifications"]["other"] == 1 && r["status"] == 202),
+        "no notifications/initialized record"
+    );
+
+    // The 2026-07-28 revision: server/discover, no session.
+    let (_, ops, logged) = run_mode("auto", &server, &tokentap);
+    let excess_modern = check_operations(&ops, &logged);
+    assert!(ops.contains_key(&("server/discover".to_string(), "1".to_string())), "{:?}", ops.keys());
+    for (op, record) in ops.values() {
+        assert_eq!(record["mcp"]["era"], "modern", "{op}: {record}");
+        assert_eq!(record["mcp"]["protocol_version"], "2026-07-28", "{record}");
+        assert!(record["mcp"]["session_id"].is_null(), "{record}");
+    }
+    eprintln!("tokentap − server per operation (ns): legacy {excess_legacy:?}, modern {excess_modern:?}");
+
+    // Spans per the MCP conventions, and the operation histogram.
+    let received = receiver.wait_for(Duration::from_secs(30), "MCP spans and metrics", |r| {
+        mcp_spans(r).iter().filter(|(name, _)| name == "tools/call sleep_ms").count() == 2
+            && r.histogram_count("mcp.client.operation.duration") >= 10
+    });
+    let spans = mcp_spans(&received);
+    let (_, sleep) =
+        spans.iter().find(|(n, a)| n == "tools/call sleep_ms" && a.contains_key("mcp.session.id")).unwrap();
+    assert_eq!(sleep["mcp.method.name"], "tools/call");
+    assert_eq!(sleep["gen_ai.tool.name"], "sleep_ms");
+    assert_eq!(sleep["gen_ai.operation.name"], "execute_tool");
+    assert_eq!(sleep["jsonrpc.request.id"], "3");
+    assert_eq!(sleep["mcp.session.id"], session);
+    let (_, fail) = spans.iter().find(|(n, _)| n == "tools/call fail").unwrap();
+    assert_eq!(fail["error.type"], "tool_error");
+    assert!(spans.iter().any(|(n, _)| n == "initialize"), "{spans:?}");
+}
