@@ -219,4 +219,31 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
     let (_, fail) = spans.iter().find(|(n, _)| n == "tools/call fail").unwrap();
     assert_eq!(fail["error.type"], "tool_error");
     assert!(spans.iter().any(|(n, _)| n == "initialize"), "{spans:?}");
+
+    // MCP-only traffic in `tokentap report`: per-tool latency percentiles.
+    let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
+    let (status, report, err) =
+        tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir, "--include-warmup", "--json"]);
+    assert!(status.success(), "{err}");
+    let report: Value = serde_json::from_str(&report).unwrap();
+    let rows = report["mcp"]["rows"].as_array().unwrap_or_else(|| panic!("no MCP section: {report}"));
+    let row = |method: &str, name: Option<&str>| {
+        rows.iter()
+            .find(|r| r["method"] == method && r["name"].as_str() == name)
+            .unwrap_or_else(|| panic!("no row {method} {name:?}: {rows:?}"))
+    };
+    let sleep = row("tools/call", Some("sleep_ms"));
+    assert_eq!((sleep["operations"].as_u64(), sleep["duration_ms"]["count"].as_u64()), (Some(2), Some(2)), "{sleep}");
+    assert!(sleep["duration_ms"]["p50"].as_f64().unwrap() >= 150.0, "{sleep}");
+    assert_eq!(row("tools/call", Some("fail"))["errors"], 2);
+    assert_eq!(row("initialize", None)["operations"], 1);
+    assert_eq!(report["mcp"]["sessions"], 1, "{}", report["mcp"]);
+    let (status, markdown, err) =
+        tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir, "--include-warmup"]);
+    assert!(
+        status.success()
+            && markdown.contains("## MCP operations")
+            && markdown.contains("| tools/call | sleep\\_ms | 2 | 0 | 0 | 2 |"),
+        "{err}{markdown}"
+    );
 }

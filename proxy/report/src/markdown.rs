@@ -240,8 +240,43 @@ pub fn render(report: &Report) -> String {
     ] {
         let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
     }
+    if let Some(mcp) = &report.mcp {
+        out.push_str(&render_mcp(mcp));
+    }
     if let Some(turns) = &report.turns {
         out.push_str(&render_turns(turns));
+    }
+    out
+}
+
+/// The report's "MCP operations" section (markdown).
+pub fn render_mcp(summary: &crate::mcp::McpSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n## MCP operations\n");
+    let _ = writeln!(
+        w,
+        "- exchanges: {}, sessions: {}, messages skipped by the analysis: {}",
+        summary.exchanges, summary.sessions, summary.skipped_messages
+    );
+    let _ = writeln!(
+        w,
+        "- duration: the request head reaching tokentap → the JSON-RPC response arriving from the server (ms), answered operations\n"
+    );
+    let _ =
+        writeln!(w, "| method | tool / prompt | operations | errors | unanswered | n | p50 | p90 | p95 | p99 | max |");
+    let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &summary.rows {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} |",
+            text(&row.method),
+            row.name.as_deref().map(text).unwrap_or_else(|| "–".into()),
+            row.operations,
+            row.errors,
+            row.unanswered,
+            distribution_cells(row.duration_ms.as_ref())
+        );
     }
     out
 }

@@ -62,7 +62,7 @@ pub fn mcp_observations(record: &Record, out: &mut Vec<Observation>) {
 }
 
 /// `{mcp.method.name} {target}` with the tool or prompt name as target, else the method alone.
-pub fn span_name(op: &McpOperation) -> String {
+pub(super) fn span_name(op: &McpOperation) -> String {
     match &op.name {
         Some(name) if matches!(op.method.as_str(), "tools/call" | "prompts/get") => format!("{} {name}", op.method),
         _ => op.method.clone(),
