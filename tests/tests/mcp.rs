@@ -203,10 +203,12 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
     let median = all[all.len() / 2];
     assert!(median <= HOP_SLACK_NS, "median excess {median} ns over the server's own time: {all:?}");
 
-    // Spans per the MCP conventions, and the operation histogram.
+    // Spans per the MCP conventions, the operation histogram, and the legacy session's duration
+    // (its client ends it with a DELETE).
     let received = receiver.wait_for(Duration::from_secs(30), "MCP spans and metrics", |r| {
         mcp_spans(r).iter().filter(|(name, _)| name == "tools/call sleep_ms").count() == 2
             && r.histogram_count("mcp.client.operation.duration") >= 10
+            && r.histogram_count("mcp.client.session.duration") >= 1
     });
     let spans = mcp_spans(&received);
     let (_, sleep) =

@@ -200,7 +200,6 @@ mod tests {
             long_frames_dropped: 0,
             audio_dropped: 0,
             realtime: None,
-            mcp: None,
         }
     }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use crate::config::ValidConfig;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
+use tokentap_record::mcp_session::McpSessions;
 use tokentap_record::turn::{StepInput, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_telemetry::Telemetry;
 
@@ -73,6 +74,7 @@ pub(super) fn run_worker(
         pending: VecDeque::new(),
         turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
         voice: VoiceLinker::default(),
+        mcp_sessions: McpSessions::default(),
     };
     let mut ticked = Instant::now();
     loop {
@@ -80,6 +82,7 @@ pub(super) fn run_worker(
             Ok(item) => item,
             Err(RecvTimeoutError::Timeout) => {
                 tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
+                close_idle_sessions(&mut state.mcp_sessions, telemetry);
                 ticked = Instant::now();
                 continue;
             }
@@ -126,6 +129,7 @@ pub(super) fn run_worker(
         }
         if ticked.elapsed() >= TURN_TICK {
             tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
+            close_idle_sessions(&mut state.mcp_sessions, telemetry);
             ticked = Instant::now();
         }
     }
@@ -138,6 +142,19 @@ pub(super) struct WorkerState {
     pub(super) turns: Option<TurnTracker>,
     /// Speech-to-text and text-to-speech requests joined to turns (with `turns`).
     pub(super) voice: VoiceLinker,
+    /// MCP sessions followed across their exchanges (`mcp.client.session.duration`).
+    pub(super) mcp_sessions: McpSessions,
+}
+
+/// Closes the MCP sessions silent for `SESSION_IDLE_NS` and observes their duration.
+fn close_idle_sessions(sessions: &mut McpSessions, telemetry: &Telemetry) {
+    if sessions.is_empty() {
+        return;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    for closed in sessions.close_idle(now) {
+        telemetry.observe_mcp_session(&closed);
+    }
 }
 
 /// Lowers the calling (worker) thread's CPU priority; a failure is logged and changes nothing else.
@@ -181,10 +198,13 @@ pub(super) fn handle_item(
     telemetry: &Telemetry,
     state: &mut WorkerState,
 ) {
-    let WorkerState { pending, turns, voice } = state;
+    let WorkerState { pending, turns, voice, mcp_sessions } = state;
     let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
+            for closed in mcp_sessions.close_all() {
+                telemetry.observe_mcp_session(&closed);
+            }
             if let Some(tracker) = turns {
                 for turn in tracker.close_all() {
                     emit_turn(turn, voice, store, telemetry);
@@ -225,6 +245,9 @@ pub(super) fn handle_item(
             }
             // Metrics and spans (never blocks: a full export queue drops and counts).
             telemetry.observe(&record);
+            for closed in mcp_sessions.observe(&record) {
+                telemetry.observe_mcp_session(&closed);
+            }
             let trace_id = record.trace_id.clone();
             let page_trace =
                 tokentap_record::browser::arrival::page_trace_of(&record.request_headers).map(str::to_string);

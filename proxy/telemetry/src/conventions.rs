@@ -25,7 +25,7 @@ pub use plan::*;
 pub use request::*;
 
 mod mcp;
-pub use mcp::{mcp_observations, mcp_spans};
+pub use mcp::{mcp_observations, mcp_session_observation, mcp_spans};
 mod realtime;
 pub use realtime::realtime_browser_observations;
 mod turn;

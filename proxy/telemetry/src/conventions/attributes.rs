@@ -174,6 +174,8 @@ pub mod attr {
     pub const MCP_PROGRESS_NOTIFICATIONS: &str = "tokentap.mcp.progress_notifications";
     pub const MCP_REQUEST_BYTES: &str = "tokentap.mcp.request_bytes";
     pub const MCP_RESPONSE_BYTES: &str = "tokentap.mcp.response_bytes";
+    /// How an MCP session ended: `deleted`, `not_found`, `idle`, `evicted`, `shutdown`.
+    pub const MCP_SESSION_END: &str = "tokentap.mcp.session_end";
 
     /// Label of the telemetry counters: `traces` or `metrics`.
     pub const SIGNAL: &str = "tokentap.signal";

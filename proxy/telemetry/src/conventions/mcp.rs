@@ -3,6 +3,7 @@
 //! `mcp.client.operation.duration` histogram.
 
 use tokentap_analysis::mcp::{McpDirection, McpExchange, McpOperation};
+use tokentap_record::mcp_session::ClosedSession;
 use tokentap_record::Record;
 
 use super::attributes::attr;
@@ -67,6 +68,17 @@ pub(super) fn span_name(op: &McpOperation) -> String {
         Some(name) if matches!(op.method.as_str(), "tools/call" | "prompts/get") => format!("{} {name}", op.method),
         _ => op.method.clone(),
     }
+}
+
+/// `mcp.client.session.duration` of a closed session.
+pub fn mcp_session_observation(session: &ClosedSession) -> Observation {
+    let mut labels: Labels = Vec::with_capacity(3);
+    if let Some(version) = &session.protocol_version {
+        labels.push((attr::MCP_PROTOCOL_VERSION, label(version)));
+    }
+    labels.push((attr::ROUTE, label(&session.route)));
+    labels.push((attr::MCP_SESSION_END, session.ended_by.as_str().to_string()));
+    Observation { metric: MetricId::McpClientSessionDuration, labels, value: session.duration_ns() as f64 / 1e9 }
 }
 
 /// A W3C `traceparent`'s trace id and parent span id.

@@ -321,6 +321,13 @@ metric_table! {
         instrument: Instrument::Histogram(MCP_DURATION_BUCKETS),
         prometheus_name: "mcp_client_operation_duration_seconds",
     },
+    McpClientSessionDuration {
+        name: "mcp.client.session.duration",
+        unit: "s",
+        description: "MCP session (Mcp-Session-Id): the start of the exchange that set it to the end of its last exchange; ended by DELETE, a 404, 10 minutes of silence, eviction or shutdown.",
+        instrument: Instrument::Histogram(MCP_DURATION_BUCKETS),
+        prometheus_name: "mcp_client_session_duration_seconds",
+    },
     RealtimeFirstAudioFromSpeechStopped {
         name: "tokentap.voice.realtime.time_to_first_audio_from_speech_stopped",
         unit: "s",
