@@ -17,6 +17,8 @@
 //!   speech-to-text and text-to-speech analyzers.
 //! - [`realtime`]: realtime voice sessions over WebSocket (frames, permessage-deflate, OpenAI
 //!   Realtime events, the session and its responses).
+//! - [`mcp`]: MCP exchanges over Streamable HTTP (JSON-RPC in both directions, JSON or SSE
+//!   answers, batches): operations paired by id with their start, first progress and end.
 //! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
 //!   input, tool results, keyed prefix hashes).
 //!

@@ -9,7 +9,6 @@ use tokentap_record::Record;
 use super::attributes::attr;
 use super::metrics::{label, Labels, MetricId, Observation};
 use super::plan::{child_span_id, hex_bytes, AttrValue, Attributes, SpanKind, SpanPlan, SpanStatus};
-use super::request::{request_end_ns, server_address};
 
 /// The operations the client sent (server requests on a stream are the server's operations).
 fn client_operations(exchange: &McpExchange) -> impl Iterator<Item = (usize, &McpOperation)> {
@@ -96,12 +95,16 @@ fn parse_traceparent(value: &str) -> Option<([u8; 16], [u8; 8])> {
 /// One CLIENT span per operation the client sent: in the trace of the request's
 /// `params._meta.traceparent` when it carries one (its parent that span), else under the HTTP
 /// request's span (`trace_id`, `request_span`). An operation without an answer ends with the
-/// request.
-pub fn mcp_spans(record: &Record, trace_id: [u8; 16], request_span: [u8; 8]) -> Vec<SpanPlan> {
+/// request (`request_end`, ns since t0). `server`: the upstream's address and port.
+pub fn mcp_spans(
+    record: &Record,
+    trace_id: [u8; 16],
+    request_span: [u8; 8],
+    request_end: u64,
+    server: Option<(String, u16)>,
+) -> Vec<SpanPlan> {
     let Some(exchange) = &record.mcp else { return Vec::new() };
     let t0 = record.timeline.t0_unix_ns;
-    let request_end = request_end_ns(record);
-    let server = server_address(&record.upstream);
     client_operations(exchange)
         .map(|(index, op)| {
             let (trace, parent) =

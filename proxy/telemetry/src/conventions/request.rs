@@ -563,7 +563,7 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         spans.push(span);
     }
     spans.extend(super::realtime::realtime_spans(record, trace_id, span_id));
-    spans.extend(super::mcp::mcp_spans(record, trace_id, span_id));
+    spans.extend(super::mcp::mcp_spans(record, trace_id, span_id, end_rel, server_address(&record.upstream)));
     spans
 }
 
