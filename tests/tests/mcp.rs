@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokentap_e2e::otlp_receiver::{attr_str, Received};
 use tokentap_e2e::process::{run_sdk_script, sdk_python, Proc};
-use tokentap_e2e::{OtlpReceiver, RecordFeed, Tokentap};
+use tokentap_e2e::{Framing, OtlpReceiver, RecordFeed, Script, ScriptedUpstream, Tokentap};
 
 /// Most tokentap's operation may exceed the server's own time (two loopback hops).
 const HOP_SLACK_NS: i64 = 5_000_000;
@@ -248,4 +248,81 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
             && markdown.contains("| tools/call | sleep\\_ms | 2 | 0 | 0 | 2 |"),
         "{err}{markdown}"
     );
+}
+
+fn script(content_type: &str, status: u16, pieces: Vec<Vec<u8>>) -> Script {
+    Script {
+        status,
+        headers: vec![("content-type".into(), content_type.into())],
+        framing: Framing::Chunked,
+        pieces: pieces.into_iter().map(|p| (Duration::ZERO, p)).collect(),
+    }
+}
+
+/// Bad input on an MCP route: a batch of 100,000 requests, malformed JSON-RPC, a long GET stream.
+/// Every byte passes untouched both ways; the analysis reads up to its bounds and counts the rest.
+#[test]
+fn bad_input_is_forwarded_untouched_and_counted() {
+    let upstream = ScriptedUpstream::start();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokentap.toml");
+    std::fs::write(
+        &path,
+        format!("[[route]]\nprefix = \"/\"\nupstream = \"{}\"\nprovider = \"mcp\"\n", upstream.url()),
+    )
+    .unwrap();
+    let tokentap = Tokentap::start_with_args(&["--config", path.to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream")];
+
+    // 100,000 requests in one batch (the 2025-03-26 revision allowed arrays).
+    let mut batch = String::from("[");
+    for i in 0..100_000 {
+        batch.push_str(if i == 0 { "" } else { "," });
+        batch.push_str(&format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#));
+    }
+    batch.push(']');
+    let answer = br#"[{"jsonrpc":"2.0","id":0,"result":{}},{"jsonrpc":"2.0","id":99999,"result":{}}]"#.to_vec();
+    upstream.register("/batch", script("application/json", 200, vec![answer.clone()]));
+    let resp = tokentap_e2e::http1::post(tokentap.addr, "/batch", &headers, batch.as_bytes());
+    assert_eq!((resp.status, &resp.body), (200, &answer));
+    assert!(upstream.received("/batch").unwrap() == batch.as_bytes(), "the batch reached the server changed");
+    let record = feed.next_record_for("/batch");
+    let mcp = &record["mcp"];
+    assert_eq!(mcp["batch"], true, "{mcp}");
+    assert_eq!(mcp["operations"].as_array().unwrap().len(), 256, "{mcp}");
+    assert_eq!(mcp["operations"][0]["status"], "answered");
+    let skipped = &mcp["skipped"];
+    assert_eq!(skipped["operations_not_recorded"], 4096 - 256, "{skipped}");
+    // Everything past the first 4,096 elements is counted, not read (or cut at the request keep
+    // limit, which the record says).
+    let not_read = skipped["messages_not_read"].as_u64().unwrap_or(0);
+    assert!(not_read == 100_000 - 4096 || skipped["request_truncated"] == true, "{skipped}");
+    assert_eq!(skipped["unmatched_responses"], 1, "{skipped}");
+
+    // Malformed JSON-RPC, answered by a parse error without an id.
+    let error = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#.to_vec();
+    upstream.register("/bad", script("application/json", 400, vec![error.clone()]));
+    let body = br#"{"jsonrpc":"2.0","id":1,"method":"#;
+    let resp = tokentap_e2e::http1::post(tokentap.addr, "/bad", &headers, body);
+    assert_eq!((resp.status, &resp.body), (400, &error));
+    assert_eq!(upstream.received("/bad").unwrap(), body);
+    let record = feed.next_record_for("/bad");
+    assert_eq!(record["mcp"]["skipped"]["malformed"], 1, "{record}");
+    assert_eq!(record["mcp"]["skipped"]["unmatched_responses"], 1, "{record}");
+    assert_eq!(record["mcp"]["operations"], serde_json::json!([]));
+
+    // A GET stream of 10,000 server notifications in 100 pieces.
+    let event = b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\r\n\r\n";
+    let pieces: Vec<Vec<u8>> = (0..100).map(|_| event.repeat(100)).collect();
+    let stream: Vec<u8> = pieces.concat();
+    upstream.register("/stream", script("text/event-stream", 200, pieces));
+    let resp = tokentap_e2e::http1::get(tokentap.addr, "/stream", &[("accept", "text/event-stream")]);
+    assert_eq!((resp.status, resp.body.len()), (200, stream.len()));
+    assert!(resp.body == stream, "the stream reached the client changed");
+    let record = feed.next_record_for("/stream");
+    let mcp = &record["mcp"];
+    assert_eq!(mcp["get_stream"], true, "{mcp}");
+    assert_eq!(mcp["server_notifications"]["other"], 4096, "{mcp}");
+    assert_eq!(mcp["skipped"]["messages_not_read"], 10_000 - 4096, "{mcp}");
 }

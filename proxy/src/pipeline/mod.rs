@@ -25,7 +25,7 @@ use crate::config::ValidConfig;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
 use tokentap_record::mcp_session::McpSessions;
-use tokentap_record::turn::{StepInput, TurnTracker, VoiceLinker, VoiceRequest};
+use tokentap_record::turn::{McpCalls, StepInput, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_telemetry::Telemetry;
 
 use joins::{join_chain, join_report};
@@ -75,13 +75,14 @@ pub(super) fn run_worker(
         turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
         voice: VoiceLinker::default(),
         mcp_sessions: McpSessions::default(),
+        mcp_calls: McpCalls::default(),
     };
     let mut ticked = Instant::now();
     loop {
         let mut item = match rx.recv_timeout(TURN_TICK) {
             Ok(item) => item,
             Err(RecvTimeoutError::Timeout) => {
-                tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
+                tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
                 close_idle_sessions(&mut state.mcp_sessions, telemetry);
                 ticked = Instant::now();
                 continue;
@@ -128,7 +129,7 @@ pub(super) fn run_worker(
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
         if ticked.elapsed() >= TURN_TICK {
-            tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
+            tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
             close_idle_sessions(&mut state.mcp_sessions, telemetry);
             ticked = Instant::now();
         }
@@ -144,6 +145,8 @@ pub(super) struct WorkerState {
     pub(super) voice: VoiceLinker,
     /// MCP sessions followed across their exchanges (`mcp.client.session.duration`).
     pub(super) mcp_sessions: McpSessions,
+    /// Recent answered MCP tool calls, for joining closed turns' tool runs to them.
+    pub(super) mcp_calls: McpCalls,
 }
 
 /// Closes the MCP sessions silent for `SESSION_IDLE_NS` and observes their duration.
@@ -198,7 +201,7 @@ pub(super) fn handle_item(
     telemetry: &Telemetry,
     state: &mut WorkerState,
 ) {
-    let WorkerState { pending, turns, voice, mcp_sessions } = state;
+    let WorkerState { pending, turns, voice, mcp_sessions, mcp_calls } = state;
     let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
@@ -207,7 +210,7 @@ pub(super) fn handle_item(
             }
             if let Some(tracker) = turns {
                 for turn in tracker.close_all() {
-                    emit_turn(turn, voice, store, telemetry);
+                    emit_turn(turn, voice, mcp_calls, store, telemetry);
                 }
                 stats.turns.publish(tracker);
             }
@@ -248,6 +251,7 @@ pub(super) fn handle_item(
             for closed in mcp_sessions.observe(&record) {
                 telemetry.observe_mcp_session(&closed);
             }
+            mcp_calls.observe(&record);
             let trace_id = record.trace_id.clone();
             let page_trace =
                 tokentap_record::browser::arrival::page_trace_of(&record.request_headers).map(str::to_string);
@@ -262,7 +266,7 @@ pub(super) fn handle_item(
                 join_chain(&record, store);
             }
             for turn in closed_turns {
-                emit_turn(turn, voice, store, telemetry);
+                emit_turn(turn, voice, mcp_calls, store, telemetry);
             }
             if let Some(mut turn) = voice_rejoined {
                 if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {

@@ -19,11 +19,13 @@
 //! hashes, bounded in bytes.
 
 mod breakdown;
+pub mod mcp_join;
 pub mod schema;
 pub mod step;
 pub mod tracker;
 pub mod voice;
 
+pub use mcp_join::{JoinedBy, McpCalls, ToolRunMcp};
 pub use schema::*;
 pub use step::{StepInput, StepToolCall, TurnHeaders};
 pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};

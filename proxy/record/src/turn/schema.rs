@@ -87,6 +87,10 @@ pub struct ToolRun {
     /// result − ready; absent while unanswered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
+    /// The MCP `tools/call` that executed it, when one passed tokentap: the tool server's time and
+    /// the harness's before and after it (`turn::mcp_join`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<super::mcp_join::ToolRunMcp>,
 }
 
 /// What a stretch of the critical path was spent on.
@@ -130,6 +134,9 @@ pub struct TurnTotals {
     pub tool_calls: u32,
     /// Tool calls whose result never arrived.
     pub unanswered_tool_calls: u32,
+    /// The tool runs' MCP server time, summed over the runs joined to an MCP call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_server_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

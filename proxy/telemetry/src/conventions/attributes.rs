@@ -174,6 +174,12 @@ pub mod attr {
     pub const MCP_PROGRESS_NOTIFICATIONS: &str = "tokentap.mcp.progress_notifications";
     pub const MCP_REQUEST_BYTES: &str = "tokentap.mcp.request_bytes";
     pub const MCP_RESPONSE_BYTES: &str = "tokentap.mcp.response_bytes";
+    /// A tool run joined to the MCP call that executed it: the tool server's time, the harness's
+    /// before and after it, and the tokentap request id of the MCP exchange.
+    pub const TOOL_SERVER_MS: &str = "tokentap.tool.server_ms";
+    pub const TOOL_HARNESS_BEFORE_MS: &str = "tokentap.tool.harness_before_ms";
+    pub const TOOL_HARNESS_AFTER_MS: &str = "tokentap.tool.harness_after_ms";
+    pub const TOOL_MCP_REQUEST_ID: &str = "tokentap.tool.mcp_request_id";
     /// How an MCP session ended: `deleted`, `not_found`, `idle`, `evicted`, `shutdown`.
     pub const MCP_SESSION_END: &str = "tokentap.mcp.session_end";
 
