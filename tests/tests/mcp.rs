@@ -326,3 +326,62 @@ fn bad_input_is_forwarded_untouched_and_counted() {
     assert_eq!(mcp["server_notifications"]["other"], 4096, "{mcp}");
     assert_eq!(mcp["skipped"]["messages_not_read"], 10_000 - 4096, "{mcp}");
 }
+
+/// openai-agents (unmodified) running a turn whose two tool calls execute on the MCP server, the
+/// model being tokentap's mock: the turn's tool runs are joined to the MCP calls and split into
+/// the tool server's time and the harness's, the server time containing the server's own.
+#[test]
+fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
+    let server = start_server();
+    let mock = tokentap_e2e::Mock::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokentap.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[route]]\nprefix = \"/v1\"\nupstream = \"{}/v1\"\nprovider = \"openai\"\n\n\
+             [[route]]\nprefix = \"/\"\nupstream = \"{}\"\nprovider = \"mcp\"\n",
+            mock.url,
+            server.url.trim_end_matches("/mcp")
+        ),
+    )
+    .unwrap();
+    let tokentap = Tokentap::start_with_args(&["--config", path.to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let out = run_sdk_script(
+        "agent_mcp_openai_agents.py",
+        &["--base-url", &format!("http://{}/v1", tokentap.addr), "--mcp-url", &format!("http://{}/mcp", tokentap.addr)],
+    );
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{out}");
+    let turn = feed.next_turn();
+    assert_eq!(turn["status"], "complete", "{turn}");
+    let runs = turn["tool_runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{turn}");
+    let logged = server_log(&server.log);
+    let mut server_ms_total = 0.0;
+    for run in runs {
+        let mcp = &run["mcp"];
+        assert_eq!(mcp["tool"], run["name"], "{run}");
+        assert_eq!(mcp["joined_by"], serde_json::json!(["name_exact", "window"]), "{run}");
+        let (server_ms, before, after) = (
+            mcp["server_ms"].as_f64().unwrap(),
+            mcp["harness_before_ms"].as_f64().unwrap(),
+            mcp["harness_after_ms"].as_f64().unwrap(),
+        );
+        assert!(before >= 0.0 && after >= 0.0, "{run}");
+        let sum = server_ms + before + after;
+        assert!((sum - run["duration_ms"].as_f64().unwrap()).abs() < 0.01, "the split adds up: {run}");
+        // The MCP server's own time for that request, from its log.
+        let line = &logged[&("tools/call".to_string(), mcp["jsonrpc_id"].as_str().unwrap().to_string())];
+        let own_ms = (line["out_ns"].as_i64().unwrap() - line["in_ns"].as_i64().unwrap()) as f64 / 1e6;
+        assert!(server_ms >= own_ms, "{run}: the server's own time {own_ms} ms");
+        eprintln!(
+            "{}: server {server_ms:.3} ms (its own {own_ms:.3}), harness {before:.3} + {after:.3} ms",
+            run["name"]
+        );
+        server_ms_total += server_ms;
+    }
+    let total = turn["totals"]["tool_server_ms"].as_f64().unwrap();
+    assert!((total - server_ms_total).abs() < 0.01, "{turn}");
+}
