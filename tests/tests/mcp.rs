@@ -45,7 +45,7 @@ fn start_server() -> McpServer {
 }
 
 /// The server's log lines, keyed by (method, id).
-fn server_log(path: &PathBuf) -> BTreeMap<(String, String), Value> {
+fn server_log(path: &PathBuf) -> Logged {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -74,12 +74,16 @@ fn start_tokentap(server: &McpServer, receiver: &OtlpReceiver, dir: &tempfile::T
     Tokentap::start_with_args(&["--config", path.to_str().unwrap()])
 }
 
+/// A request as (method, JSON-RPC id).
+type Key = (String, String);
+/// Recorded operations by key, each with its record.
+type Operations = BTreeMap<Key, (Value, Value)>;
+/// The server's log lines by key.
+type Logged = BTreeMap<Key, Value>;
+
 /// Reads records from the feed until every request the server logged has an answered operation;
 /// returns the records with MCP operations and the operations by (method, id).
-fn collect(
-    feed: &mut RecordFeed,
-    logged: &BTreeMap<(String, String), Value>,
-) -> (Vec<Value>, BTreeMap<(String, String), (Value, Value)>) {
+fn collect(feed: &mut RecordFeed, logged: &Logged) -> (Vec<Value>, Operations) {
     let mut records = Vec::new();
     let mut ops = BTreeMap::new();
     while !logged.keys().all(|k| ops.contains_key(k)) {
@@ -97,11 +101,7 @@ fn collect(
     (records, ops)
 }
 
-fn run_mode(
-    mode: &str,
-    server: &McpServer,
-    tokentap: &Tokentap,
-) -> (Vec<Value>, BTreeMap<(String, String), (Value, Value)>, BTreeMap<(String, String), Value>) {
+fn run_mode(mode: &str, server: &McpServer, tokentap: &Tokentap) -> (Vec<Value>, Operations, Logged) {
     std::fs::write(&server.log, "").unwrap();
     let mut feed = tokentap.feed();
     let url = format!("http://{}/mcp", tokentap.addr);
@@ -118,10 +118,7 @@ fn run_mode(
 
 /// Every logged request: recorded, answered, its duration containing the server's. Returns how
 /// much longer tokentap's duration is, per operation.
-fn check_operations(
-    ops: &BTreeMap<(String, String), (Value, Value)>,
-    logged: &BTreeMap<(String, String), Value>,
-) -> Vec<i64> {
+fn check_operations(ops: &Operations, logged: &Logged) -> Vec<i64> {
     let mut excess = Vec::new();
     for (key, line) in logged {
         let (op, record) = &ops[key];

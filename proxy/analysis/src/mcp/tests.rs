@@ -105,16 +105,20 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_bytes_are_counted_never_fatal(body in proptest::collection::vec(any::<u8>(), 0..300),
-                                               stream in proptest::collection::vec(any::<u8>(), 0..300)) {
-        let mut a = McpAnalyzer::new(ctx("POST", "text/event-stream"), McpLimits::default());
-        a.request_body(&body, false);
-        a.push_response(&stream, 1);
-        let _ = a.finish(false);
-        let mut a = McpAnalyzer::new(ctx("POST", "application/json"), McpLimits::default());
-        a.request_body(&body, false);
-        a.push_response(&stream, 1);
-        let _ = a.finish(false);
+    fn arbitrary_bytes_are_counted_never_fatal_and_cuts_change_nothing(
+        body in proptest::collection::vec(any::<u8>(), 0..300),
+        stream in proptest::collection::vec(any::<u8>(), 0..300),
+        step in 1usize..17,
+    ) {
+        for content_type in ["text/event-stream", "application/json"] {
+            let mut whole = McpAnalyzer::new(ctx("POST", content_type), McpLimits::default());
+            whole.request_body(&body, false);
+            whole.push_response(&stream, 1);
+            let mut cut = McpAnalyzer::new(ctx("POST", content_type), McpLimits::default());
+            cut.request_body(&body, false);
+            stream.chunks(step).for_each(|c| cut.push_response(c, 1));
+            prop_assert_eq!(whole.finish(false), cut.finish(false));
+        }
     }
 }
 

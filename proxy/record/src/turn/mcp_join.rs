@@ -10,9 +10,7 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-
-use super::schema::TurnRecord;
+use super::schema::{JoinedBy, ToolRunMcp, TurnRecord};
 use crate::Record;
 
 /// MCP calls kept for joining at most, and for at most this long after their end.
@@ -29,37 +27,6 @@ pub struct McpCall {
     pub tool: String,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
-}
-
-/// How a join was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JoinedBy {
-    /// The model's tool name is the server's.
-    NameExact,
-    /// The model's name is the server's with a prefix or suffix (`mcp_srv__tool`, `srv_tool`).
-    NameAffixed,
-    /// The model's name is a prefixed name cut and given a hash suffix (`…_1a2b3c4d`).
-    NameTruncated,
-    /// The MCP call ran inside the tool run's window (ready … result request).
-    Window,
-}
-
-/// The MCP side of a tool run (`ToolRun::mcp`). Times in ms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolRunMcp {
-    /// The tokentap record of the MCP exchange.
-    pub request_id: String,
-    pub jsonrpc_id: String,
-    /// The tool's name on the server.
-    pub tool: String,
-    /// The MCP call's duration: the tool server's time as the wire shows it.
-    pub server_ms: f64,
-    /// The call was ready → the MCP request reached tokentap: the harness before the call.
-    pub harness_before_ms: f64,
-    /// The MCP response arrived → the request carrying the result: the harness after it.
-    pub harness_after_ms: f64,
-    pub joined_by: Vec<JoinedBy>,
 }
 
 /// Recent answered MCP tool calls, bounded, oldest first.

@@ -25,7 +25,7 @@ pub mod step;
 pub mod tracker;
 pub mod voice;
 
-pub use mcp_join::{JoinedBy, McpCalls, ToolRunMcp};
+pub use mcp_join::McpCalls;
 pub use schema::*;
 pub use step::{StepInput, StepToolCall, TurnHeaders};
 pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};
