@@ -381,4 +381,17 @@ fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
     }
     let total = turn["totals"]["tool_server_ms"].as_f64().unwrap();
     assert!((total - server_ms_total).abs() < 0.01, "{turn}");
+
+    // `tokentap explain` lays the split out per run; `tokentap report` has its percentiles.
+    let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
+    let turn_id = turn["turn_id"].as_str().unwrap();
+    let (status, text, err) = tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--data-dir", &data_dir]);
+    assert!(status.success(), "{err}");
+    assert_eq!(text.matches("over MCP (tools/call ").count(), 2, "{text}");
+    assert!(text.contains("joined by name_exact, window"), "{text}");
+    let (status, markdown, err) =
+        tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir, "--include-warmup"]);
+    assert!(status.success(), "{err}");
+    assert!(markdown.contains("| tool run over MCP: tool server (ms) | 2 |"), "{markdown}");
+    assert!(markdown.contains("| tool run over MCP: harness (ms) | 2 |"), "{markdown}");
 }

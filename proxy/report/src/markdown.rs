@@ -313,6 +313,15 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
         let cells = distribution_cells(d.as_ref());
         let _ = writeln!(w, "| {name} | {cells} |");
     }
+    // Tool runs executed over MCP: the tool server's time and the harness's around it.
+    for (name, d) in [
+        ("tool run over MCP: tool server (ms)", &summary.tool_server_ms),
+        ("tool run over MCP: harness (ms)", &summary.tool_harness_ms),
+    ] {
+        if d.is_some() {
+            let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
+        }
+    }
     if summary.voice_turns > 0 {
         let _ = writeln!(
             w,
