@@ -11,6 +11,7 @@
 //! - `goodput`: `[slo]` objectives and the verdict on one record.
 //! - `server_time`: the server's reported time joined to the wire (the split, the consistency
 //!   check) and the prompt cache state.
+//! - `mcp_session`: MCP sessions followed across their exchanges (`mcp.client.session.duration`).
 //! - `trace`: W3C trace context and ids.
 //! - `turn`: agent turns rebuilt from the wire: the tracker that links steps, the turn record.
 //! - `waits`: where each answer chunk's text waited (upstream, tokentap, after the handoff, the
@@ -24,6 +25,7 @@ pub mod fixtures;
 pub mod goodput;
 pub mod hops;
 pub mod join;
+pub mod mcp_session;
 pub mod realtime_join;
 pub mod schema;
 pub mod server_time;

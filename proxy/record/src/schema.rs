@@ -54,6 +54,8 @@ tokentap_analysis::named_enum! {
         Ollama = "ollama",
         /// Any other OpenAI-compatible server.
         Generic = "generic",
+        /// An MCP server (Streamable HTTP): exchanges are read as JSON-RPC (`Record::mcp`).
+        Mcp = "mcp",
     }
 }
 
@@ -230,6 +232,10 @@ pub struct Record {
     /// responses (docs/metrics.md, "Realtime voice"). Has its own `version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<tokentap_analysis::realtime::RealtimeSession>,
+    /// An exchange with an MCP server (a route with `provider = "mcp"`, or detected by its MCP
+    /// headers, or by a JSON-RPC body on a path ending in `/mcp`): its operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<tokentap_analysis::mcp::McpExchange>,
 }
 
 tokentap_analysis::named_enum! {

@@ -181,6 +181,29 @@ pub fn explain_turn(turn: &TurnRecord) -> String {
                         number(result),
                         number(d)
                     );
+                    if let Some(m) = &r.mcp {
+                        let by: Vec<String> = m
+                            .joined_by
+                            .iter()
+                            .map(|b| {
+                                serde_json::to_value(b)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(str::to_owned))
+                                    .unwrap_or_default()
+                            })
+                            .collect();
+                        let _ = writeln!(
+                            w,
+                            "    over MCP (tools/call {} [{}], request {}): harness {} + tool server {} + harness {} ms (joined by {})",
+                            plain(&m.tool),
+                            plain(&m.jsonrpc_id),
+                            plain(&m.request_id),
+                            number(m.harness_before_ms),
+                            number(m.server_ms),
+                            number(m.harness_after_ms),
+                            by.join(", ")
+                        );
+                    }
                 }
                 _ => {
                     let _ = writeln!(

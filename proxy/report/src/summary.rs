@@ -251,6 +251,9 @@ pub struct Report {
     pub overall: GroupSummary,
     pub groups: Vec<GroupSummary>,
     pub conditions: ConditionsSummary,
+    /// MCP operations per method and tool, when records of MCP exchanges are in the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<crate::mcp::McpSummary>,
     /// Turn percentiles, when the store has turns (`turns.jsonl`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turns: Option<crate::turns::TurnSummary>,
@@ -313,6 +316,7 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         overall: summarize(Vec::new(), &used, options),
         groups,
         conditions: conditions_summary(&used),
+        mcp: crate::mcp::summarize_mcp(&used),
         turns: None,
     }
 }

@@ -99,6 +99,12 @@ pub struct TurnSummary {
     pub tool_calls: Option<Distribution>,
     /// Over answered tool calls of every turn: ready → the request with the result, ms.
     pub tool_run_ms: Option<Distribution>,
+    /// Over tool runs joined to an MCP call: the tool server's time, and the harness's (before +
+    /// after the call), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_server_ms: Option<Distribution>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_harness_ms: Option<Distribution>,
     /// Turns with a voice part (a transcription or speech requests joined).
     pub voice_turns: u64,
     /// Over voice turns: from the transcription request's start (else the turn's) to the first
@@ -167,6 +173,20 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
         steps: collect(&complete, &|t| f64::from(t.totals.steps)),
         tool_calls: collect(&complete, &|t| f64::from(t.totals.tool_calls)),
         tool_run_ms: Distribution::from_samples(&runs),
+        tool_server_ms: Distribution::from_samples(
+            &in_window
+                .iter()
+                .flat_map(|t| t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()).map(|m| m.server_ms))
+                .collect::<Vec<_>>(),
+        ),
+        tool_harness_ms: Distribution::from_samples(
+            &in_window
+                .iter()
+                .flat_map(|t| {
+                    t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()).map(|m| m.harness_before_ms + m.harness_after_ms)
+                })
+                .collect::<Vec<_>>(),
+        ),
         voice_turns: voice.len() as u64,
         voice_to_first_audible_ms: Distribution::from_samples(
             &voice.iter().filter_map(|v| v.first_audible_ms).collect::<Vec<_>>(),

@@ -97,7 +97,10 @@ impl TurnsConfig {
         if self.fleet_key.as_ref().is_some_and(|k| k.as_bytes().len() < FleetKey::MIN_BYTES) {
             return Err(invalid(
                 "turns.fleet_key",
-                format!("is shorter than {} bytes: use a random secret (e.g. `openssl rand -hex 32`)", FleetKey::MIN_BYTES),
+                format!(
+                    "is shorter than {} bytes: use a random secret (e.g. `openssl rand -hex 32`)",
+                    FleetKey::MIN_BYTES
+                ),
             ));
         }
         if self.turn_header == self.conversation_header {

@@ -515,6 +515,12 @@ impl ProxyHttp for TapProxy {
         ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
         ctx.data.response_protocol = http_protocol(upstream_response.version);
         copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
+        ctx.data.mcp_session_id = upstream_response
+            .headers
+            .get(tokentap_analysis::mcp::SESSION_HEADER)
+            .filter(|v| v.len() <= 256)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         if upstream_response.status.as_u16() == 101 {
             ctx.data.websocket_extensions = upstream_response
                 .headers

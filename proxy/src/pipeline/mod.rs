@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use crate::config::ValidConfig;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
-use tokentap_record::turn::{StepInput, TurnTracker, VoiceLinker, VoiceRequest};
+use tokentap_record::mcp_session::McpSessions;
+use tokentap_record::turn::{McpCalls, StepInput, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_telemetry::Telemetry;
 
 use joins::{join_chain, join_report};
@@ -81,13 +82,16 @@ pub(super) fn run_worker(
         pending: VecDeque::new(),
         turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
         voice: VoiceLinker::default(),
+        mcp_sessions: McpSessions::default(),
+        mcp_calls: McpCalls::default(),
     };
     let mut ticked = Instant::now();
     loop {
         let mut item = match rx.recv_timeout(TURN_TICK) {
             Ok(item) => item,
             Err(RecvTimeoutError::Timeout) => {
-                tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
+                tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
+                close_idle_sessions(&mut state.mcp_sessions, telemetry);
                 ticked = Instant::now();
                 continue;
             }
@@ -133,7 +137,8 @@ pub(super) fn run_worker(
             stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
         }
         if ticked.elapsed() >= TURN_TICK {
-            tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry);
+            tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
+            close_idle_sessions(&mut state.mcp_sessions, telemetry);
             ticked = Instant::now();
         }
     }
@@ -146,6 +151,21 @@ pub(super) struct WorkerState {
     pub(super) turns: Option<TurnTracker>,
     /// Speech-to-text and text-to-speech requests joined to turns (with `turns`).
     pub(super) voice: VoiceLinker,
+    /// MCP sessions followed across their exchanges (`mcp.client.session.duration`).
+    pub(super) mcp_sessions: McpSessions,
+    /// Recent answered MCP tool calls, for joining closed turns' tool runs to them.
+    pub(super) mcp_calls: McpCalls,
+}
+
+/// Closes the MCP sessions silent for `SESSION_IDLE_NS` and observes their duration.
+fn close_idle_sessions(sessions: &mut McpSessions, telemetry: &Telemetry) {
+    if sessions.is_empty() {
+        return;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    for closed in sessions.close_idle(now) {
+        telemetry.observe_mcp_session(&closed);
+    }
 }
 
 /// Lowers the calling (worker) thread's CPU priority; a failure is logged and changes nothing else.
@@ -189,13 +209,16 @@ pub(super) fn handle_item(
     telemetry: &Telemetry,
     state: &mut WorkerState,
 ) {
-    let WorkerState { pending, turns, voice } = state;
+    let WorkerState { pending, turns, voice, mcp_sessions, mcp_calls } = state;
     let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
+            for closed in mcp_sessions.close_all() {
+                telemetry.observe_mcp_session(&closed);
+            }
             if let Some(tracker) = turns {
                 for turn in tracker.close_all() {
-                    emit_turn(turn, voice, store, telemetry);
+                    emit_turn(turn, voice, mcp_calls, store, telemetry);
                 }
                 stats.turns.publish(tracker);
             }
@@ -233,6 +256,10 @@ pub(super) fn handle_item(
             }
             // Metrics and spans (never blocks: a full export queue drops and counts).
             telemetry.observe(&record);
+            for closed in mcp_sessions.observe(&record) {
+                telemetry.observe_mcp_session(&closed);
+            }
+            mcp_calls.observe(&record);
             let trace_id = record.trace_id.clone();
             let page_trace =
                 tokentap_record::browser::arrival::page_trace_of(&record.request_headers).map(str::to_string);
@@ -247,7 +274,7 @@ pub(super) fn handle_item(
                 join_chain(&record, store);
             }
             for turn in closed_turns {
-                emit_turn(turn, voice, store, telemetry);
+                emit_turn(turn, voice, mcp_calls, store, telemetry);
             }
             if let Some(mut turn) = voice_rejoined {
                 if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {

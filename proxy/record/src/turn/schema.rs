@@ -76,6 +76,41 @@ pub struct ToolRun {
     /// result − ready; absent while unanswered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
+    /// The MCP `tools/call` that executed it, when one passed tokentap: the tool server's time and
+    /// the harness's before and after it (`turn::mcp_join`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<ToolRunMcp>,
+}
+
+/// How a join was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinedBy {
+    /// The model's tool name is the server's.
+    NameExact,
+    /// The model's name is the server's with a prefix or suffix (`mcp_srv__tool`, `srv_tool`).
+    NameAffixed,
+    /// The model's name is a prefixed name cut and given a hash suffix (`…_1a2b3c4d`).
+    NameTruncated,
+    /// The MCP call ran inside the tool run's window (ready … result request).
+    Window,
+}
+
+/// The MCP side of a tool run (`ToolRun::mcp`). Times in ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRunMcp {
+    /// The tokentap record of the MCP exchange.
+    pub request_id: String,
+    pub jsonrpc_id: String,
+    /// The tool's name on the server.
+    pub tool: String,
+    /// The MCP call's duration: the tool server's time as the wire shows it.
+    pub server_ms: f64,
+    /// The call was ready → the MCP request reached tokentap: the harness before the call.
+    pub harness_before_ms: f64,
+    /// The MCP response arrived → the request carrying the result: the harness after it.
+    pub harness_after_ms: f64,
+    pub joined_by: Vec<JoinedBy>,
 }
 
 /// What a stretch of the critical path was spent on.
@@ -119,6 +154,9 @@ pub struct TurnTotals {
     pub tool_calls: u32,
     /// Tool calls whose result never arrived.
     pub unanswered_tool_calls: u32,
+    /// The tool runs' MCP server time, summed over the runs joined to an MCP call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_server_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -47,6 +47,13 @@ pub fn is_good(record: &Record, objectives: &Objectives) -> bool {
 
 /// Everything one record adds to the metrics.
 pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Observation> {
+    let mut out = request_observations(record, objectives);
+    super::mcp::mcp_observations(record, &mut out);
+    out
+}
+
+/// What the request itself adds (the GenAI, voice, stream and server metrics).
+fn request_observations(record: &Record, objectives: &Objectives) -> Vec<Observation> {
     let labels = request_labels(record);
     let mut out = Vec::new();
     let mut push = |metric: MetricId, labels: &Labels, value: f64| {
@@ -81,6 +88,7 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     if let Some(v) = record.transcription.as_ref().and_then(|t| t.transcript_done_ms) {
         push(MetricId::VoiceTranscriptDone, &labels, v / 1e3);
     }
+
     let Some(a) = &record.analysis else {
         super::realtime::realtime_observations(record, &labels, &mut out);
         return out;

@@ -20,7 +20,7 @@ pub fn provider_name(record: &Record) -> &'static str {
         Some(Provider::Anthropic) => return "anthropic",
         Some(Provider::Gemini) => return "gcp.gemini",
         Some(Provider::Ollama) => return "ollama",
-        Some(Provider::Generic) | None => {}
+        Some(Provider::Generic | Provider::Mcp) | None => {}
     }
     match record.analysis.as_ref().and_then(|a| a.dialect) {
         Some(Dialect::OpenaiChat | Dialect::OpenaiResponses) => "openai",
@@ -563,6 +563,7 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         spans.push(span);
     }
     spans.extend(super::realtime::realtime_spans(record, trace_id, span_id));
+    spans.extend(super::mcp::mcp_spans(record, trace_id, span_id, end_rel, server_address(&record.upstream)));
     spans
 }
 

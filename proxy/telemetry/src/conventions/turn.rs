@@ -82,6 +82,16 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         if let Some(step) = run.result_step {
             attributes.push((attr::TOOL_RESULT_STEP, int(step)));
         }
+        // Run by an MCP call that passed tokentap: the conventions' MCP attributes on this span
+        // (the MCP operation's own CLIENT span is exported with its exchange), and the split.
+        if let Some(m) = &run.mcp {
+            attributes.push((attr::MCP_METHOD_NAME, AttrValue::Str("tools/call".into())));
+            attributes.push((attr::JSONRPC_REQUEST_ID, AttrValue::Str(m.jsonrpc_id.clone())));
+            attributes.push((attr::TOOL_SERVER_MS, AttrValue::F64(m.server_ms)));
+            attributes.push((attr::TOOL_HARNESS_BEFORE_MS, AttrValue::F64(m.harness_before_ms)));
+            attributes.push((attr::TOOL_HARNESS_AFTER_MS, AttrValue::F64(m.harness_after_ms)));
+            attributes.push((attr::TOOL_MCP_REQUEST_ID, AttrValue::Str(m.request_id.clone())));
+        }
         let key = format!("{EXECUTE_TOOL}:{i}:{}", run.call_id.as_deref().unwrap_or(""));
         spans.push(SpanPlan {
             trace_id,
