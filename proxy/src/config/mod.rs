@@ -508,6 +508,11 @@ mod tests {
             ("turns.conversation_idle_s", "604801", "604801 is larger than the maximum, 604800"),
             ("turns.max_conversations", "10000001", "10000001 is larger than the maximum, 10000000"),
             ("turns.max_steps", "100001", "100001 is larger than the maximum, 100000"),
+            (
+                "turns.fleet_key",
+                "\"short\"",
+                "is shorter than 16 bytes: use a random secret (e.g. `openssl rand -hex 32`)",
+            ),
             ("otel.timeout_ms", "0", "must be greater than 0"),
             ("otel.queue_capacity", "1000001", "1000001 is larger than the maximum, 1000000"),
             ("otel.batch_max_requests", "0", "must be greater than 0"),
@@ -529,6 +534,15 @@ mod tests {
             let err = validate(file, &overrides_with_upstream()).unwrap_err().to_string();
             assert_eq!(err, format!("invalid value for `{key}`: {message}"), "{text}");
         }
+    }
+
+    #[test]
+    fn the_fleet_key_never_shows_in_debug_output() {
+        let file = parse_str("[turns]\nfleet_key = \"a-secret-long-enough-0123\"\n").unwrap();
+        let c = validate(file, &overrides_with_upstream()).unwrap();
+        assert!(c.turns.tracker_config().fleet);
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("a-secret-long-enough") && shown.contains("FleetKey([redacted])"), "{shown}");
     }
 
     #[test]
