@@ -82,40 +82,8 @@ fn every_kind_of_traffic_reads_right_in_the_report_and_explain() {
     let mock = tokentap_e2e::Mock::start(&["--ttft-ms", "30", "--itl-ms", "5", "--tokens", "12"]);
     let tokentap = tokentap_e2e::Tokentap::start(&mock.url, &[]);
     let mut feed = tokentap.feed();
-    let base = format!("http://{}/v1", tokentap.addr);
-    let chat = |stream: bool| {
-        let body = format!(
-            r#"{{"model":"mock-gpt","stream":{stream},"messages":[{{"role":"user","content":"hi {stream}"}}]}}"#
-        );
-        let resp = http1::post(
-            tokentap.addr,
-            "/v1/chat/completions",
-            &[("content-type", "application/json")],
-            body.as_bytes(),
-        );
-        assert_eq!(resp.status, 200);
-    };
-    chat(true);
-    feed.next_record_for("/v1/chat/completions");
-    chat(false);
-    feed.next_record_for("/v1/chat/completions");
-    tokentap_e2e::process::run_sdk_script("agent_openai_loop.py", &["--base-url", &base]);
-    while feed.next_turn()["totals"]["tool_calls"].as_u64().unwrap_or(0) == 0 {}
-    let voice = tokentap_e2e::process::run_sdk_script("voice_turn.py", &["--base-url", &base]);
-    let spoken = voice["spoken"].as_array().expect("spoken").len();
-    let voice_turn = loop {
-        let turn = feed.next_turn();
-        if turn["voice"]["speech"].as_array().is_some_and(|s| s.len() == spoken) {
-            break turn;
-        }
-    };
-    tokentap_e2e::process::run_sdk_script("realtime_openai.py", &["--base-url", &base]);
-    let realtime = loop {
-        let r = feed.next_record();
-        if r["path"].as_str().is_some_and(|p| p.starts_with("/v1/realtime")) {
-            break r;
-        }
-    };
+    let sent = tokentap_e2e::traffic::every_kind(&tokentap, &mut feed);
+    let (voice, voice_turn) = (&sent.voice, &sent.voice_turn);
 
     // explain: every kind says what to look at; none says "nothing to diagnose".
     let admin = format!("http://{}", tokentap.admin);
@@ -125,7 +93,7 @@ fn every_kind_of_traffic_reads_right_in_the_report_and_explain() {
         assert!(!text.contains("nothing to diagnose"), "{text}");
         text
     };
-    let text = explain(realtime["request_id"].as_str().unwrap());
+    let text = explain(&sent.realtime_id);
     for needle in ["realtime session (WebSocket)", "response.created", "first audio delta", "look at: "] {
         assert!(text.contains(needle), "{needle}: {text}");
     }
