@@ -138,4 +138,30 @@ fn every_kind_of_traffic_reads_right_in_the_report_and_explain() {
     let tables_md = markdown.lines().filter(|l| l.starts_with("|---")).count();
     assert_eq!(page.matches("<table>").count(), tables_md, "one HTML table per markdown table");
     assert!(page.contains("<svg"), "the distributions are drawn");
+
+    // And it fits a 1,280 px window with nothing printed as null, undefined or NaN.
+    use tokentap_e2e::browser::{run_page, PageRun, Reports};
+    let out = run_page(&PageRun {
+        origin: format!("http://{}", tokentap.addr),
+        path: "/_test/report.html".into(),
+        page_file: Some(html_path.display().to_string()),
+        probe_fallback: false,
+        reports: 0,
+        report_mode: Reports::Observe,
+        timeout_ms: 60_000,
+        result_expr: Some(
+            "({ width: innerWidth, overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth, text: document.body.innerText })"
+                .into(),
+        ),
+        chromium_args: Vec::new(),
+    });
+    assert!(out["error"].is_null(), "{out:#}");
+    let result = &out["result"];
+    assert_eq!(result["width"], 1280, "{result}");
+    assert!(result["overflow"].as_f64().unwrap() <= 0.0, "the HTML report scrolls sideways at 1,280 px: {result}");
+    let text = result["text"].as_str().unwrap();
+    let visible = text.split("report as JSON").next().unwrap();
+    for word in ["null", "undefined", "NaN"] {
+        assert!(!visible.contains(word), "the HTML report shows {word:?}:\n{visible}");
+    }
 }
