@@ -124,8 +124,21 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(w, "| group | metric | n | p50 | p90 | p95 | p99 | max |");
     let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
     for g in table_groups(report) {
+        // Only the metrics the group has samples of: speech, transcription and realtime requests
+        // have no answer tokens, so rows of nothing would only hide the rows that matter.
+        let mut any = false;
         for metric in REPORT_METRICS {
-            let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), metric, distribution_cells(g.metrics.get(metric)));
+            if let Some(d) = g.metrics.get(metric) {
+                let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), metric, distribution_cells(Some(d)));
+                any = true;
+            }
+        }
+        if !any {
+            let _ = writeln!(
+                w,
+                "| {} | none of these (no successful text answer: audio, realtime, failures) | 0 | – | – | – | – | – |",
+                text(&g.label)
+            );
         }
     }
 

@@ -197,7 +197,13 @@ fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<S
     let info = socket.tcp_info().ok_or("no TCP information for the client socket on this platform")?;
     let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
     Ok(SocketReading {
-        sample: AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked },
+        sample: AckSample {
+            t_ns,
+            body_before,
+            written,
+            acked: info.tcpi_bytes_acked,
+            last_ack_ns: t_ns.saturating_sub(u64::from(info.tcpi_last_ack_recv) * 1_000_000),
+        },
         open: matches!(info.tcpi_state, TCP_ESTABLISHED | TCP_CLOSE_WAIT),
     })
 }
