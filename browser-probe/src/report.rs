@@ -122,6 +122,9 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
         w.raw(",\"text_format\":");
         w.string(format.as_str());
     }
+    if path.text_inferred {
+        w.raw(",\"text_inferred\":true");
+    }
     for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via)] {
         if let Some(v) = value {
             w.raw(",\"");
@@ -361,6 +364,7 @@ mod tests {
             content_encoding: Some("gzip".into()),
             via: None,
             text_format: Some(crate::answer_text::TextFormat::Sse),
+            text_inferred: false,
         };
         let json = report_json(&t, None, 1795938041000.0);
         assert!(

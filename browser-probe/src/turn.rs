@@ -116,6 +116,8 @@ pub struct ResponsePath {
     pub content_encoding: Option<String>,
     pub via: Option<String>,
     pub text_format: Option<crate::answer_text::TextFormat>,
+    /// The answer characters were counted in fields the probe inferred (`answer_text::infer`).
+    pub text_inferred: bool,
 }
 
 /// Longest response header value kept (longer values are cut).

@@ -126,6 +126,8 @@ pub fn with_browser(
         browser_bytes: record.timeline.body_bytes,
         bytes_match: true,
         alignment: Default::default(),
+        alignment_quality: None,
+        byte_arrival: None,
         joined_by: Default::default(),
         app_server: false,
         text_format: None,

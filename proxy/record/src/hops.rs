@@ -118,6 +118,9 @@ pub enum VerdictKind {
     /// An app server between the page and tokentap: held between tokentap's handoff and the
     /// browser, with no sign of compression or a reverse proxy: the app server buffers.
     AppServerBuffering,
+    /// Text was held before the paint, but the page's arrivals are not known (its text could not
+    /// be aligned, and its bytes did not arrive in one burst at the end): no hop is blamed.
+    Unobserved,
 }
 
 impl VerdictKind {
@@ -134,6 +137,7 @@ impl VerdictKind {
             VerdictKind::AppServerCompression => "app_server_compression",
             VerdictKind::ReverseProxyBuffering => "reverse_proxy_buffering",
             VerdictKind::AppServerBuffering => "app_server_buffering",
+            VerdictKind::Unobserved => "unobserved",
         }
     }
 }
@@ -259,6 +263,10 @@ pub struct Evidence {
     pub via: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<ReleasePattern>,
+    /// The page's bytes arrived in one burst at the end (`browser.byte_arrival`): the evidence
+    /// when the page's text could not be aligned with the answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arrived_in_one_burst: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

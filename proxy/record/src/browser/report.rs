@@ -110,6 +110,10 @@ pub struct ReportedFetch {
     /// How the probe read answer text out of the body (`chunks[].chars`); absent when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_format: Option<TextFormat>,
+    /// The probe inferred which parts of the body are answer text (a format it has no reader
+    /// for): `chunks[].chars` are an estimate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_inferred: bool,
     /// The response's `Content-Encoding` and `Via` as the page saw them (evidence for a verdict).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_encoding: Option<String>,

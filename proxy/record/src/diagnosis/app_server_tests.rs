@@ -119,6 +119,30 @@ fn scenarios() -> Vec<Scenario> {
             kind: VerdictKind::NoRebuffering,
             pattern: None,
         },
+        Scenario {
+            name: "gzip with a format the probe cannot read: the bytes arrive in one burst at the end",
+            arrival: |_, h| h[EVENTS - 1] + 6.0,
+            content_encoding: Some("gzip"),
+            via: None,
+            long_frames: vec![],
+            prefix_chars: 0,
+            decoded: false,
+            kind: VerdictKind::AppServerCompression,
+            pattern: Some(ReleasePattern::AtEnd),
+        },
+        Scenario {
+            name: "a format the probe cannot read, bytes streamed, text painted late: unobserved, not the browser",
+            // Every event's bytes arrive on time, but the app sends its text only in the last events
+            // (paints come late): whether the page had the text earlier is not known.
+            arrival: |i, h| h[i] + 3.0,
+            content_encoding: Some("gzip"),
+            via: None,
+            long_frames: vec![],
+            prefix_chars: 0,
+            decoded: false,
+            kind: VerdictKind::Unobserved,
+            pattern: None,
+        },
     ]
 }
 
@@ -143,7 +167,9 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
         let chars = s.prefix_chars + 5 * (i as u64 + 1);
         // The app's own encoding: 70 bytes per event, unrelated to tokentap's.
         chunks.push(BrowserChunk { t_ms: b(t), bytes: 70 * (i as u64 + 1), chars: s.decoded.then_some(chars) });
-        paints.push(Paint { t_ms: b(t + 9.0), chars, presentation_ms: None });
+        // The last scenario paints everything once the stream ended.
+        let painted = if s.kind == VerdictKind::Unobserved { handoffs[EVENTS - 1] + 20.0 } else { t + 9.0 };
+        paints.push(Paint { t_ms: b(painted), chars, presentation_ms: None });
     }
     ProbeReport {
         schema: crate::browser::report::SCHEMA.into(),
@@ -165,6 +191,7 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
             chunks,
             chunks_dropped: 0,
             text_format: s.decoded.then_some(TextFormat::Sse),
+            text_inferred: false,
             content_encoding: s.content_encoding.map(Into::into),
             via: s.via.map(Into::into),
         }),
@@ -204,11 +231,25 @@ fn verdicts_name_where_the_app_path_held_the_text() {
         }
         let arrival = d.hops.iter().find(|h| h.hop == Hop::BrowserArrival);
         if let Some(pattern) = s.pattern {
-            assert_eq!(arrival.unwrap().pattern, Some(pattern), "{}: {:#?}", s.name, arrival);
+            if s.decoded {
+                assert_eq!(arrival.unwrap().pattern, Some(pattern), "{}: {:#?}", s.name, arrival);
+            }
             let evidence = d.evidence.as_ref().expect("evidence");
             assert!(evidence.app_server);
+            assert_eq!(evidence.pattern, Some(pattern), "{}", s.name);
+            assert_eq!(evidence.arrived_in_one_burst, !s.decoded, "{}", s.name);
             assert_eq!(evidence.content_encoding.as_deref(), s.content_encoding);
             assert_eq!(evidence.via.as_deref(), s.via);
+            assert_eq!(d.hop, Some(Hop::BrowserArrival), "{}", s.name);
+        }
+        // The browser is blamed only with its own evidence.
+        assert_ne!(d.kind, VerdictKind::BrowserPaint, "{}: {}", s.name, d.verdict);
+        if !s.decoded {
+            let waits = d.waits.as_ref().unwrap();
+            assert!(waits.waited.is_empty(), "{}: no arrival, no wait placed: {:?}", s.name, waits.waited);
+            let bytes = joined_bytes(&r);
+            assert_eq!(bytes.reads, EVENTS as u64, "{}", s.name);
+            continue;
         }
         // Where each chunk's text waited agrees with the verdict.
         let waits = d.waits.as_ref().expect("waits with a browser report");
@@ -226,6 +267,10 @@ fn verdicts_name_where_the_app_path_held_the_text() {
     }
 }
 
+fn joined_bytes(r: &Record) -> &crate::browser::ByteArrival {
+    r.browser.as_ref().unwrap().byte_arrival.as_ref().expect("byte arrival")
+}
+
 #[test]
 fn verdict_sentences_give_the_evidence() {
     let all = scenarios();
@@ -240,6 +285,15 @@ fn verdict_sentences_give_the_evidence() {
     assert!(gzip.contains("content-encoding: gzip") && gzip.contains("released at the end of the stream"), "{gzip}");
     let every = verdict(by_name("the app flushes"));
     assert!(every.contains("the app server") && every.contains("released every ~200 ms"), "{every}");
+    let burst = verdict(by_name("gzip with a format"));
+    assert!(
+        burst.starts_with("in the app server's response")
+            && burst.contains("content-encoding: gzip")
+            && burst.contains("whole response arrived in one burst at the end"),
+        "{burst}"
+    );
+    let unobserved = verdict(by_name("a format the probe cannot read, bytes streamed"));
+    assert!(unobserved.contains("unobserved") && !unobserved.contains("paint delayed"), "{unobserved}");
     let proxy = verdict(by_name("a reverse proxy"));
     assert!(
         proxy.starts_with("between the app server and the browser") && proxy.contains("via: 1.1 edge-proxy"),
