@@ -125,7 +125,7 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
     if path.text_inferred {
         w.raw(",\"text_inferred\":true");
     }
-    for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via)] {
+    for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via), ("server", &path.server)] {
         if let Some(v) = value {
             w.raw(",\"");
             w.raw(key);
@@ -363,6 +363,7 @@ mod tests {
         t.response_path = crate::turn::ResponsePath {
             content_encoding: Some("gzip".into()),
             via: None,
+            server: None,
             text_format: Some(crate::answer_text::TextFormat::Sse),
             text_inferred: false,
         };

@@ -70,7 +70,8 @@ if PROPAGATION == "otel":
 
 @app.get("/", response_class=HTMLResponse)
 async def page() -> str:
-    return PAGE.replace("{{TOKENTAP_URL}}", html.escape(TOKENTAP_URL, quote=True))
+    page = PAGE.replace("{{TOKENTAP_URL}}", html.escape(TOKENTAP_URL, quote=True))
+    return page.replace("{{APP_FIELD}}", html.escape(FIELD, quote=True))
 
 
 @app.post("/api/chat")

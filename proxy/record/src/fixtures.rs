@@ -134,6 +134,7 @@ pub fn with_browser(
         browser_chars: None,
         content_encoding: None,
         via: None,
+        server: None,
         painted_chars: 5 * n as u64,
         answer_chars: 5 * n as u64,
         chunks_dropped: 0,

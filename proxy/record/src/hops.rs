@@ -261,6 +261,9 @@ pub struct Evidence {
     /// `Via` of the page's response: a proxy that announces itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// `Server` of the page's response when it names a reverse proxy (nginx, Envoy, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<ReleasePattern>,
     /// The page's bytes arrived in one burst at the end (`browser.byte_arrival`): the evidence

@@ -136,6 +136,7 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         browser_chars: browser_chunks.iter().rev().find_map(|c| c.chars),
         content_encoding: report.fetch.as_ref().and_then(|f| f.content_encoding.clone()),
         via: report.fetch.as_ref().and_then(|f| f.via.clone()),
+        server: report.fetch.as_ref().and_then(|f| f.server.clone()),
         painted_chars,
         answer_chars,
         chunks_dropped: report.fetch.as_ref().map(|f| f.chunks_dropped).unwrap_or(0),
@@ -194,6 +195,7 @@ mod tests {
                 text_inferred: false,
                 content_encoding: None,
                 via: None,
+                server: None,
             }),
             paints: vec![
                 Paint { t_ms: b(114.0), chars: 3, presentation_ms: None },

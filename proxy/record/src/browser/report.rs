@@ -119,6 +119,9 @@ pub struct ReportedFetch {
     pub content_encoding: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The response's `Server` (a reverse proxy in front of the app names itself there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// A body chunk as the page's reader received it; `bytes` is cumulative. `chars` is the answer
@@ -348,7 +351,9 @@ impl ProbeReport {
                 }
                 (last.0, last.1) = (c.t_ms, c.bytes);
             }
-            for (field, value) in [("fetch.content_encoding", &f.content_encoding), ("fetch.via", &f.via)] {
+            for (field, value) in
+                [("fetch.content_encoding", &f.content_encoding), ("fetch.via", &f.via), ("fetch.server", &f.server)]
+            {
                 if let Some(v) = value {
                     header_value(field, v)?;
                 }

@@ -127,6 +127,9 @@ pub struct BrowserTimeline {
     pub content_encoding: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The page's response's `Server`, as the page read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     pub painted_chars: u64,
     pub answer_chars: u64,
     pub chunks_dropped: u64,

@@ -21,6 +21,7 @@ struct Scenario {
     arrival: fn(usize, &[f64]) -> f64,
     content_encoding: Option<&'static str>,
     via: Option<&'static str>,
+    server: Option<&'static str>,
     long_frames: Vec<(f64, f64)>,
     /// Characters the app adds before the answer (a label), which scale the alignment.
     prefix_chars: u64,
@@ -39,6 +40,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 3.0 + (i % 3) as f64,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
@@ -50,6 +52,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 4.0,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 8,
             decoded: true,
@@ -61,6 +64,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |_, h| h[EVENTS - 1] + 6.0,
             content_encoding: Some("gzip"),
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
@@ -72,6 +76,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[(i / 8) * 8 + 7] + 2.0,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
@@ -83,11 +88,24 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[[11, 12, 30, 39][[11, 12, 30, 39].iter().position(|&e| i <= e).unwrap()]] + 2.0,
             content_encoding: None,
             via: Some("1.1 edge-proxy"),
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
             kind: VerdictKind::ReverseProxyBuffering,
             pattern: Some(ReleasePattern::WhenFull),
+        },
+        Scenario {
+            name: "nginx in front of the app (it names itself in Server) holds the stream until its end",
+            arrival: |_, h| h[EVENTS - 1] + 3.0,
+            content_encoding: None,
+            via: None,
+            server: Some("nginx/1.22.1"),
+            long_frames: vec![],
+            prefix_chars: 0,
+            decoded: true,
+            kind: VerdictKind::ReverseProxyBuffering,
+            pattern: Some(ReleasePattern::AtEnd),
         },
         Scenario {
             name: "the page's main thread is blocked 300 ms every 10 events",
@@ -102,6 +120,7 @@ fn scenarios() -> Vec<Scenario> {
             },
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![(frame_start(0), 300.0), (frame_start(2), 300.0)],
             prefix_chars: 0,
             decoded: true,
@@ -113,6 +132,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 3.0,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: false,
@@ -124,6 +144,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |_, h| h[EVENTS - 1] + 6.0,
             content_encoding: Some("gzip"),
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: false,
@@ -137,6 +158,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 3.0,
             content_encoding: Some("gzip"),
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: false,
@@ -194,6 +216,7 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
             text_inferred: false,
             content_encoding: s.content_encoding.map(Into::into),
             via: s.via.map(Into::into),
+            server: s.server.map(Into::into),
         }),
         paints,
         paints_dropped: 0,
@@ -294,6 +317,8 @@ fn verdict_sentences_give_the_evidence() {
     );
     let unobserved = verdict(by_name("a format the probe cannot read, bytes streamed"));
     assert!(unobserved.contains("unobserved") && !unobserved.contains("paint delayed"), "{unobserved}");
+    let nginx = verdict(by_name("nginx in front"));
+    assert!(nginx.contains("a reverse proxy (server: nginx/1.22.1)"), "{nginx}");
     let proxy = verdict(by_name("a reverse proxy"));
     assert!(
         proxy.starts_with("between the app server and the browser") && proxy.contains("via: 1.1 edge-proxy"),

@@ -5,7 +5,9 @@
 //! front of tokentap: `between_proxy_and_browser`. With an app server between the page and
 //! tokentap (the page's request was not the record's), the stretch starts at the app server's
 //! socket: compression of the page's response names the app server's (or its proxy's)
-//! compressor, a `Via` header names a reverse proxy, and otherwise the app server buffers.
+//! compressor, a `Via` header or a `Server` that names a reverse proxy ([`PROXY_SERVERS`]: nginx
+//! replaces the app's `Server` with its own) names a reverse proxy, and otherwise the app server
+//! buffers.
 //!
 //! Each is named only with its own evidence: held text at the browser arrival (or, when the
 //! page's text could not be aligned, the page's bytes arriving in one burst at the end) and the
@@ -93,10 +95,12 @@ fn name_holder(
         .and_then(|b| b.content_encoding.clone())
         .filter(|e| !e.trim().is_empty() && !e.trim().eq_ignore_ascii_case("identity"));
     let via = browser.and_then(|b| b.via.clone());
+    let server = browser.and_then(|b| b.server.clone()).filter(|s| names_proxy(s));
     let evidence = Evidence {
         app_server,
         content_encoding: content_encoding.clone(),
         via: via.clone(),
+        server: server.clone(),
         pattern,
         arrived_in_one_burst,
     };
@@ -111,7 +115,8 @@ fn name_holder(
             evidence,
         );
     }
-    let (kind, text) = match (&content_encoding, &via) {
+    let proxy = via.as_ref().map(|v| format!("via: {v}")).or_else(|| server.map(|s| format!("server: {s}")));
+    let (kind, text) = match (&content_encoding, &proxy) {
         (Some(e), _) => (
             VerdictKind::AppServerCompression,
             format!(
@@ -122,7 +127,7 @@ fn name_holder(
         (None, Some(v)) => (
             VerdictKind::ReverseProxyBuffering,
             format!(
-                "between the app server and the browser: {held} — a reverse proxy (via: {v}) buffers the stream{pattern_text}"
+                "between the app server and the browser: {held} — a reverse proxy ({v}) buffers the stream{pattern_text}"
             ),
         ),
         (None, None) => (
@@ -134,4 +139,14 @@ fn name_holder(
         ),
     };
     (kind, text, evidence)
+}
+
+/// `Server` values (their product name, before any `/version`) of reverse proxies and CDNs.
+pub(crate) const PROXY_SERVERS: [&str; 10] =
+    ["nginx", "openresty", "envoy", "caddy", "haproxy", "traefik", "apache", "cloudflare", "varnish", "squid"];
+
+/// The page's `Server` names a reverse proxy.
+fn names_proxy(server: &str) -> bool {
+    let product = server.split(['/', ' ']).next().unwrap_or("");
+    PROXY_SERVERS.iter().any(|p| product.eq_ignore_ascii_case(p))
 }
