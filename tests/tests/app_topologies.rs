@@ -14,6 +14,7 @@
 use serde_json::Value;
 use tokentap_e2e::app_server::{AppKind, AppServer, Compression};
 use tokentap_e2e::browser::{run_page, PageRun, Reports};
+use tokentap_e2e::nginx::Nginx;
 use tokentap_e2e::{Mock, RecordFeed, Tokentap};
 
 fn f64_at(v: &Value, what: &str) -> f64 {
@@ -30,19 +31,33 @@ struct Turn {
 /// Starts the mock, tokentap (allowing the app's origin) and the app server, sends one message
 /// from the app's page and returns the turn once the record has the browser report joined.
 fn one_turn(kind: AppKind, compression: Compression, app_env: &[(&str, &str)]) -> Turn {
+    one_turn_behind(kind, compression, app_env, None)
+}
+
+/// [`one_turn`], with nginx between the app and the browser when `nginx` gives its location
+/// directives (the page then loads from nginx's origin).
+fn one_turn_behind(kind: AppKind, compression: Compression, app_env: &[(&str, &str)], nginx: Option<&str>) -> Turn {
     // 40 deltas 30 ms apart: a clean app shows them one by one.
     let mock = Mock::start(&["--tokens", "40", "--itl-ms", "30", "--ttft-ms", "100"]);
     let config = tempfile::NamedTempFile::new().unwrap();
-    let (app, tokentap) = AppServer::start_on_free_port(kind, compression, app_env, |app_origin| {
-        std::fs::write(config.path(), format!("[probe]\nallowed_origins = [\"{app_origin}\"]\n")).unwrap();
+    let (app, (tokentap, front)) = AppServer::start_on_free_port(kind, compression, app_env, |app_origin| {
+        let front = nginx.map(|directives| {
+            let app_addr: std::net::SocketAddr = app_origin.trim_start_matches("http://").parse().unwrap();
+            Nginx::start(app_addr, directives)
+        });
+        let origins = match &front {
+            Some(n) => format!("\"{app_origin}\", \"{}\"", n.origin()),
+            None => format!("\"{app_origin}\""),
+        };
+        std::fs::write(config.path(), format!("[probe]\nallowed_origins = [{origins}]\n")).unwrap();
         let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
         let url = format!("http://{}", tokentap.addr);
-        (tokentap, url)
+        ((tokentap, front), url)
     });
     let mut feed = tokentap.feed();
 
     let out = run_page(&PageRun {
-        origin: app.origin.clone(),
+        origin: front.as_ref().map_or_else(|| app.origin.clone(), Nginx::origin),
         path: "/".into(),
         page_file: None,
         probe_fallback: false,
@@ -296,4 +311,31 @@ fn fastapi_gzip_with_own_field_name_names_compression_not_the_browser() {
     let bytes = &turn.record["browser"]["byte_arrival"];
     let fraction = f64_at(&bytes["last_burst_bytes"], "last_burst_bytes") / f64_at(&bytes["bytes"], "bytes");
     assert!(fraction >= 0.8, "{bytes:#}");
+}
+
+/// nginx between the app and the browser with its default `proxy_buffering on` (HTTP/1.0 to the
+/// app, which then ends its body by closing: nginx holds it until a buffer page fills or the
+/// end): the verdict names the reverse proxy, known by the `Server` nginx puts on the response.
+#[test]
+fn nginx_buffering_in_front_of_the_app_is_named() {
+    let turn = one_turn_behind(AppKind::FastApi, Compression::Off, &[], Some(""));
+    check_turn(&turn, AppKind::FastApi);
+    print_margins("nginx proxy_buffering on in front of FastAPI", &turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "reverse_proxy_buffering", "{diagnosis:#}");
+    assert_eq!(diagnosis["hop"], "browser_arrival", "{diagnosis:#}");
+    let server = diagnosis["evidence"]["server"].as_str().unwrap_or_else(|| panic!("{diagnosis:#}"));
+    assert!(server.starts_with("nginx"), "{server}");
+    assert!(diagnosis["evidence"]["via"].is_null(), "{diagnosis:#}");
+}
+
+/// The same nginx with `proxy_buffering off`: nothing is held, and nginx is not named.
+#[test]
+fn nginx_without_buffering_in_front_of_the_app_is_not_blamed() {
+    let turn = one_turn_behind(AppKind::FastApi, Compression::Off, &[], Some("proxy_buffering off;"));
+    check_turn(&turn, AppKind::FastApi);
+    print_margins("nginx proxy_buffering off in front of FastAPI", &turn.record);
+    assert!(turn.record["browser"]["server"].as_str().is_some_and(|s| s.starts_with("nginx")), "{:#}", turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "no_rebuffering", "{diagnosis:#}");
 }
