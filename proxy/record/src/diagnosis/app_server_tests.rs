@@ -345,3 +345,28 @@ fn the_page_reading_tokentap_itself_still_aligns_by_bytes() {
     let first = (s.arrival)(0, &[t_up(&r, 0) + 0.1]);
     assert!((joined.chunks[0].t_browser_ms.unwrap() - first).abs() < 1e-3);
 }
+
+#[test]
+fn inferred_characters_align_as_inferred_with_their_quality() {
+    // The probe inferred the answer's fields (a shape it has no reader for); the app also labels
+    // the answer (8 characters more than the record's 200): inferred, quality 200/208, and the
+    // verdict as with a known shape.
+    let all = scenarios();
+    let s = all.iter().find(|s| s.name.starts_with("the app labels")).unwrap();
+    let mut r = record();
+    let mut rep = report(&r, s);
+    rep.fetch.as_mut().unwrap().text_inferred = true;
+    let joined = crate::join::join(&r, &rep);
+    assert_eq!(joined.alignment, ArrivalAlignment::Inferred);
+    let quality = joined.alignment_quality.unwrap();
+    assert!((quality - 200.0 / 208.0).abs() < 1e-9, "{quality}");
+    assert_eq!(joined.chunks.iter().filter(|c| c.t_browser_ms.is_some()).count(), EVENTS);
+    r.browser = Some(joined);
+    assert_eq!(diagnose(&r).unwrap().kind, VerdictKind::NoRebuffering);
+    // Known shapes and bytes state their quality too; no alignment has none.
+    let known = crate::join::join(&r, &report(&r, s));
+    assert_eq!(known.alignment, ArrivalAlignment::AnswerChars);
+    assert!((known.alignment_quality.unwrap() - 200.0 / 208.0).abs() < 1e-9);
+    let undecoded = all.iter().find(|s| !s.decoded).unwrap();
+    assert_eq!(crate::join::join(&r, &report(&r, undecoded)).alignment_quality, None);
+}
