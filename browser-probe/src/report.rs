@@ -121,7 +121,10 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
         w.raw(",\"text_format\":");
         w.string(format.as_str());
     }
-    for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via)] {
+    if path.text_inferred {
+        w.raw(",\"text_inferred\":true");
+    }
+    for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via), ("server", &path.server)] {
         if let Some(v) = value {
             w.raw(",\"");
             w.raw(key);
@@ -359,7 +362,9 @@ mod tests {
         t.response_path = crate::turn::ResponsePath {
             content_encoding: Some("gzip".into()),
             via: None,
+            server: None,
             text_format: Some(crate::answer_text::TextFormat::Sse),
+            text_inferred: false,
         };
         let json = report_json(&t, None, 1795938041000.0);
         assert!(

@@ -108,7 +108,12 @@ pub struct Turn {
 pub struct ResponsePath {
     pub content_encoding: Option<String>,
     pub via: Option<String>,
+    /// `Server`: a reverse proxy in front of the app often names itself here (nginx replaces the
+    /// app's value with its own).
+    pub server: Option<String>,
     pub text_format: Option<crate::answer_text::TextFormat>,
+    /// The answer characters were counted in fields the probe inferred (`answer_text::infer`).
+    pub text_inferred: bool,
 }
 
 /// Longest response header value kept (longer values are cut).

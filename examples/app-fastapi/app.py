@@ -16,6 +16,9 @@ Environment:
     APP_MODEL       model name (default "gpt-4o-mini")
     APP_GZIP        "1": compress responses with GZipMiddleware (holds the stream; see README.md)
     APP_PROPAGATION "header": no OpenTelemetry; send the page's traceparent as x-tokentap-page-trace
+    APP_FIELD       the JSON field that carries each delta (default "text"); any other name also adds
+                    the model's chunk id to every event, as apps of their own shape often do (the
+                    probe has no reader for such a shape and infers which field is the text)
 
 Prints "app listening on http://HOST:PORT" once it accepts connections (--port 0 picks a free port).
 """
@@ -52,6 +55,7 @@ from starlette.middleware.gzip import GZipMiddleware  # noqa: E402
 TOKENTAP_URL = os.environ.get("TOKENTAP_URL", "http://127.0.0.1:8787").rstrip("/")
 MODEL = os.environ.get("APP_MODEL", "gpt-4o-mini")
 GZIP = os.environ.get("APP_GZIP", "") == "1"
+FIELD = os.environ.get("APP_FIELD", "text")
 PAGE = (pathlib.Path(__file__).parent / "index.html").read_text(encoding="utf-8")
 
 client = AsyncOpenAI(base_url=f"{TOKENTAP_URL}/v1", api_key=os.environ.get("OPENAI_API_KEY", "sk-example"))
@@ -66,7 +70,8 @@ if PROPAGATION == "otel":
 
 @app.get("/", response_class=HTMLResponse)
 async def page() -> str:
-    return PAGE.replace("{{TOKENTAP_URL}}", html.escape(TOKENTAP_URL, quote=True))
+    page = PAGE.replace("{{TOKENTAP_URL}}", html.escape(TOKENTAP_URL, quote=True))
+    return page.replace("{{APP_FIELD}}", html.escape(FIELD, quote=True))
 
 
 @app.post("/api/chat")
@@ -85,7 +90,10 @@ async def chat(request: Request) -> StreamingResponse:
         async for chunk in stream:
             for choice in chunk.choices:
                 if choice.delta and choice.delta.content:
-                    yield f"data: {json.dumps({'text': choice.delta.content})}\n\n"
+                    event = {FIELD: choice.delta.content}
+                    if FIELD != "text":
+                        event["mid"] = chunk.id
+                    yield f"data: {json.dumps(event)}\n\n"
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"cache-control": "no-store"})

@@ -14,6 +14,7 @@
 use serde_json::Value;
 use tokentap_e2e::app_server::{AppKind, AppServer, Compression};
 use tokentap_e2e::browser::{run_page, PageRun, Reports};
+use tokentap_e2e::nginx::Nginx;
 use tokentap_e2e::{Mock, RecordFeed, Tokentap};
 
 fn f64_at(v: &Value, what: &str) -> f64 {
@@ -30,19 +31,33 @@ struct Turn {
 /// Starts the mock, tokentap (allowing the app's origin) and the app server, sends one message
 /// from the app's page and returns the turn once the record has the browser report joined.
 fn one_turn(kind: AppKind, compression: Compression, app_env: &[(&str, &str)]) -> Turn {
+    one_turn_behind(kind, compression, app_env, None)
+}
+
+/// [`one_turn`], with nginx between the app and the browser when `nginx` gives its location
+/// directives (the page then loads from nginx's origin).
+fn one_turn_behind(kind: AppKind, compression: Compression, app_env: &[(&str, &str)], nginx: Option<&str>) -> Turn {
     // 40 deltas 30 ms apart: a clean app shows them one by one.
     let mock = Mock::start(&["--tokens", "40", "--itl-ms", "30", "--ttft-ms", "100"]);
     let config = tempfile::NamedTempFile::new().unwrap();
-    let (app, tokentap) = AppServer::start_on_free_port(kind, compression, app_env, |app_origin| {
-        std::fs::write(config.path(), format!("[probe]\nallowed_origins = [\"{app_origin}\"]\n")).unwrap();
+    let (app, (tokentap, front)) = AppServer::start_on_free_port(kind, compression, app_env, |app_origin| {
+        let front = nginx.map(|directives| {
+            let app_addr: std::net::SocketAddr = app_origin.trim_start_matches("http://").parse().unwrap();
+            Nginx::start(app_addr, directives)
+        });
+        let origins = match &front {
+            Some(n) => format!("\"{app_origin}\", \"{}\"", n.origin()),
+            None => format!("\"{app_origin}\""),
+        };
+        std::fs::write(config.path(), format!("[probe]\nallowed_origins = [{origins}]\n")).unwrap();
         let tokentap = Tokentap::start(&mock.url, &["--config", config.path().to_str().unwrap()]);
         let url = format!("http://{}", tokentap.addr);
-        (tokentap, url)
+        ((tokentap, front), url)
     });
     let mut feed = tokentap.feed();
 
     let out = run_page(&PageRun {
-        origin: app.origin.clone(),
+        origin: front.as_ref().map_or_else(|| app.origin.clone(), Nginx::origin),
         path: "/".into(),
         page_file: None,
         probe_fallback: false,
@@ -80,10 +95,15 @@ fn joined_record(feed: &mut RecordFeed, probe_span_id: &str) -> Value {
 /// One trace from `user_send` to first paint, joined by trace id through the app server, every
 /// answer chunk stamped upstream → handoff → browser arrival → paint, in order.
 fn check_turn(turn: &Turn, kind: AppKind) {
-    check_turn_joined_by(turn, kind, "trace");
+    check_turn_aligned(turn, kind, "trace", "answer_chars");
 }
 
 fn check_turn_joined_by(turn: &Turn, kind: AppKind, joined_by: &str) {
+    check_turn_aligned(turn, kind, joined_by, "answer_chars");
+}
+
+/// `alignment`: `answer_chars` (a shape the probe reads) or `inferred` (one it has no reader for).
+fn check_turn_aligned(turn: &Turn, kind: AppKind, joined_by: &str, alignment: &str) {
     let Turn { out, report, record } = turn;
     let result = &out["result"];
     assert_eq!(report["page_path"], "/");
@@ -109,12 +129,18 @@ fn check_turn_joined_by(turn: &Turn, kind: AppKind, joined_by: &str) {
     assert_eq!(browser["clock"]["uncertainty_ms"].as_f64(), Some(uncertainty), "{browser:#}");
     assert_eq!(browser["joined_by"], joined_by, "{browser:#}");
     assert_eq!(browser["app_server"], true, "{browser:#}");
-    assert_eq!(browser["alignment"], "answer_chars", "{browser:#}");
+    assert_eq!(browser["alignment"], alignment, "{browser:#}");
+    assert_eq!(report["fetch"]["text_inferred"].as_bool().unwrap_or(false), alignment == "inferred", "{report:#}");
+    // The page's body reads, whatever the format: one summary, every byte counted.
+    let bytes = &browser["byte_arrival"];
+    assert_eq!(bytes["bytes"], browser["browser_bytes"], "{browser:#}");
+    assert!(bytes["reads"].as_u64().unwrap_or(0) >= 1, "{browser:#}");
     assert_eq!(browser["text_format"], "sse", "{browser:#}");
     assert_eq!(browser["time_to_first_paint_from"], "user_send", "{browser:#}");
     let chars = result["chars"].as_u64().expect("chars");
     assert!(chars > 0);
     assert_eq!(browser["browser_chars"], chars, "the probe counted what the app showed: {browser:#}");
+    assert_eq!(browser["alignment_quality"].as_f64(), Some(1.0), "{browser:#}");
     assert_eq!(browser["painted_chars"], chars, "{browser:#}");
     assert_eq!(browser["answer_chars"], chars, "the app passed on exactly the model's answer: {browser:#}");
     if kind == AppKind::FastApi {
@@ -246,4 +272,70 @@ fn fastapi_without_trace_propagation_is_joined_by_the_page_trace_header() {
     check_turn_joined_by(&turn, AppKind::FastApi, "header");
     assert_ne!(turn.record["trace_id"], turn.report["trace_id"], "the model call has a trace of its own");
     assert_eq!(turn.record["diagnosis"]["kind"], "no_rebuffering", "{:#}", turn.record["diagnosis"]);
+}
+
+/// A field name the probe has never seen, new every run (the app's own event shape).
+fn random_field() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let letters: String = (0..6).map(|i| char::from(b'a' + ((nanos >> (i * 4)) % 26) as u8)).collect();
+    format!("{letters}{}", nanos % 10)
+}
+
+/// The app relays each delta under a field of its own choosing (and the model's chunk id on every
+/// event): the probe has no reader for that shape, infers the text field, and every answer chunk
+/// still gets its browser arrival and paint.
+#[test]
+fn fastapi_own_field_name_is_aligned_by_inference() {
+    let field = random_field();
+    eprintln!("field name this run: {field}");
+    let turn = one_turn(AppKind::FastApi, Compression::Off, &[("APP_FIELD", &field)]);
+    check_turn_aligned(&turn, AppKind::FastApi, "trace", "inferred");
+    assert_eq!(turn.record["diagnosis"]["kind"], "no_rebuffering", "{:#}", turn.record["diagnosis"]);
+}
+
+/// The case that once blamed the browser ("paint delayed"): Starlette's GZipMiddleware holds the
+/// whole answer and the events use a field name of the app's own. The verdict names the app
+/// server's compression, with the page's Content-Encoding and its byte arrival as evidence.
+#[test]
+fn fastapi_gzip_with_own_field_name_names_compression_not_the_browser() {
+    let field = random_field();
+    eprintln!("field name this run: {field}");
+    let turn = one_turn(AppKind::FastApi, Compression::On, &[("APP_FIELD", &field)]);
+    check_turn_aligned(&turn, AppKind::FastApi, "trace", "inferred");
+    print_margins("FastAPI gzip, own field", &turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "app_server_compression", "{diagnosis:#}");
+    assert_eq!(diagnosis["hop"], "browser_arrival", "{diagnosis:#}");
+    assert_eq!(diagnosis["evidence"]["content_encoding"], "gzip", "{diagnosis:#}");
+    // The bytes themselves: the whole response arrived in one burst at the end.
+    let bytes = &turn.record["browser"]["byte_arrival"];
+    let fraction = f64_at(&bytes["last_burst_bytes"], "last_burst_bytes") / f64_at(&bytes["bytes"], "bytes");
+    assert!(fraction >= 0.8, "{bytes:#}");
+}
+
+/// nginx between the app and the browser with its default `proxy_buffering on` (HTTP/1.0 to the
+/// app, which then ends its body by closing: nginx holds it until a buffer page fills or the
+/// end): the verdict names the reverse proxy, known by the `Server` nginx puts on the response.
+#[test]
+fn nginx_buffering_in_front_of_the_app_is_named() {
+    let turn = one_turn_behind(AppKind::FastApi, Compression::Off, &[], Some(""));
+    check_turn(&turn, AppKind::FastApi);
+    print_margins("nginx proxy_buffering on in front of FastAPI", &turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "reverse_proxy_buffering", "{diagnosis:#}");
+    assert_eq!(diagnosis["hop"], "browser_arrival", "{diagnosis:#}");
+    let server = diagnosis["evidence"]["server"].as_str().unwrap_or_else(|| panic!("{diagnosis:#}"));
+    assert!(server.starts_with("nginx"), "{server}");
+    assert!(diagnosis["evidence"]["via"].is_null(), "{diagnosis:#}");
+}
+
+/// The same nginx with `proxy_buffering off`: nothing is held, and nginx is not named.
+#[test]
+fn nginx_without_buffering_in_front_of_the_app_is_not_blamed() {
+    let turn = one_turn_behind(AppKind::FastApi, Compression::Off, &[], Some("proxy_buffering off;"));
+    check_turn(&turn, AppKind::FastApi);
+    print_margins("nginx proxy_buffering off in front of FastAPI", &turn.record);
+    assert!(turn.record["browser"]["server"].as_str().is_some_and(|s| s.starts_with("nginx")), "{:#}", turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "no_rebuffering", "{diagnosis:#}");
 }

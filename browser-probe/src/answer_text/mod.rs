@@ -19,8 +19,10 @@
 //! an event when the bytes that complete it arrive. An event or line longer than
 //! [`MAX_EVENT_BYTES`] is skipped and counted.
 
+pub mod infer;
 pub mod json;
 
+use infer::Fields;
 use json::Value;
 
 /// Longest event (SSE data, or one line) read; longer ones are skipped.
@@ -50,11 +52,17 @@ fn sniff(start: &[u8]) -> TextFormat {
     let start = &start[start.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(start.len())..];
     if [&b"data:"[..], b"event:", b"id:", b"retry:", b":"].iter().any(|p| start.starts_with(p)) {
         TextFormat::Sse
-    } else if start.starts_with(b"{") {
+    } else if start.starts_with(b"{") || tagged_json(start) {
         TextFormat::Ndjson
     } else {
         TextFormat::PlainText
     }
+}
+
+/// A line starting with a short tag or length and a colon before JSON (`12:{`, `t:"`).
+fn tagged_json(start: &[u8]) -> bool {
+    let tag = start.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    (1..=4).contains(&tag) && start.get(tag) == Some(&b':') && matches!(start.get(tag + 1), Some(b'{' | b'"' | b'['))
 }
 
 /// The incremental counter for one body.
@@ -76,6 +84,9 @@ pub struct AnswerText {
     chars: u64,
     /// Events longer than [`MAX_EVENT_BYTES`], skipped.
     pub skipped_events: u64,
+    /// Learning which fields carry text (the first pass), or counting those (the second).
+    learn: Fields,
+    fields: Option<Vec<String>>,
 }
 
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
@@ -98,6 +109,19 @@ impl AnswerText {
             data_oversized: false,
             chars: 0,
             skipped_events: 0,
+            learn: Fields::default(),
+            fields: None,
+        }
+    }
+
+    /// Answer characters in one JSON event: by the known shapes, or in the inferred fields.
+    fn json_text(&mut self, v: &Value) -> u64 {
+        match &self.fields {
+            Some(fields) => infer::count(v, fields),
+            None => {
+                self.learn.learn(v);
+                event_text(v)
+            }
         }
     }
 
@@ -200,7 +224,11 @@ impl AnswerText {
             Some(TextFormat::Sse) => self.sse_line(&line, oversized),
             Some(TextFormat::Ndjson) if oversized => self.skipped_events += 1,
             Some(TextFormat::Ndjson) if !line.iter().all(u8::is_ascii_whitespace) => {
-                self.chars += json::parse(&line).map_or(0, |v| event_text(&v));
+                // JSON lines, possibly after a short prefix (a length, a tag: `12:{…}`).
+                let start = line.iter().position(|b| matches!(b, b'{' | b'[' | b'"')).unwrap_or(0);
+                if let Some(v) = json::parse(&line[start..]) {
+                    self.chars += self.json_text(&v);
+                }
             }
             Some(TextFormat::DataStream) if oversized => self.skipped_events += 1,
             Some(TextFormat::DataStream) => {
@@ -220,7 +248,9 @@ impl AnswerText {
             if std::mem::replace(&mut self.data_oversized, false) {
                 self.skipped_events += 1;
             } else if self.has_data {
-                self.chars += sse_data_text(&self.data);
+                let data = std::mem::take(&mut self.data);
+                self.chars += self.sse_data_text(&data);
+                self.data = data;
             }
             self.data.clear();
             self.has_data = false;
@@ -253,18 +283,64 @@ fn count(s: &str) -> u64 {
     s.chars().count() as u64
 }
 
-/// Answer characters of one SSE event's data.
-fn sse_data_text(data: &[u8]) -> u64 {
-    let trimmed = data.trim_ascii();
-    if trimmed == b"[DONE]" {
-        return 0;
+impl AnswerText {
+    /// Answer characters of one SSE event's data.
+    fn sse_data_text(&mut self, data: &[u8]) -> u64 {
+        let trimmed = data.trim_ascii();
+        if trimmed == b"[DONE]" {
+            return 0;
+        }
+        if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") || trimmed.starts_with(b"\"") {
+            if let Some(v) = json::parse(trimmed) {
+                return self.json_text(&v);
+            }
+        }
+        count(&String::from_utf8_lossy(data))
     }
-    if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") || trimmed.starts_with(b"\"") {
-        if let Some(v) = json::parse(trimmed) {
-            return event_text(&v);
+}
+
+/// A body's answer characters after each chunk, and how they were found.
+#[derive(Debug, PartialEq)]
+pub struct Counted {
+    /// (cumulative bytes, cumulative answer characters) after each chunk.
+    pub counts: Vec<(u64, u64)>,
+    pub format: Option<TextFormat>,
+    /// No known shape had text: the characters are those of the inferred fields ([`infer`]).
+    pub inferred: bool,
+}
+
+/// Counts the answer characters of a body received in `chunks` (`ended`: the body ended, so a
+/// last line without its line end counts). When no known shape yields text, a second pass counts
+/// the fields inferred from the first.
+pub fn count_chunks(format: Option<TextFormat>, chunks: &[Vec<u8>], ended: bool) -> Counted {
+    let pass = |counter: &mut AnswerText| {
+        let mut counts = Vec::with_capacity(chunks.len());
+        let mut total = 0u64;
+        for chunk in chunks {
+            counter.feed(chunk);
+            total += chunk.len() as u64;
+            counts.push((total, counter.chars()));
+        }
+        if ended {
+            counter.finish();
+            if let Some(last) = counts.last_mut() {
+                last.1 = counter.chars();
+            }
+        }
+        counts
+    };
+    let mut first = AnswerText::new(format);
+    let counts = pass(&mut first);
+    if first.chars() == 0 {
+        let fields = first.learn.text_fields();
+        if !fields.is_empty() {
+            let mut second = AnswerText::new(first.format());
+            second.fields = Some(fields);
+            let counts = pass(&mut second);
+            return Counted { counts, format: second.format(), inferred: true };
         }
     }
-    count(&String::from_utf8_lossy(data))
+    Counted { counts, format: first.format(), inferred: false }
 }
 
 /// Answer characters in one JSON event, by the first rule that matches:

@@ -201,3 +201,129 @@ fn oversized_events_are_skipped_and_counted() {
     counter.feed(b"\n{\"text\":\"abc\"}\n");
     assert_eq!((counter.chars(), counter.skipped_events), (3, 1));
 }
+
+/// Bodies in shapes the probe has no reader for: the answer fields are inferred.
+const INFERRED: &[Case] = &[
+    Case {
+        name: "an app's own SSE: event names, a field name of its own, an id and a type on every event",
+        format: Some(TextFormat::Sse),
+        body: "event: meta\ndata: {\"kind\":\"start\",\"mid\":\"m_8f2a9c1d\"}\n\n\
+               event: piece\ndata: {\"kind\":\"piece\",\"mid\":\"m_8f2a9c1d\",\"zx\":\"Hel\"}\n\n\
+               event: piece\ndata: {\"kind\":\"piece\",\"mid\":\"m_8f2a9c1d\",\"zx\":\"lo wö\"}\n\n\
+               event: piece\ndata: {\"kind\":\"piece\",\"mid\":\"m_8f2a9c1d\",\"zx\":\"rld!\"}\n\n\
+               event: end\ndata: {\"kind\":\"end\",\"mid\":\"m_8f2a9c1d\",\"whole\":\"Hello wörld!\"}\n\ndata: [DONE]\n\n",
+        chars: 12,
+    },
+    Case {
+        name: "JSON lines with nesting and a timestamp per line (sniffed)",
+        format: None,
+        body: "{\"out\":{\"p\":[\"ab\"]},\"at\":\"2026-12-05T03:00:00.001Z\"}\n\
+               {\"out\":{\"p\":[\"cde\"]},\"at\":\"2026-12-05T03:00:00.031Z\"}\n\
+               {\"out\":{\"p\":[\"f\"]},\"at\":\"2026-12-05T03:00:00.062Z\"}",
+        chars: 6,
+    },
+    Case {
+        name: "length-prefixed JSON chunks (sniffed)",
+        format: None,
+        body: "15:{\"w\":\"Hello\",\"n\":1}\n10:{\"w\":\" big\",\"n\":2}\n12:{\"w\":\" world\",\"n\":3}\n",
+        chars: 15,
+    },
+];
+
+#[test]
+fn infers_the_answer_fields_of_unknown_shapes() {
+    for case in INFERRED {
+        let body = case.body.as_bytes();
+        let check = |parts: Vec<Vec<u8>>, how: &str| {
+            let counted = count_chunks(case.format, &parts, true);
+            assert!(counted.inferred, "{}: {how}", case.name);
+            assert_eq!(counted.counts.last().unwrap().1, case.chars, "{}: {how}", case.name);
+            assert!(counted.counts.windows(2).all(|w| w[0].1 <= w[1].1), "{}: {how}", case.name);
+        };
+        check(vec![body.to_vec()], "whole");
+        check(body.chunks(1).map(<[u8]>::to_vec).collect(), "byte by byte");
+        for seed in 1..=50 {
+            let cuts = splits(body.len(), seed);
+            check(pieces(body, &cuts), &format!("split at {cuts:?}"));
+        }
+    }
+    // A known shape is counted by its reader, not inferred.
+    let known = count_chunks(None, &[CASES[0].body.as_bytes().to_vec()], true);
+    assert!(!known.inferred);
+    assert_eq!(known.counts[0].1, CASES[0].chars);
+}
+
+mod shapes {
+    //! Generated stream shapes: random field names (never one the probe knows), metadata fields
+    //! (constant, or a fixed-length id), random framing, random splits.
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone, Copy)]
+    enum Framing {
+        Sse,
+        SseWithEvents,
+        JsonLines,
+        Tagged,
+    }
+
+    fn body(framing: Framing, text: &str, meta: &str, id: &str, deltas: &[String], nest: bool) -> String {
+        let mut out = String::new();
+        for (i, d) in deltas.iter().enumerate() {
+            let value = serde_like(d);
+            let piece = if nest { format!("{{\"{text}\":[{value}]}}") } else { value };
+            let event =
+                format!("{{\"{meta}\":\"chunk\",\"{id}\":\"{:08}\",\"{text}\":{piece},\"n\":{i}}}", 10_000_000 + i);
+            match framing {
+                Framing::Sse => out.push_str(&format!("data: {event}\n\n")),
+                Framing::SseWithEvents => out.push_str(&format!("event: {meta}\ndata: {event}\n\n")),
+                Framing::JsonLines => out.push_str(&format!("{event}\n")),
+                Framing::Tagged => out.push_str(&format!("{}:{event}\n", event.len())),
+            }
+        }
+        out
+    }
+
+    fn serde_like(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn generated_shapes_align(
+            text in "[a-z]{1,6}[0-9]",
+            meta in "[a-z]{1,6}[0-9]",
+            id in "[a-z]{1,6}[0-9]",
+            deltas in proptest::collection::vec("[a-zA-Z0-9 é😀\"\\\\\n.,]{1,6}", 3..40),
+            framing in prop_oneof![Just(Framing::Sse), Just(Framing::SseWithEvents), Just(Framing::JsonLines), Just(Framing::Tagged)],
+            nest in any::<bool>(),
+            cut_seed in any::<u64>(),
+        ) {
+            prop_assume!(text != meta && text != id && meta != id);
+            // Consecutive equal deltas would look like a repeating (metadata) field.
+            prop_assume!(deltas.windows(2).all(|w| w[0] != w[1]));
+            let body = body(framing, &text, &meta, &id, &deltas, nest);
+            let expected: u64 = deltas.iter().map(|d| d.chars().count() as u64).sum();
+            let format = match framing {
+                Framing::Sse | Framing::SseWithEvents => Some(TextFormat::Sse),
+                _ => None,
+            };
+            let cuts = splits(body.len(), cut_seed);
+            let counted = count_chunks(format, &pieces(body.as_bytes(), &cuts), true);
+            prop_assert!(counted.inferred);
+            prop_assert_eq!(counted.counts.last().unwrap().1, expected);
+            prop_assert!(counted.counts.windows(2).all(|w| w[0].1 <= w[1].1));
+        }
+    }
+}

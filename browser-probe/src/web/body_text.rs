@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use js_sys::{Array, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::answer_text::{AnswerText, TextFormat};
+use crate::answer_text::{count_chunks, TextFormat};
 use crate::turn::Turn;
 
 /// Body bytes kept per turn; arrivals past them get no character count.
@@ -55,22 +55,10 @@ pub(super) fn keep(turn: u32, chunk: &JsValue, len: u64) {
 /// Counts the answer characters of `turn`'s kept body and sets them on its arrivals.
 pub(super) fn count(turn: &mut Turn) {
     let Some(kept) = KEPT.with(|k| k.borrow_mut().remove(&turn.id)) else { return };
-    let mut counter = AnswerText::new(kept.format);
-    let mut counts = Vec::with_capacity(kept.chunks.length() as usize);
-    let mut total = 0u64;
-    for chunk in kept.chunks.iter() {
-        let Some(bytes) = chunk.dyn_ref::<Uint8Array>() else { break };
-        let bytes = bytes.to_vec();
-        counter.feed(&bytes);
-        total += bytes.len() as u64;
-        counts.push((total, counter.chars()));
-    }
-    if !kept.full && turn.end_ms.is_some() {
-        counter.finish();
-        if let Some(last) = counts.last_mut() {
-            last.1 = counter.chars();
-        }
-    }
-    turn.set_chars(&counts);
-    turn.response_path.text_format = counter.format();
+    let chunks: Vec<Vec<u8>> =
+        kept.chunks.iter().map_while(|c| c.dyn_ref::<Uint8Array>().map(Uint8Array::to_vec)).collect();
+    let counted = count_chunks(kept.format, &chunks, !kept.full && turn.end_ms.is_some());
+    turn.set_chars(&counted.counts);
+    turn.response_path.text_format = counted.format;
+    turn.response_path.text_inferred = counted.inferred;
 }

@@ -153,6 +153,7 @@ fn wrap_response(response: Response, turn: u32, url: &str) -> JsValue {
             let header = |name: &str| response.headers().get(name).ok().flatten();
             t.response_path.content_encoding = ResponsePath::header(header("content-encoding"));
             t.response_path.via = ResponsePath::header(header("via"));
+            t.response_path.server = ResponsePath::header(header("server"));
             if !t.audio_response {
                 let data_stream = header("x-vercel-ai-data-stream").is_some();
                 body_text::start(turn, format_from_headers(&content_type, data_stream));

@@ -340,6 +340,13 @@ fn verdict(
             let (kind, text, evidence) = culprit::after_handoff(first, browser, &held);
             return (kind, Some(first.hop), format!("{text}{largest}"), Some(evidence));
         }
+        // "Paint delayed" needs the text's arrival in the page before the paint; without it the
+        // hold may lie anywhere after tokentap's handoff.
+        Hop::Paint if !hops.iter().any(|h| h.hop == Hop::BrowserArrival) => {
+            let text_started = aligned.first().map_or(0.0, |a| a.t_up);
+            let (kind, hop, text, evidence) = culprit::arrival_unobserved(browser, &held, text_started);
+            return (kind, hop, format!("{text}{largest}"), evidence);
+        }
         Hop::Paint => (VerdictKind::BrowserPaint, format!("in the browser: paint delayed (no long tasks seen); {held}")),
     };
     (kind, Some(first.hop), format!("{text}{largest}"), None)

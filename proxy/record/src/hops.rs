@@ -108,6 +108,9 @@ tokentap_analysis::named_enum! {
         /// An app server between the page and tokentap: held between tokentap's handoff and the
         /// browser, with no sign of compression or a reverse proxy: the app server buffers.
         AppServerBuffering = "app_server_buffering",
+        /// Text was held before the paint, but the page's arrivals are not known (its text could not
+        /// be aligned, and its bytes did not arrive in one burst at the end): no hop is blamed.
+        Unobserved = "unobserved",
     }
 }
 
@@ -221,8 +224,15 @@ pub struct Evidence {
     /// `Via` of the page's response: a proxy that announces itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// `Server` of the page's response when it names a reverse proxy (nginx, Envoy, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pattern: Option<ReleasePattern>,
+    /// The page's bytes arrived in one burst at the end (`browser.byte_arrival`): the evidence
+    /// when the page's text could not be aligned with the answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub arrived_in_one_burst: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -54,7 +54,9 @@ struct Input {
     clock: Option<(f64, f64, u32)>,
     content_encoding: Option<String>,
     via: Option<String>,
+    server: Option<String>,
     text_format: Option<usize>,
+    text_inferred: bool,
 }
 
 fn input() -> impl Strategy<Value = Input> {
@@ -79,7 +81,9 @@ fn input() -> impl Strategy<Value = Input> {
             proptest::option::of((-1.0e6f64..1.0e6, 0.0f64..500.0, 0u32..10)),
             header_value(),
             header_value(),
+            header_value(),
             proptest::option::of(0usize..TextFormat::VARIANTS.len()),
+            any::<bool>(),
         ),
     )
         .prop_filter("ids must not be all zeros", |((ids, ..), _, _)| {
@@ -89,7 +93,7 @@ fn input() -> impl Strategy<Value = Input> {
             |(
                 (ids, page_path, method, path, status, start_ms),
                 (chunks, count_chars, paints, marks, long_frames, audio),
-                (clock, content_encoding, via, text_format),
+                (clock, content_encoding, via, server, text_format, text_inferred),
             )| Input {
                 ids,
                 page_path,
@@ -106,7 +110,9 @@ fn input() -> impl Strategy<Value = Input> {
                 clock,
                 content_encoding,
                 via,
+                server,
                 text_format,
+                text_inferred,
             },
         )
 }
@@ -161,7 +167,9 @@ fn turn(input: &Input) -> Turn {
     turn.response_path = ResponsePath {
         content_encoding: input.content_encoding.clone(),
         via: input.via.clone(),
+        server: input.server.clone(),
         text_format: input.text_format.map(|i| TextFormat::VARIANTS[i]),
+        text_inferred: input.text_inferred,
     };
     turn
 }
@@ -200,6 +208,8 @@ fn check(turn: &Turn, clock: Option<&ClockEstimate>, report: &ProbeReport) -> Re
     prop_assert_eq!(fetch.text_format, turn.response_path.text_format);
     prop_assert_eq!(&fetch.content_encoding, &turn.response_path.content_encoding);
     prop_assert_eq!(&fetch.via, &turn.response_path.via);
+    prop_assert_eq!(&fetch.server, &turn.response_path.server);
+    prop_assert_eq!(fetch.text_inferred, turn.response_path.text_inferred);
     prop_assert_eq!(report.paints.len(), turn.paints.len());
     for (p, r) in turn.paints.iter().zip(&report.paints) {
         prop_assert!(p.chars == r.chars && same_time(p.t_ms, r.t_ms), "{:?} vs {:?}", p, r);
@@ -261,7 +271,9 @@ fn a_turn_filled_past_every_cap_is_accepted() {
         clock: None,
         content_encoding: None,
         via: None,
+        server: None,
         text_format: Some(0),
+        text_inferred: false,
     };
     let turn = turn(&input);
     let json = report_json(&turn, None, input.start_ms);

@@ -7,7 +7,12 @@
 //! page reads the app's re-encoding of the answer (its own SSE, the AI SDK UI message stream,
 //! compressed or not), so bytes mean nothing on the other side. The probe then reports, per
 //! chunk arrival, the answer characters decoded so far, and a proxy chunk reached the page when
-//! the page had the answer characters that chunk completed: **answer characters** align.
+//! the page had the answer characters that chunk completed: **answer characters** align. When
+//! the body's format is not one the probe knows, the probe infers which JSON string values carry
+//! the answer (those whose values change from event to event, not ids, types or timestamps) and
+//! counts those: **inferred** characters align, scaled like known ones, and never presented as
+//! exact. The alignment's quality is how well the page's total characters agree with the
+//! record's (1 when equal).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +28,9 @@ pub enum ArrivalAlignment {
     /// Cumulative answer characters: the page read another body (an app server's), and the
     /// probe decoded its answer text.
     AnswerChars,
+    /// Cumulative answer characters the probe inferred: the page read a format the probe has no
+    /// reader for, and it counted the JSON string values (or text) that looked like the answer.
+    Inferred,
     /// Neither: the page read another body and the probe could not decode its format. Browser
     /// arrivals are unknown; paints still align by characters.
     None,
@@ -59,6 +67,9 @@ pub(crate) struct Arrivals<'a> {
     scale: f64,
     /// The page's request is not the record's request: an app server stands between.
     pub app_server: bool,
+    /// How well the page's characters agree with the record's: `min(r, 1/r)` of their ratio `r`
+    /// (1 for bytes). `None` without an alignment.
+    pub quality: Option<f64>,
 }
 
 impl<'a> Arrivals<'a> {
@@ -70,8 +81,11 @@ impl<'a> Arrivals<'a> {
         let same_request = record.parent_span_id == Some(report.span_id.as_str())
             && report.request.as_ref().and_then(|r| r.path.as_deref()).is_none_or(|p| same_path(p, record.path));
         let browser_chars = chunks.iter().rev().find_map(|c| c.chars).unwrap_or(0);
+        let inferred = report.fetch.as_ref().is_some_and(|f| f.text_inferred);
         let alignment = if same_request && browser_bytes == record.body_bytes {
             ArrivalAlignment::Bytes
+        } else if browser_chars > 0 && answer_chars > 0 && inferred {
+            ArrivalAlignment::Inferred
         } else if browser_chars > 0 && answer_chars > 0 {
             ArrivalAlignment::AnswerChars
         } else if same_request {
@@ -82,7 +96,12 @@ impl<'a> Arrivals<'a> {
         };
         let scale =
             if answer_chars > 0 && browser_chars > 0 { browser_chars as f64 / answer_chars as f64 } else { 1.0 };
-        Arrivals { chunks, alignment, scale, app_server: !same_request }
+        let quality = match alignment {
+            ArrivalAlignment::Bytes => Some(1.0),
+            ArrivalAlignment::None => None,
+            ArrivalAlignment::AnswerChars | ArrivalAlignment::Inferred => Some(scale.min(1.0 / scale)),
+        };
+        Arrivals { chunks, alignment, scale, app_server: !same_request, quality }
     }
 
     /// When the page had the text of the proxy chunk ending at body offset `end`, after which
@@ -91,7 +110,7 @@ impl<'a> Arrivals<'a> {
     pub(crate) fn of(&self, end: u64, answer_chars: u64, new_text: bool) -> Option<f64> {
         match self.alignment {
             ArrivalAlignment::Bytes => self.chunks.iter().find(|c| c.bytes >= end).map(|c| c.t_ms),
-            ArrivalAlignment::AnswerChars if new_text && answer_chars > 0 => {
+            ArrivalAlignment::AnswerChars | ArrivalAlignment::Inferred if new_text && answer_chars > 0 => {
                 let wanted = ((answer_chars as f64) * self.scale).round().max(1.0) as u64;
                 self.chunks.iter().find(|c| c.chars.is_some_and(|n| n >= wanted)).map(|c| c.t_ms)
             }

@@ -4,12 +4,15 @@
 //!
 //! - `arrival`: when each proxy chunk's text reached the page (by bytes, or by answer characters
 //!   when an app server re-encoded the stream) and how a report found its record.
+//! - `byte_arrival`: when the page's response bytes arrived, whatever their format.
 //! - `report`: the report schema (`tokentap.probe/1`) and its validation.
 //! - `timeline`: the record's `browser` section.
 
 pub mod arrival;
+pub mod byte_arrival;
 pub mod report;
 pub mod timeline;
 
+pub use byte_arrival::ByteArrival;
 pub use report::{ProbeReport, ReportError};
 pub use timeline::{BrowserRealtimeResponse, BrowserTimeline};

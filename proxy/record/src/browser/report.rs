@@ -104,11 +104,18 @@ pub struct ReportedFetch {
     /// How the probe read answer text out of the body (`chunks[].chars`); absent when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_format: Option<TextFormat>,
+    /// The probe inferred which parts of the body are answer text (a format it has no reader
+    /// for): `chunks[].chars` are an estimate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub text_inferred: bool,
     /// The response's `Content-Encoding` and `Via` as the page saw them (evidence for a verdict).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_encoding: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The response's `Server` (a reverse proxy in front of the app names itself there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// A body chunk as the page's reader received it; `bytes` is cumulative. `chars` is the answer
@@ -316,7 +323,9 @@ impl ProbeReport {
                 }
                 (last.0, last.1) = (c.t_ms, c.bytes);
             }
-            for (field, value) in [("fetch.content_encoding", &f.content_encoding), ("fetch.via", &f.via)] {
+            for (field, value) in
+                [("fetch.content_encoding", &f.content_encoding), ("fetch.via", &f.via), ("fetch.server", &f.server)]
+            {
                 if let Some(v) = value {
                     header_value(field, v)?;
                 }

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use tokentap_analysis::Distribution;
 
 pub use crate::browser::arrival::{ArrivalAlignment, JoinedBy};
+pub use crate::browser::byte_arrival::ByteArrival;
 pub use crate::browser::report::TextFormat;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,6 +103,13 @@ pub struct BrowserTimeline {
     /// How `chunks[].t_browser_ms` were aligned: by bytes, by answer characters, or not at all.
     #[serde(default)]
     pub alignment: ArrivalAlignment,
+    /// How well the page's answer characters agree with the record's (`min(r, 1/r)` of their
+    /// ratio; 1 for bytes). Absent without an alignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alignment_quality: Option<f64>,
+    /// Every read of the page's response body, summarised, whatever its format.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byte_arrival: Option<ByteArrival>,
     /// How the report found this record.
     #[serde(default)]
     pub joined_by: JoinedBy,
@@ -119,6 +127,9 @@ pub struct BrowserTimeline {
     pub content_encoding: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The page's response's `Server`, as the page read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     pub painted_chars: u64,
     pub answer_chars: u64,
     pub chunks_dropped: u64,

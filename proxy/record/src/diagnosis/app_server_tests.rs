@@ -21,6 +21,7 @@ struct Scenario {
     arrival: fn(usize, &[f64]) -> f64,
     content_encoding: Option<&'static str>,
     via: Option<&'static str>,
+    server: Option<&'static str>,
     long_frames: Vec<(f64, f64)>,
     /// Characters the app adds before the answer (a label), which scale the alignment.
     prefix_chars: u64,
@@ -39,6 +40,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 3.0 + (i % 3) as f64,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
@@ -50,6 +52,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 4.0,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 8,
             decoded: true,
@@ -61,6 +64,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |_, h| h[EVENTS - 1] + 6.0,
             content_encoding: Some("gzip"),
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
@@ -72,6 +76,7 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[(i / 8) * 8 + 7] + 2.0,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
@@ -83,11 +88,24 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[[11, 12, 30, 39][[11, 12, 30, 39].iter().position(|&e| i <= e).unwrap()]] + 2.0,
             content_encoding: None,
             via: Some("1.1 edge-proxy"),
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: true,
             kind: VerdictKind::ReverseProxyBuffering,
             pattern: Some(ReleasePattern::WhenFull),
+        },
+        Scenario {
+            name: "nginx in front of the app (it names itself in Server) holds the stream until its end",
+            arrival: |_, h| h[EVENTS - 1] + 3.0,
+            content_encoding: None,
+            via: None,
+            server: Some("nginx/1.22.1"),
+            long_frames: vec![],
+            prefix_chars: 0,
+            decoded: true,
+            kind: VerdictKind::ReverseProxyBuffering,
+            pattern: Some(ReleasePattern::AtEnd),
         },
         Scenario {
             name: "the page's main thread is blocked 300 ms every 10 events",
@@ -102,6 +120,7 @@ fn scenarios() -> Vec<Scenario> {
             },
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![(frame_start(0), 300.0), (frame_start(2), 300.0)],
             prefix_chars: 0,
             decoded: true,
@@ -113,10 +132,37 @@ fn scenarios() -> Vec<Scenario> {
             arrival: |i, h| h[i] + 3.0,
             content_encoding: None,
             via: None,
+            server: None,
             long_frames: vec![],
             prefix_chars: 0,
             decoded: false,
             kind: VerdictKind::NoRebuffering,
+            pattern: None,
+        },
+        Scenario {
+            name: "gzip with a format the probe cannot read: the bytes arrive in one burst at the end",
+            arrival: |_, h| h[EVENTS - 1] + 6.0,
+            content_encoding: Some("gzip"),
+            via: None,
+            server: None,
+            long_frames: vec![],
+            prefix_chars: 0,
+            decoded: false,
+            kind: VerdictKind::AppServerCompression,
+            pattern: Some(ReleasePattern::AtEnd),
+        },
+        Scenario {
+            name: "a format the probe cannot read, bytes streamed, text painted late: unobserved, not the browser",
+            // Every event's bytes arrive on time, but the app sends its text only in the last events
+            // (paints come late): whether the page had the text earlier is not known.
+            arrival: |i, h| h[i] + 3.0,
+            content_encoding: Some("gzip"),
+            via: None,
+            server: None,
+            long_frames: vec![],
+            prefix_chars: 0,
+            decoded: false,
+            kind: VerdictKind::Unobserved,
             pattern: None,
         },
     ]
@@ -143,7 +189,9 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
         let chars = s.prefix_chars + 5 * (i as u64 + 1);
         // The app's own encoding: 70 bytes per event, unrelated to tokentap's.
         chunks.push(BrowserChunk { t_ms: b(t), bytes: 70 * (i as u64 + 1), chars: s.decoded.then_some(chars) });
-        paints.push(Paint { t_ms: b(t + 9.0), chars, presentation_ms: None });
+        // The last scenario paints everything once the stream ended.
+        let painted = if s.kind == VerdictKind::Unobserved { handoffs[EVENTS - 1] + 20.0 } else { t + 9.0 };
+        paints.push(Paint { t_ms: b(painted), chars, presentation_ms: None });
     }
     ProbeReport {
         schema: crate::browser::report::SCHEMA.into(),
@@ -165,8 +213,10 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
             chunks,
             chunks_dropped: 0,
             text_format: s.decoded.then_some(TextFormat::Sse),
+            text_inferred: false,
             content_encoding: s.content_encoding.map(Into::into),
             via: s.via.map(Into::into),
+            server: s.server.map(Into::into),
         }),
         paints,
         paints_dropped: 0,
@@ -204,11 +254,25 @@ fn verdicts_name_where_the_app_path_held_the_text() {
         }
         let arrival = d.hops.iter().find(|h| h.hop == Hop::BrowserArrival);
         if let Some(pattern) = s.pattern {
-            assert_eq!(arrival.unwrap().pattern, Some(pattern), "{}: {:#?}", s.name, arrival);
+            if s.decoded {
+                assert_eq!(arrival.unwrap().pattern, Some(pattern), "{}: {:#?}", s.name, arrival);
+            }
             let evidence = d.evidence.as_ref().expect("evidence");
             assert!(evidence.app_server);
+            assert_eq!(evidence.pattern, Some(pattern), "{}", s.name);
+            assert_eq!(evidence.arrived_in_one_burst, !s.decoded, "{}", s.name);
             assert_eq!(evidence.content_encoding.as_deref(), s.content_encoding);
             assert_eq!(evidence.via.as_deref(), s.via);
+            assert_eq!(d.hop, Some(Hop::BrowserArrival), "{}", s.name);
+        }
+        // The browser is blamed only with its own evidence.
+        assert_ne!(d.kind, VerdictKind::BrowserPaint, "{}: {}", s.name, d.verdict);
+        if !s.decoded {
+            let waits = d.waits.as_ref().unwrap();
+            assert!(waits.waited.is_empty(), "{}: no arrival, no wait placed: {:?}", s.name, waits.waited);
+            let bytes = joined_bytes(&r);
+            assert_eq!(bytes.reads, EVENTS as u64, "{}", s.name);
+            continue;
         }
         // Where each chunk's text waited agrees with the verdict.
         let waits = d.waits.as_ref().expect("waits with a browser report");
@@ -226,6 +290,10 @@ fn verdicts_name_where_the_app_path_held_the_text() {
     }
 }
 
+fn joined_bytes(r: &Record) -> &crate::browser::ByteArrival {
+    r.browser.as_ref().unwrap().byte_arrival.as_ref().expect("byte arrival")
+}
+
 #[test]
 fn verdict_sentences_give_the_evidence() {
     let all = scenarios();
@@ -240,6 +308,17 @@ fn verdict_sentences_give_the_evidence() {
     assert!(gzip.contains("content-encoding: gzip") && gzip.contains("released at the end of the stream"), "{gzip}");
     let every = verdict(by_name("the app flushes"));
     assert!(every.contains("the app server") && every.contains("released every ~200 ms"), "{every}");
+    let burst = verdict(by_name("gzip with a format"));
+    assert!(
+        burst.starts_with("in the app server's response")
+            && burst.contains("content-encoding: gzip")
+            && burst.contains("whole response arrived in one burst at the end"),
+        "{burst}"
+    );
+    let unobserved = verdict(by_name("a format the probe cannot read, bytes streamed"));
+    assert!(unobserved.contains("unobserved") && !unobserved.contains("paint delayed"), "{unobserved}");
+    let nginx = verdict(by_name("nginx in front"));
+    assert!(nginx.contains("a reverse proxy (server: nginx/1.22.1)"), "{nginx}");
     let proxy = verdict(by_name("a reverse proxy"));
     assert!(
         proxy.starts_with("between the app server and the browser") && proxy.contains("via: 1.1 edge-proxy"),
@@ -265,4 +344,29 @@ fn the_page_reading_tokentap_itself_still_aligns_by_bytes() {
     assert!(!joined.app_server && joined.bytes_match);
     let first = (s.arrival)(0, &[t_up(&r, 0) + 0.1]);
     assert!((joined.chunks[0].t_browser_ms.unwrap() - first).abs() < 1e-3);
+}
+
+#[test]
+fn inferred_characters_align_as_inferred_with_their_quality() {
+    // The probe inferred the answer's fields (a shape it has no reader for); the app also labels
+    // the answer (8 characters more than the record's 200): inferred, quality 200/208, and the
+    // verdict as with a known shape.
+    let all = scenarios();
+    let s = all.iter().find(|s| s.name.starts_with("the app labels")).unwrap();
+    let mut r = record();
+    let mut rep = report(&r, s);
+    rep.fetch.as_mut().unwrap().text_inferred = true;
+    let joined = crate::join::join(&r, &rep);
+    assert_eq!(joined.alignment, ArrivalAlignment::Inferred);
+    let quality = joined.alignment_quality.unwrap();
+    assert!((quality - 200.0 / 208.0).abs() < 1e-9, "{quality}");
+    assert_eq!(joined.chunks.iter().filter(|c| c.t_browser_ms.is_some()).count(), EVENTS);
+    r.browser = Some(joined);
+    assert_eq!(diagnose(&r).unwrap().kind, VerdictKind::NoRebuffering);
+    // Known shapes and bytes state their quality too; no alignment has none.
+    let known = crate::join::join(&r, &report(&r, s));
+    assert_eq!(known.alignment, ArrivalAlignment::AnswerChars);
+    assert!((known.alignment_quality.unwrap() - 200.0 / 208.0).abs() < 1e-9);
+    let undecoded = all.iter().find(|s| !s.decoded).unwrap();
+    assert_eq!(crate::join::join(&r, &report(&r, undecoded)).alignment_quality, None);
 }
