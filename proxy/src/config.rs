@@ -318,6 +318,9 @@ pub struct AnalysisConfig {
     pub queue_capacity: usize,
     /// CPU priority of the record worker (analysis, store, telemetry) against forwarding.
     pub worker_priority: WorkerPriority,
+    /// The record worker is reported stuck (health `degraded`) when it has made no progress for
+    /// this long while items wait in its queue.
+    pub worker_stuck_s: u64,
 }
 
 /// How the record worker shares the CPU with forwarding.
@@ -340,6 +343,7 @@ impl Default for AnalysisConfig {
             warmup_requests: 3,
             queue_capacity: 1024,
             worker_priority: WorkerPriority::Idle,
+            worker_stuck_s: 30,
         }
     }
 }
@@ -687,6 +691,9 @@ pub fn validate_with_env(
     if file.analysis.queue_capacity == 0 {
         return Err(invalid("analysis.queue_capacity", "must be greater than 0"));
     }
+    if file.analysis.worker_stuck_s == 0 {
+        return Err(invalid("analysis.worker_stuck_s", "must be greater than 0"));
+    }
     if file.analysis.stall_threshold_ms == 0 {
         return Err(invalid("analysis.stall_threshold_ms", "must be greater than 0"));
     }
@@ -791,7 +798,7 @@ fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
     let (t, a, st, p, o) = (&file.timeline, &file.analysis, &file.store, &file.probe, &file.otel);
     let to = &file.timeouts;
     let tu = &file.turns;
-    let bounds: [(&str, u64, u64); 42] = [
+    let bounds: [(&str, u64, u64); 43] = [
         ("timeouts.connect_ms", to.connect_ms, 600_000),
         ("timeouts.total_connect_ms", to.total_connect_ms, 600_000),
         ("timeouts.read_s", to.read_s, 86_400),
@@ -807,6 +814,7 @@ fn check_upper_bounds(file: &FileConfig) -> Result<(), ConfigError> {
         ("analysis.stall_threshold_ms", a.stall_threshold_ms, 3_600_000),
         ("analysis.warmup_requests", a.warmup_requests, 1_000_000),
         ("analysis.queue_capacity", a.queue_capacity as u64, 65_536),
+        ("analysis.worker_stuck_s", a.worker_stuck_s, 86_400),
         ("store.max_file_bytes", st.max_file_bytes, 16 * GIB),
         ("store.max_files", u64::from(st.max_files), 1000),
         ("store.ring_size", st.ring_size as u64, 100_000),
