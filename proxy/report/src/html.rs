@@ -110,10 +110,15 @@ th{{background:#f5f5f5}}h1{{font-size:22px}}h2{{font-size:17px;margin-top:28px}}
     );
     let _ = write!(
         b,
-        "<ul><li>source: {}</li><li>window: {} → {}</li><li>records: {} used of {} in the window ({} read); warm-up {}</li><li>SLOs: {}</li><li>percentiles: linear interpolation between closest ranks (numpy default) over successful requests</li><li>generated {} by tokentap {}</li></ul>",
+        "<ul><li>source: {}</li><li>window: {} → {}</li>{}<li>records: {} used of {} in the window ({} read); warm-up {}</li><li>SLOs: {}</li><li>percentiles: linear interpolation between closest ranks (numpy default) over successful requests</li><li>generated {} by tokentap {}</li></ul>",
         escape(&report.source),
         escape(report.since.as_deref().unwrap_or("first record")),
         escape(report.until.as_deref().unwrap_or("last record")),
+        if report.window_before_oldest_record {
+            format!("<li>note: {}</li>", escape(&crate::markdown::window_note(report)))
+        } else {
+            String::new()
+        },
         report.records_used,
         report.records_in_window,
         report.records_total,
