@@ -24,6 +24,11 @@ if ! cargo "${toolchain[@]}" fuzz --version >/dev/null 2>&1; then
     exit 2
 fi
 
+# Files in a findings folder (0 when it does not exist yet).
+count_files() {
+    if [[ -d "$1" ]]; then find "$1" -type f | wc -l; else echo 0; fi
+}
+
 found=0
 for crate_dir in "$root"/proxy/*/fuzz; do
     crate="$(dirname "$crate_dir")"
@@ -34,14 +39,14 @@ for crate_dir in "$root"/proxy/*/fuzz; do
         fi
         log="$(mktemp)"
         artifacts="$crate_dir/artifacts/$target"
-        before="$(find "$artifacts" -type f 2>/dev/null | wc -l)"
+        before="$(count_files "$artifacts")"
         started="$(date +%s)"
         status=0
         (cd "$crate" && cargo "${toolchain[@]}" fuzz run "$target" -- -max_total_time="$seconds" -print_final_stats=1) \
             >"$log" 2>&1 || status=$?
         elapsed=$(($(date +%s) - started))
-        after="$(find "$artifacts" -type f 2>/dev/null | wc -l)"
-        runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)"
+        after="$(count_files "$artifacts")"
+        runs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)"
         new=$((after - before))
         echo "$(basename "$crate") $target: ${seconds} s budget, ${elapsed} s with the build, ${runs:-?} executions, ${new} new findings, exit ${status}"
         if [[ $status -ne 0 || $new -gt 0 ]]; then

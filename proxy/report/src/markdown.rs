@@ -303,6 +303,17 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
     out
 }
 
+/// What a report whose window starts before its oldest record says about it.
+pub(crate) fn window_note(report: &Report) -> String {
+    match &report.oldest_record {
+        Some(oldest) => format!(
+            "the window starts before the oldest record ({oldest}): earlier records were rotated away or not \
+             recorded, so the report covers less than the window"
+        ),
+        None => "no records at all: the report covers nothing of the window".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,16 +406,5 @@ mod tests {
         }
         assert!(rows > 10, "{markdown}");
         assert!(markdown.contains("m\\|x"), "{markdown}");
-    }
-}
-
-/// What a report whose window starts before its oldest record says about it.
-pub(crate) fn window_note(report: &Report) -> String {
-    match &report.oldest_record {
-        Some(oldest) => format!(
-            "the window starts before the oldest record ({oldest}): earlier records were rotated away or not \
-             recorded, so the report covers less than the window"
-        ),
-        None => "no records at all: the report covers nothing of the window".to_string(),
     }
 }

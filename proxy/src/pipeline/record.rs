@@ -134,7 +134,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
     let (outcome, error) = match (outcome, analysis.as_mut()) {
         (Outcome::ClientCancelled, Some(a)) if a.event_counts.done > 0 => {
             a.flags.client_closed_after_end = true;
-            a.flags.body_incomplete = !(d.upstream_eos && !d.chunks.body.truncated);
+            a.flags.body_incomplete = !d.upstream_eos || d.chunks.body.truncated;
             (Outcome::Ok, None)
         }
         (outcome, _) => (outcome, error),
