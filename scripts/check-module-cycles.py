@@ -22,6 +22,7 @@ CRATES = [
     "proxy",
     "proxy/analysis",
     "proxy/record",
+    "proxy/probe-protocol",
     "proxy/report",
     "proxy/telemetry",
     "proxy/bench",

@@ -17,7 +17,9 @@
 //! - [`turn`]: one turn's measurements, their caps, and the set of turns not yet reported
 //!   (which turn a paint, mark or long frame belongs to, and when a turn has settled).
 //! - [`report`]: the report's JSON, written by hand (no serde: it keeps the wasm small) and thinned
-//!   to the body size cap.
+//!   to the body size cap. The schema name, the caps, the enumerated names and the id checks are
+//!   `tokentap-probe-protocol`'s, shared with tokentap's ingest (`tokentap-record`), whose tests
+//!   parse reports this writer produced.
 //! - [`trace`]: W3C trace ids and `traceparent`.
 //! - [`clock`]: the browser-to-proxy clock offset from round trips.
 //! - `web` (wasm32 only): everything that touches the browser — the `fetch` wrapper, the paint

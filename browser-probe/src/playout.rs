@@ -12,23 +12,8 @@
 //! Gaps shorter than [`MIN_UNDERRUN_MS`] are not counted: an output buffer absorbs them, as the
 //! proxy's predicted underruns do (docs/metrics.md).
 
-/// Where a playback was observed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AudioKind {
-    /// `AudioContext.getOutputTimestamp()`, mapped to the performance timeline.
-    AudioContext,
-    /// An `<audio>`/`<video>` element's `playing` event plus the latency estimate.
-    MediaElement,
-}
-
-impl AudioKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AudioKind::AudioContext => "audio_context",
-            AudioKind::MediaElement => "media_element",
-        }
-    }
-}
+/// Where a playback was observed (the protocol's names).
+pub use tokentap_probe_protocol::AudioKind;
 
 /// Shorter gaps are absorbed by any output buffer.
 pub const MIN_UNDERRUN_MS: f64 = 10.0;

@@ -11,9 +11,9 @@
 use crate::playout::{AudioKind, Playout};
 
 /// Responses kept per session.
-pub const MAX_RESPONSES: usize = 256;
+pub const MAX_RESPONSES: usize = tokentap_probe_protocol::caps::MAX_REALTIME_RESPONSES;
 /// Longest response or session id kept (a longer one is not an id tokentap would have).
-pub const MAX_ID_BYTES: usize = 128;
+pub const MAX_ID_BYTES: usize = tokentap_probe_protocol::caps::MAX_ID_LEN;
 /// How much of a message's start is read for its type and response id.
 pub const HEAD_CHARS: u32 = 512;
 

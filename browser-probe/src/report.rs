@@ -10,10 +10,9 @@ use crate::playout::Playout;
 use crate::realtime::RealtimeSeen;
 use crate::turn::Turn;
 
-/// The schema name at the start of every report.
-pub const SCHEMA: &str = "tokentap.probe/1";
-/// Largest report body; a bigger report is thinned (see [`report_json`]).
-pub const MAX_REPORT_BYTES: usize = 256 * 1024;
+/// The schema name and the largest report body (a bigger report is thinned, see
+/// [`report_json`]): the protocol's.
+pub use tokentap_probe_protocol::{caps::MAX_REPORT_BYTES, SCHEMA};
 
 /// The JSON report of `turn`, at most [`MAX_REPORT_BYTES`] long.
 ///

@@ -1,15 +1,7 @@
 //! W3C Trace Context ids and the `traceparent` header.
 
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
-}
+pub use tokentap_probe_protocol::trace::hex;
+use tokentap_probe_protocol::trace::{is_id, is_lower_hex, SPAN_ID_HEX_LEN, TRACE_ID_HEX_LEN};
 
 /// A trace id (16 random bytes) and span id (8 random bytes) as lowercase hex, or `None` when
 /// either is all zeros (invalid by the spec; the caller draws again).
@@ -37,13 +29,10 @@ pub fn parse_traceparent(value: &str) -> Option<(String, String)> {
     if version == "00" && parts.next().is_some() {
         return None;
     }
-    let lower_hex =
-        |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    let all_zero = |s: &str| s.bytes().all(|b| b == b'0');
-    if !lower_hex(version, 2) || version == "ff" || !lower_hex(flags, 2) {
+    if !is_lower_hex(version, 2) || version == "ff" || !is_lower_hex(flags, 2) {
         return None;
     }
-    if !lower_hex(trace_id, 32) || !lower_hex(span_id, 16) || all_zero(trace_id) || all_zero(span_id) {
+    if !is_id(trace_id, TRACE_ID_HEX_LEN) || !is_id(span_id, SPAN_ID_HEX_LEN) {
         return None;
     }
     Some((trace_id.to_string(), span_id.to_string()))

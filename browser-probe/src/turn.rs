@@ -10,18 +10,11 @@ pub use crate::playout::AudioKind;
 use crate::playout::Playout;
 use crate::realtime::RealtimeSeen;
 
-/// Chunk arrivals kept per turn.
-pub const MAX_CHUNKS: usize = 5000;
-/// Paints kept per turn.
-pub const MAX_PAINTS: usize = 5000;
-/// Marks kept per turn (and waiting for the next turn).
-pub const MAX_MARKS: usize = 64;
-/// Long animation frames kept per turn.
-pub const MAX_LONG_FRAMES: usize = 256;
-/// Audio playbacks kept per turn.
-pub const MAX_AUDIO: usize = 16;
+/// What a turn keeps of each list (the protocol's caps): chunk arrivals, paints, marks (also
+/// those waiting for the next turn), long animation frames and audio playbacks.
+pub use tokentap_probe_protocol::caps::{MAX_AUDIO, MAX_CHUNKS, MAX_LONG_FRAMES, MAX_MARKS, MAX_PAINTS};
 /// A mark name longer than this is cut (at a character boundary).
-pub const MAX_MARK_NAME_BYTES: usize = 64;
+pub const MAX_MARK_NAME_BYTES: usize = tokentap_probe_protocol::caps::MAX_NAME_LEN;
 /// A turn is reported when neither its stream nor a paint has moved for this long.
 pub const SETTLE_MS: f64 = 300.0;
 /// Turns waiting to be reported at once; past this the oldest is reported early.
@@ -119,7 +112,7 @@ pub struct ResponsePath {
 }
 
 /// Longest response header value kept (longer values are cut).
-pub const MAX_HEADER_VALUE_BYTES: usize = 128;
+pub const MAX_HEADER_VALUE_BYTES: usize = tokentap_probe_protocol::caps::MAX_HEADER_VALUE_LEN;
 
 impl ResponsePath {
     /// Keeps a header value: printable ASCII only, at most [`MAX_HEADER_VALUE_BYTES`].

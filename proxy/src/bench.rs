@@ -37,7 +37,10 @@ pub fn start(upstream: &str, provider: &str, data_dir: &Path) -> Result<Embedded
         listen: Some("127.0.0.1:0".into()),
         admin_listen: Some("off".into()),
         upstream: Some(upstream.to_string()),
-        provider: Some(provider.to_string()),
+        provider: Some(provider.parse().map_err(|e: tokentap_analysis::names::UnknownName| ConfigError::Invalid {
+            key: "provider".into(),
+            reason: e.to_string(),
+        })?),
         data_dir: Some(data_dir.to_path_buf()),
         ..Overrides::default()
     };

@@ -132,7 +132,7 @@ struct ServeArgs {
     upstream: Option<String>,
     /// Provider hint for --upstream: openai, anthropic, gemini, ollama, generic.
     #[arg(long, env = "TOKENTAP_PROVIDER")]
-    provider: Option<String>,
+    provider: Option<config::Provider>,
     /// Admin API address, or "off" [default: 127.0.0.1:8788].
     #[arg(long, env = "TOKENTAP_ADMIN_LISTEN")]
     admin_listen: Option<String>,
@@ -173,7 +173,7 @@ impl ServeArgs {
             listen: self.listen.clone(),
             admin_listen: self.admin_listen.clone(),
             upstream: self.upstream.clone(),
-            provider: self.provider.clone(),
+            provider: self.provider,
             data_dir: self.data_dir.clone(),
             threads: self.threads,
             worker_priority: self.worker_priority,
@@ -281,6 +281,20 @@ fn report(args: &ReportArgs) -> anyhow::Result<()> {
         source,
     };
     let mut built = report::build_report(&loaded.records, &options);
+    if dir.is_none() {
+        // Several instances' journals: their turns rebuilt as one instance would have built them.
+        let rebuilt = report::turns::rebuild_turns(&loaded.records, &loaded.origins, file.turns.tracker_config());
+        if !rebuilt.turns.is_empty() {
+            let mut summary =
+                report::turns::summarize_turns(&rebuilt.turns, options.since_unix_ns, options.until_unix_ns);
+            summary.rebuilt = Some(report::turns::RebuiltNote {
+                files: args.records.len() as u64,
+                split_turns: rebuilt.split,
+                fleet_keyed: rebuilt.fleet_keyed,
+            });
+            built.turns = Some(summary);
+        }
+    }
     if let Some(dir) = &dir {
         let turns = report::turns::load_turns(dir)?;
         if turns.skipped_lines > 0 {
@@ -480,7 +494,7 @@ fn bench(command: &BenchCommand) -> anyhow::Result<()> {
     if !output.records.is_empty() && output.records.iter().all(|r| r.failure.is_some()) {
         let mut kinds = std::collections::BTreeMap::new();
         for failure in output.records.iter().filter_map(|r| r.failure.as_ref()) {
-            *kinds.entry(failure.kind.name()).or_insert(0u64) += 1;
+            *kinds.entry(failure.kind.as_str()).or_insert(0u64) += 1;
         }
         let kinds: Vec<String> = kinds.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
         let first = output.records.iter().find_map(|r| r.failure.as_ref()).map(|f| f.detail.as_str()).unwrap_or("");

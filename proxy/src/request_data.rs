@@ -63,6 +63,9 @@ pub(crate) struct RequestData {
     /// The 101 response's `Sec-WebSocket-Extensions` (permessage-deflate parameters), at most
     /// 256 bytes, copied unparsed.
     pub websocket_extensions: Option<String>,
+    /// The response's `Mcp-Session-Id` (an MCP server's answer to `initialize`), at most 256
+    /// bytes, copied unparsed.
+    pub mcp_session_id: Option<String>,
     /// Client socket readings for delivery from TCP ACKs.
     pub ack: AckTracker,
     pub upstream_eos: bool,
@@ -104,6 +107,7 @@ impl RequestData {
             chunks: ChunkTimeline::default(),
             upgrade: false,
             websocket_extensions: None,
+            mcp_session_id: None,
             ack: AckTracker::default(),
             upstream_eos: false,
             t_end_ns: None,

@@ -12,9 +12,11 @@
 //   show_warmup   after reading the summary, click its "Show them" (warm-up) link and read it again
 //                 (into `summary_with_warmup`)
 //   timeout_ms    overall deadline (default 60000)
+//   viewport_width  the window's width in CSS pixels (default 1300)
 //
 // `texts` holds the visible text of every view read (list, request:<id>, turns, turn:<id>,
-// summary), so tests can check that nothing prints "null", "undefined" or "NaN".
+// summary), so tests can check that nothing prints "null", "undefined" or "NaN"; `overflow` holds,
+// per view, how many pixels the page is wider than the window.
 //   chromium      executable (default $TOKENTAP_CHROMIUM or /usr/bin/chromium)
 //
 // Waiting is on the page's own signal: `window.__dashboard.ready` equals the hash of the view
@@ -27,7 +29,7 @@ import { chromium } from "playwright-core";
 const options = JSON.parse(process.argv[2] ?? "{}");
 const timeoutMs = options.timeout_ms ?? 60000;
 const executablePath = options.chromium ?? process.env.TOKENTAP_CHROMIUM ?? "/usr/bin/chromium";
-const out = { texts: {}, list: null, requests: {}, turns: null, turn_pages: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
+const out = { texts: {}, overflow: {}, list: null, requests: {}, turns: null, turn_pages: {}, summary: null, console: [], page_errors: [], failed_requests: [], screenshots: [] };
 const userDataDir = mkdtempSync(join(tmpdir(), "tokentap-dashboard-"));
 let context;
 const deadline = setTimeout(() => finish(`timed out after ${timeoutMs} ms`), timeoutMs);
@@ -48,6 +50,8 @@ async function show(page, hash) {
 
 async function keepText(page, name) {
   out.texts[name] = await page.evaluate(() => document.getElementById("view").innerText);
+  // How far the page is wider than the window (0: no horizontal scroll bar).
+  out.overflow[name] = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
 }
 
 async function readSummary(page) {
@@ -56,7 +60,8 @@ async function readSummary(page) {
     return {
       used: Number(counts.used), in_window: Number(counts.inWindow), warmup_excluded: Number(counts.warmupExcluded),
       warmup_note: document.getElementById("summary-warmup")?.innerText ?? null,
-      latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count) })),
+      latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, traffic: tr.dataset.traffic, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count), plotted: tr.querySelector("svg.ecdf polyline") !== null })),
+      sections: [...document.querySelectorAll("#summary-latency section[data-traffic]")].map((s) => s.dataset.traffic),
       goodput: [...document.querySelectorAll("#summary-goodput tr[data-group]")].map((tr) => ({ group: tr.dataset.group, requests: Number(tr.dataset.requests), good: Number(tr.dataset.good) })),
     };
   });
@@ -74,7 +79,7 @@ try {
   context = await chromium.launchPersistentContext(userDataDir, {
     executablePath,
     headless: true,
-    viewport: { width: 1300, height: 900 },
+    viewport: { width: options.viewport_width ?? 1300, height: 900 },
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
       "--disable-component-update", "--disable-sync"],
   });

@@ -16,6 +16,7 @@ pub mod numeric;
 pub mod otlp_receiver;
 pub mod phoenix;
 pub mod process;
+pub mod traffic;
 pub mod upstream;
 pub mod websocket;
 pub mod wiretap;

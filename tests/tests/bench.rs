@@ -273,18 +273,21 @@ fn bench_statistics_equal_a_recomputation_and_match_the_schedule() {
 
     // The report: its tables, the regressions, the reproducibility section; on stdout too.
     let md = std::fs::read_to_string(&report).unwrap();
-    for needle in [
-        "## Environment",
-        "## Conditions",
-        "## Latency",
-        "## Throughput",
-        "doubling concurrency",
-        "## Reproduce",
-        "--seed 11",
-    ] {
+    for needle in ["## Environment", "## Conditions", "## Latency", "## Throughput", "## Reproduce", "--seed 11"] {
         assert!(md.contains(needle), "report lacks {needle:?}:\n{md}");
     }
     assert!(stdout.contains("## Latency"));
+    // Regressions are changes beyond the noise band, worded by the levels measured (1 → 4 users
+    // is two doublings, not "doubling concurrency").
+    let regressions = results["regressions"].as_array().unwrap();
+    assert_eq!(md.contains("## Regressions"), !regressions.is_empty(), "{md}");
+    for r in regressions {
+        let sentence = r["sentence"].as_str().unwrap();
+        assert!(!sentence.contains("doubling concurrency"), "{sentence}");
+        if r["kind"] == "per_concurrency_doubling" {
+            assert!(sentence.contains(" users"), "{sentence}");
+        }
+    }
     // A run compared with itself: same conditions, so no refusal.
     let cmp = std::process::Command::new(bin("tokentap"))
         .args(["bench", "compare", json.to_str().unwrap(), json.to_str().unwrap()])

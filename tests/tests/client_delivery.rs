@@ -91,3 +91,34 @@ fn responses_on_a_kept_alive_connection_each_have_their_tail_acknowledged() {
     }
     drop(conn);
 }
+
+/// Across a stall, the chunk before it is dated by its own ACK (loopback acknowledges at once),
+/// not by the next reading of the socket, which is the handoff after the stall.
+#[test]
+fn the_chunk_before_a_stall_is_not_shown_acknowledged_after_it() {
+    const STALL_MS: u64 = 400;
+    let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "5", "--tokens", "10"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let stall = STALL_MS.to_string();
+    let resp = http1::post(
+        tokentap.addr,
+        "/v1/chat/completions",
+        &[("content-type", "application/json"), ("x-mock-stall-at", "5"), ("x-mock-stall-ms", &stall)],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
+    assert!(resp.complete);
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["timeline"]["client_delivery"]["available"], true, "{record}");
+    let chunks = record["timeline"]["chunks"].as_array().unwrap();
+    let ns = |c: &serde_json::Value, k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}: {c}"));
+    // The chunk handed off last before the longest gap between handoffs.
+    let (before, gap) = chunks
+        .windows(2)
+        .map(|w| (&w[0], ns(&w[1], "t_handoff_ns") - ns(&w[0], "t_handoff_ns")))
+        .max_by_key(|(_, gap)| *gap)
+        .unwrap();
+    assert!(gap >= STALL_MS * 1_000_000 / 2, "the stall is in the stream: {gap} ns");
+    let late = ns(before, "t_acked_ns") - ns(before, "t_handoff_ns");
+    assert!(late < gap / 2, "acknowledged {late} ns after its handoff, across a {gap} ns stall: {before}");
+}

@@ -194,7 +194,10 @@ fn dashboard_shows_the_records_the_hops_and_the_summary() {
             .count();
         assert_eq!(row["group"], "model=mock-gpt");
         assert_eq!(row["count"], expected, "{metric}: {s:#}");
+        // Rows only for metrics the group has; each with its distribution drawn.
+        assert!(expected > 0 && row["plotted"] == true, "{metric}: {s:#}");
     }
+    assert_eq!(s["sections"], json!(["chat"]), "one section per kind of traffic: {s:#}");
     assert!(artifacts.join("dashboard-summary.png").exists());
 }
 
@@ -303,4 +306,90 @@ fn dashboard_reads_cleanly_empty_and_says_when_warm_up_is_left_out() {
     let shown = &out["summary_with_warmup"];
     assert_eq!((shown["used"].as_u64(), shown["warmup_excluded"].as_u64()), (Some(2), Some(0)), "{shown:#}");
     assert!(shown["warmup_note"].is_null(), "{shown:#}");
+}
+
+/// Every view with traffic of every kind (a streamed chat, a non-streaming one, an agent turn, a
+/// voice turn, a realtime session), read at 1,280 px as a person would: no `null`, `undefined`,
+/// `NaN` or raw markdown on screen, no horizontal scrolling, no console error; the Summary has a
+/// section per kind. Screenshots go to `tests/artifacts/dashboard/` (and, with
+/// `TOKENTAP_SCREENSHOTS_DIR` set, the README's four under stable names there:
+/// `scripts/screenshots.sh`).
+#[test]
+fn every_view_reads_cleanly_with_every_kind_of_traffic() {
+    let mock = Mock::start(&["--ttft-ms", "30", "--itl-ms", "5", "--tokens", "12"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let sent = tokentap_e2e::traffic::every_kind(&tokentap, &mut feed);
+    let voice_ids = &sent.voice["request_ids"];
+    let request_ids = [
+        sent.chat_id.as_str(),
+        sent.non_streaming_id.as_str(),
+        sent.realtime_id.as_str(),
+        voice_ids["transcription"].as_str().unwrap(),
+        voice_ids["speech_0"].as_str().unwrap(),
+    ];
+    let turn_ids = [sent.agent_turn["turn_id"].as_str().unwrap(), sent.voice_turn["turn_id"].as_str().unwrap()];
+    let artifacts = repo_root().join("tests/artifacts/dashboard");
+    let out = drive_dashboard(&json!({
+        "admin": format!("http://{}", tokentap.admin),
+        "request_ids": request_ids,
+        "turn_ids": turn_ids,
+        "summary_hash": "#/summary?window=all&include_warmup=true",
+        "viewport_width": 1280,
+        "artifacts": artifacts.display().to_string(),
+    }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], json!([]), "{out:#}");
+    let errors: Vec<&Value> = out["console"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_str().is_some_and(|m| m.starts_with("error")))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    assert_no_placeholder_text(&out);
+    for (view, text) in out["texts"].as_object().unwrap() {
+        let text = text.as_str().unwrap();
+        for raw in ["|---", "| --- |", "**", "\n## ", "\n- **"] {
+            assert!(!text.contains(raw), "the {view} view shows raw markdown {raw:?}:\n{text}");
+        }
+    }
+    for (view, px) in out["overflow"].as_object().unwrap() {
+        assert!(px.as_f64().unwrap() <= 0.0, "the {view} view is {px} px wider than 1,280 px");
+    }
+    assert_eq!(out["overflow"].as_object().unwrap().len(), out["texts"].as_object().unwrap().len());
+    let s = &out["summary"];
+    assert_eq!(s["sections"], json!(["chat", "non_streaming", "speech", "transcription", "realtime"]), "{s:#}");
+    assert!(
+        s["latency"].as_array().unwrap().iter().all(|row| row["count"].as_u64() > Some(0)),
+        "rows only for metrics a group has samples of: {s:#}"
+    );
+    let summary_text = out["texts"]["summary"].as_str().unwrap();
+    assert!(
+        summary_text.contains("Agent turns (with tool calls)") && summary_text.contains("Voice turns"),
+        "{summary_text}"
+    );
+    let realtime_page = out["texts"][format!("request:{}", sent.realtime_id)].as_str().unwrap();
+    assert!(
+        !realtime_page.to_lowercase().contains("first paint"),
+        "a realtime session has no first paint:\n{realtime_page}"
+    );
+    let voice_page = out["texts"][format!("turn:{}", turn_ids[1])].as_str().unwrap();
+    assert!(!voice_page.contains("end to end"), "a voice turn's headline is the voice chain:\n{voice_page}");
+    for shot in out["screenshots"].as_array().unwrap() {
+        assert!(std::path::Path::new(shot.as_str().unwrap()).exists(), "{shot}");
+    }
+    // The README's screenshots, under stable names, when asked for.
+    if let Some(dir) = std::env::var_os("TOKENTAP_SCREENSHOTS_DIR") {
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (from, to) in [
+            ("dashboard-summary.png".to_string(), "summary.png"),
+            (format!("dashboard-request-{}.png", sent.chat_id), "request.png"),
+            (format!("dashboard-turn-{}.png", turn_ids[0]), "agent-turn.png"),
+            (format!("dashboard-turn-{}.png", turn_ids[1]), "voice-turn.png"),
+        ] {
+            std::fs::copy(artifacts.join(&from), dir.join(to)).unwrap_or_else(|e| panic!("{from}: {e}"));
+        }
+    }
 }

@@ -22,6 +22,9 @@ const SEND_AND_WAIT: &str = r##"(async () => {
     ttfp: document.querySelector("#ttfp").textContent,
     legend: [...document.querySelectorAll("#legend span")].map(s => s.textContent),
     metrics_rows: document.querySelectorAll("#metrics tbody tr").length,
+    text: document.body.innerText,
+    width: window.innerWidth,
+    overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
   };
 })()"##;
 
@@ -39,6 +42,22 @@ fn demo_page_streams_through_tokentap_and_shows_the_breakdown() {
     assert_eq!(result["status"], "done");
     assert!(result["ttfp"].as_str().unwrap().contains("ms"), "{result}");
     assert!(result["metrics_rows"].as_u64().unwrap() >= 8);
+    // Read as a person would, at Chromium's default 1,280 px: no placeholder, no raw markdown,
+    // no horizontal scrolling, no console error.
+    let text = result["text"].as_str().unwrap();
+    for word in ["null", "undefined", "NaN", "|---", "**"] {
+        assert!(!text.contains(word), "the demo page shows {word:?}:\n{text}");
+    }
+    assert_eq!(result["width"], 1280, "{result}");
+    assert!(result["overflow"].as_f64().unwrap() <= 0.0, "the demo page scrolls sideways: {result}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let errors: Vec<&Value> = out["console"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_str().is_some_and(|m| m.starts_with("error")))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
     let legend = result["legend"].to_string();
     assert!(legend.contains("reasoning") && legend.contains("render"), "{legend}");
 

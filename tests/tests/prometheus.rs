@@ -1,6 +1,7 @@
 //! `GET /metrics` on the admin listener: valid for `promtool check metrics`, and a real Prometheus
 //! (the Debian package; scripts/setup.sh installs it) scrapes it and answers a query for the TTFT
-//! histogram with the number of requests sent.
+//! histogram with the number of requests sent; scraping a fleet of three, the shipped dashboard's
+//! queries aggregate over all of them.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -260,4 +261,114 @@ fn the_runtime_scheduling_lag_is_sampled_once_traffic_starts() {
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("no scheduling lag histogram in:\n{text}"));
     assert!(count >= 3, "{count}");
+}
+
+/// The query string of a PromQL expression.
+fn query_path(expr: &str) -> String {
+    let mut encoded = String::new();
+    for b in expr.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => encoded.push(b as char),
+            _ => encoded.push_str(&format!("%{b:02X}")),
+        }
+    }
+    format!("/api/v1/query?query={encoded}")
+}
+
+/// Asks Prometheus `expr` until `done` holds for its answer, within a minute.
+fn query_until(addr: std::net::SocketAddr, expr: &str, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = get_json(addr, &query_path(expr));
+        if let Some(a) = answer.as_ref().filter(|a| done(a)) {
+            return a.clone();
+        }
+        assert!(Instant::now() < deadline, "{expr}: last answer {answer:?}");
+        // Polling: Prometheus scrapes on its own schedule.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn scalar(answer: &serde_json::Value) -> Option<f64> {
+    answer["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// A fleet: Prometheus scrapes three instances; the shipped dashboard's queries each return one
+/// aggregate over all of them (never a series per instance), and the request count is the sum of
+/// the instances' records.
+#[test]
+fn the_dashboard_aggregates_a_fleet_of_three() {
+    let mock = Mock::start(&[]);
+    let instances: Vec<Tokentap> = (0..3).map(|_| Tokentap::start(&mock.url, &[])).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    let targets: Vec<String> = instances.iter().map(|t| format!("'{}'", t.admin)).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: tokentap\n    metrics_path: /metrics\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+    )
+    .unwrap();
+    let (_prometheus, addr) = start_prometheus(&config, dir.path());
+    query_until(addr, "count(up{job=\"tokentap\"} == 1)", |a| scalar(a) == Some(3.0));
+
+    // Instance k serves k + 1 requests.
+    let mut recorded = 0;
+    for (k, t) in instances.iter().enumerate() {
+        let mut feed = t.feed();
+        for _ in 0..=k {
+            let headers = [("content-type", "application/json"), ("x-mock-ttft-ms", "5"), ("x-mock-tokens", "4")];
+            assert_eq!(http1::post(t.addr, CHAT, &headers, &chat_body()).status, 200);
+            feed.next_record_for(CHAT);
+            recorded += 1;
+        }
+    }
+    let total = "sum(tokentap_requests_total{job=~\"tokentap\"})";
+    query_until(addr, total, |a| scalar(a) == Some(f64::from(recorded)));
+    let per_instance = query_until(addr, "sum by (instance) (tokentap_requests_total)", |a| {
+        a["data"]["result"].as_array().is_some_and(|r| r.len() == 3)
+    });
+    let mut counts: Vec<f64> = per_instance["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["value"][1].as_str().unwrap().parse().unwrap())
+        .collect();
+    counts.sort_by(f64::total_cmp);
+    assert_eq!(counts, [1.0, 2.0, 3.0]);
+
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../collector-config/grafana-dashboard.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["expr"].as_str().map(str::to_owned))
+        .collect();
+    assert!(exprs.len() > 10, "{exprs:?}");
+    for expr in &exprs {
+        let filled = expr
+            .replace("$job", "tokentap")
+            .replace("$model", ".*")
+            .replace("$route", ".*")
+            .replace("$__rate_interval", "1m")
+            .replace("$__range", "10m");
+        let answer = get_json(addr, &query_path(&filled)).unwrap_or_else(|| panic!("{filled}: no answer"));
+        assert_eq!(answer["status"], "success", "{filled}: {answer}");
+        let series = answer["data"]["result"].as_array().map_or(0, Vec::len);
+        // An aggregate without `by` is one series for the whole fleet; grouped ones never split
+        // by instance.
+        if !filled.contains(" by (") || filled.contains("sum by (le)") {
+            assert!(series <= 1, "{filled}: {series} series (one per instance?): {answer}");
+        }
+        for s in answer["data"]["result"].as_array().into_iter().flatten() {
+            assert!(s["metric"].get("instance").is_none(), "{filled} keeps the instance label: {s}");
+        }
+    }
 }

@@ -71,6 +71,17 @@ fn wav_chunks(bytes: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// The voice demo page with `query`, `wav` as the microphone, waiting for `reports` probe reports.
+/// The page as a person reads it at Chromium's default 1,280 px: no `null`, `undefined` or `NaN`,
+/// no horizontal scrolling.
+fn assert_reads_cleanly(result: &Value) {
+    let text = result["page_text"].as_str().unwrap_or_else(|| panic!("no page text: {result}"));
+    for word in ["null", "undefined", "NaN"] {
+        assert!(!text.contains(word), "the voice page shows {word:?}:\n{text}");
+    }
+    assert_eq!(result["page_width"], 1280);
+    assert!(result["page_overflow"].as_f64().unwrap() <= 0.0, "the voice page scrolls sideways: {result}");
+}
+
 fn voice_page(tokentap: &Tokentap, query: &str, reports: usize, wav: &Path) -> PageRun {
     PageRun {
         origin: format!("http://{}", tokentap.addr),
@@ -80,7 +91,11 @@ fn voice_page(tokentap: &Tokentap, query: &str, reports: usize, wav: &Path) -> P
         reports,
         report_mode: Reports::Observe,
         timeout_ms: 60_000,
-        result_expr: None,
+        // What the page resolves with, and what a person reads on it once done.
+        result_expr: Some(
+            "window.__done.then((r) => Object.assign({}, r, { page_text: document.body.innerText, page_width: window.innerWidth, page_overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth }))"
+                .into(),
+        ),
         chromium_args: vec![
             "--use-fake-ui-for-media-stream".into(),
             "--use-fake-device-for-media-stream".into(),
@@ -109,6 +124,7 @@ fn voice_turn(mock_headers: &[(&str, &str)], extra_query: &str) -> (Value, Token
     let result = out["result"].clone();
     assert!(result["error"].is_null(), "the page failed: {out:#}");
     assert!(!result["turn"].is_null(), "the page never got its turn: {out:#}");
+    assert_reads_cleanly(&result);
     assert!(out["report_answers"].as_array().unwrap().iter().all(|a| a["status"] == 202), "{out:#}");
     (result, tokentap, mock, feed)
 }
@@ -278,6 +294,7 @@ fn a_realtime_session_on_the_voice_page_is_heard_after_its_first_audio_arrived()
     assert!(out["report_answers"].as_array().unwrap().iter().all(|a| a["status"] == 202), "{out:#}");
     let result = &out["result"];
     assert_eq!(result["mode"], "realtime", "{out:#}");
+    assert_reads_cleanly(result);
     let record = &result["record"];
     assert!(!record.is_null(), "the page never got the session's record: {out:#}");
     // The page named the trace; tokentap continued it from the socket's URL.

@@ -26,51 +26,34 @@ use json::Value;
 /// Longest event (SSE data, or one line) read; longer ones are skipped.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
 
-/// How the body carries its answer text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextFormat {
-    Sse,
-    Ndjson,
-    DataStream,
-    PlainText,
+/// How the body carries its answer text (the protocol's names).
+pub use tokentap_probe_protocol::TextFormat;
+
+/// The format a response's headers announce, if they do.
+pub fn format_from_headers(content_type: &str, ai_data_stream: bool) -> Option<TextFormat> {
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if ai_data_stream {
+        return Some(TextFormat::DataStream);
+    }
+    match media.as_str() {
+        "text/event-stream" => Some(TextFormat::Sse),
+        "application/x-ndjson" | "application/jsonl" | "application/json-lines" | "application/x-jsonlines" => {
+            Some(TextFormat::Ndjson)
+        }
+        "text/plain" | "text/markdown" => Some(TextFormat::PlainText),
+        _ => None,
+    }
 }
 
-impl TextFormat {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TextFormat::Sse => "sse",
-            TextFormat::Ndjson => "ndjson",
-            TextFormat::DataStream => "data_stream",
-            TextFormat::PlainText => "plain_text",
-        }
-    }
-
-    /// The format a response's headers announce, if they do.
-    pub fn from_headers(content_type: &str, ai_data_stream: bool) -> Option<TextFormat> {
-        let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        if ai_data_stream {
-            return Some(TextFormat::DataStream);
-        }
-        match media.as_str() {
-            "text/event-stream" => Some(TextFormat::Sse),
-            "application/x-ndjson" | "application/jsonl" | "application/json-lines" | "application/x-jsonlines" => {
-                Some(TextFormat::Ndjson)
-            }
-            "text/plain" | "text/markdown" => Some(TextFormat::PlainText),
-            _ => None,
-        }
-    }
-
-    /// The format the first bytes suggest (after any UTF-8 BOM and whitespace).
-    fn sniff(start: &[u8]) -> TextFormat {
-        let start = &start[start.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(start.len())..];
-        if [&b"data:"[..], b"event:", b"id:", b"retry:", b":"].iter().any(|p| start.starts_with(p)) {
-            TextFormat::Sse
-        } else if start.starts_with(b"{") {
-            TextFormat::Ndjson
-        } else {
-            TextFormat::PlainText
-        }
+/// The format the first bytes suggest (after any UTF-8 BOM and whitespace).
+fn sniff(start: &[u8]) -> TextFormat {
+    let start = &start[start.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(start.len())..];
+    if [&b"data:"[..], b"event:", b"id:", b"retry:", b":"].iter().any(|p| start.starts_with(p)) {
+        TextFormat::Sse
+    } else if start.starts_with(b"{") {
+        TextFormat::Ndjson
+    } else {
+        TextFormat::PlainText
     }
 }
 
@@ -178,7 +161,7 @@ impl AnswerText {
     }
 
     fn sniff(&mut self) {
-        let format = TextFormat::sniff(&self.head);
+        let format = sniff(&self.head);
         self.format = Some(format);
         for b in std::mem::take(&mut self.head) {
             self.byte(format, b);

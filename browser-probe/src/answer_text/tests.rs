@@ -181,11 +181,11 @@ fn the_count_only_grows_and_only_when_an_event_completes() {
 
 #[test]
 fn formats_from_headers() {
-    assert_eq!(TextFormat::from_headers("text/event-stream; charset=utf-8", false), Some(TextFormat::Sse));
-    assert_eq!(TextFormat::from_headers("text/plain; charset=utf-8", true), Some(TextFormat::DataStream));
-    assert_eq!(TextFormat::from_headers("Application/X-NDJSON", false), Some(TextFormat::Ndjson));
-    assert_eq!(TextFormat::from_headers("text/plain", false), Some(TextFormat::PlainText));
-    assert_eq!(TextFormat::from_headers("application/octet-stream", false), None);
+    assert_eq!(format_from_headers("text/event-stream; charset=utf-8", false), Some(TextFormat::Sse));
+    assert_eq!(format_from_headers("text/plain; charset=utf-8", true), Some(TextFormat::DataStream));
+    assert_eq!(format_from_headers("Application/X-NDJSON", false), Some(TextFormat::Ndjson));
+    assert_eq!(format_from_headers("text/plain", false), Some(TextFormat::PlainText));
+    assert_eq!(format_from_headers("application/octet-stream", false), None);
 }
 
 #[test]

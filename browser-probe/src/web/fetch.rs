@@ -15,7 +15,7 @@ use web_sys::{
 };
 
 use super::{body_text, get, now_ms, schedule_settle, send_reports, with_probe};
-use crate::answer_text::TextFormat;
+use crate::answer_text::format_from_headers;
 use crate::trace;
 use crate::turn::{RequestInfo, ResponsePath};
 
@@ -155,7 +155,7 @@ fn wrap_response(response: Response, turn: u32, url: &str) -> JsValue {
             t.response_path.via = ResponsePath::header(header("via"));
             if !t.audio_response {
                 let data_stream = header("x-vercel-ai-data-stream").is_some();
-                body_text::start(turn, TextFormat::from_headers(&content_type, data_stream));
+                body_text::start(turn, format_from_headers(&content_type, data_stream));
             }
         }
     });

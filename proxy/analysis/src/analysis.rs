@@ -51,6 +51,14 @@ pub struct StreamAnalysis {
     /// speech request to the answer it reads out; never written.
     #[serde(skip)]
     pub answer_hashes: Option<crate::conversation::TextHashes>,
+    /// `conversation::reply_key` of this response (its tool call ids, else its answer text): a
+    /// later step's history holds the same reply. Written only with `[turns] fleet_key`.
+    #[serde(
+        default,
+        with = "crate::conversation::fleet_hex",
+        skip_serializing_if = "crate::conversation::fleet_hex::hidden"
+    )]
+    pub reply_key: Option<u64>,
     /// What the server reported about its own time in the body (llama.cpp `timings`, Ollama
     /// durations, Groq `x_groq.usage`, Cerebras `time_info`). The record carries it as `server`,
     /// joined with the response headers' report, so it is not written here.

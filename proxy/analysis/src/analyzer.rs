@@ -304,8 +304,11 @@ impl StreamAnalyzer {
         let stalls = stall_summary(&timeline, self.limits.stall_threshold_ns);
         let answer = &timeline.texts[0];
         let answer_hashes = (!answer.trim().is_empty()).then(|| crate::conversation::TextHashes::of(answer));
+        let reply_key =
+            crate::conversation::reply_key(findings.tool_calls.iter().filter_map(|c| c.id.as_deref()), answer);
         StreamAnalysis {
             answer_hashes,
+            reply_key,
             server_timing: findings.server_timing,
             format,
             dialect,

@@ -1,12 +1,20 @@
 //! The shape of a request's conversation, as far as linking the steps of an agent turn needs it:
 //! what the last input is (a new user message or tool results), the tool results it carries, and
 //! hashes of its message prefixes. No text leaves this module: prefixes are kept as keyed 64-bit
-//! hashes (the key is chosen at random per process), so neither the record nor the turn state holds
-//! prompt content.
+//! hashes, so neither the record nor the turn state holds prompt content. The key is chosen at
+//! random per process, or derived from `[turns] fleet_key` ([`use_fleet_key`]) so that every
+//! instance of a fleet hashes the same conversation the same way.
+//!
+//! Besides the prefixes, a shape names the turn a request belongs to without any state: the
+//! prefix up to the last user message (the turn's *anchor*) and the assistant reply right after
+//! it (its tool call ids, else its text), which every step after the first carries in its history
+//! and the first step's response is. The same pair for the first user message names the
+//! conversation.
 
-use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
+
+use siphasher::sip::SipHasher13;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,11 +44,99 @@ pub struct ConversationShape {
     /// `prefix_hashes[k]` is the hash of the system prompt and the first `k + 1` messages. Empty
     /// when the list is longer than [`MAX_PREFIX_MESSAGES`].
     pub prefix_hashes: Vec<u64>,
+    /// The prefix hash up to and including the last user message: the same for every step of a
+    /// turn.
+    pub turn_anchor: Option<u64>,
+    /// [`reply_key`] of the assistant items right after the last user message (a later step's
+    /// history holds the turn's first reply there); `None` when nothing follows it.
+    pub turn_reply: Option<u64>,
+    /// The prefix hash up to and including the first user message.
+    pub conversation_anchor: Option<u64>,
+    /// [`reply_key`] of the assistant items right after the first user message.
+    pub conversation_reply: Option<u64>,
+}
+
+/// The SipHash keys of this process.
+#[derive(Debug, Clone, Copy)]
+struct HashKey(u64, u64);
+
+static KEY: OnceLock<(HashKey, bool)> = OnceLock::new();
+
+fn key() -> HashKey {
+    KEY.get_or_init(|| {
+        let random = std::collections::hash_map::RandomState::new();
+        (HashKey(random.hash_one(0x5eed_u64), random.hash_one(0xfeed_u64)), false)
+    })
+    .0
 }
 
 fn hasher() -> impl Hasher {
-    static KEY: OnceLock<RandomState> = OnceLock::new();
-    KEY.get_or_init(RandomState::new).build_hasher()
+    let HashKey(k0, k1) = key();
+    SipHasher13::new_with_keys(k0, k1)
+}
+
+/// Keys every conversation hash with `secret` (`[turns] fleet_key`) instead of a random key, so
+/// that the instances of a fleet sharing it name the same turn the same way. Call it once, before
+/// any request is analysed; returns false (and changes nothing) when hashing had already started
+/// or a key was already set.
+pub fn use_fleet_key(secret: &[u8]) -> bool {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new().chain_update(b"tokentap fleet key v1\0").chain_update(secret).finalize();
+    let word = |i: usize| u64::from_le_bytes(digest[i..i + 8].try_into().unwrap_or_default());
+    let mut set = false;
+    KEY.get_or_init(|| {
+        set = true;
+        (HashKey(word(0), word(8)), true)
+    });
+    set
+}
+
+/// Whether conversation hashes are keyed by a fleet key (and so mean the same on every instance):
+/// only then are the turn keys written into records.
+pub fn fleet_keyed() -> bool {
+    KEY.get().is_some_and(|(_, fleet)| *fleet)
+}
+
+/// Serde for the turn keys of a record (`request.turn_anchor`…, `analysis.reply_key`): 16 hex
+/// digits, written only when the hashes are fleet-keyed (a per-process key means nothing outside
+/// the process).
+pub mod fleet_hex {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => s.serialize_str(&format!("{v:016x}")),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        Ok(text.and_then(|t| u64::from_str_radix(&t, 16).ok()))
+    }
+
+    /// Left out of the record: absent, or keyed per process.
+    pub fn hidden(value: &Option<u64>) -> bool {
+        value.is_none() || !super::fleet_keyed()
+    }
+}
+
+/// The key of an assistant reply: its tool call ids in order when it made calls with ids, else
+/// its text ([`text_hash`]). The first step's response and a later step's history give the same
+/// key for the same reply.
+pub fn reply_key<'a>(call_ids: impl IntoIterator<Item = &'a str>, text: &str) -> Option<u64> {
+    let mut h = hasher();
+    let mut any = false;
+    for id in call_ids {
+        h.write(id.as_bytes());
+        h.write_u8(0xff);
+        any = true;
+    }
+    if any {
+        h.write_u8(0xfe);
+        return Some(h.finish());
+    }
+    (!text.trim().is_empty()).then(|| text_hash(text))
 }
 
 /// Most sentences hashed of one text.
@@ -120,14 +216,73 @@ pub(crate) fn shape(map: &serde_json::Map<String, Value>) -> ConversationShape {
     }
     let mut running = seed.finish();
     shape.prefix_hashes.reserve(items.len());
-    for item in items {
+    for item in &items {
         let mut h = hasher();
         h.write_u64(running);
         feed(&mut h, item, 0);
         running = h.finish();
         shape.prefix_hashes.push(running);
     }
+    let users: Vec<usize> = (0..items.len()).filter(|i| last_input(items[*i]) == LastInput::User).collect();
+    if let (Some(&first), Some(&last)) = (users.first(), users.last()) {
+        shape.turn_anchor = Some(shape.prefix_hashes[last]);
+        shape.turn_reply = reply_after(&items[last + 1..]);
+        shape.conversation_anchor = Some(shape.prefix_hashes[first]);
+        shape.conversation_reply = reply_after(&items[first + 1..]);
+    }
     shape
+}
+
+/// [`reply_key`] of the assistant items at the start of `items` (one chat message, or several
+/// Responses items: a message and its `function_call`s), up to the first item that is not the
+/// assistant's.
+fn reply_after(items: &[&Value]) -> Option<u64> {
+    let mut ids: Vec<&str> = Vec::new();
+    let mut text = String::new();
+    for item in items.iter().take_while(|item| last_input(item) == LastInput::Assistant) {
+        reply_parts(item, &mut ids, &mut text);
+    }
+    reply_key(ids, &text)
+}
+
+/// Tool call ids and text of one assistant item: Chat `tool_calls[].id` and `content`, Anthropic
+/// `tool_use` blocks and `text` blocks, Responses `function_call` items (`call_id`) and
+/// `output_text` parts, Gemini `functionCall.id` and `text` parts.
+fn reply_parts<'a>(item: &'a Value, ids: &mut Vec<&'a str>, text: &mut String) {
+    const MAX_IDS: usize = 256;
+    let mut id = |v: Option<&'a Value>| {
+        if let Some(s) = v.and_then(Value::as_str) {
+            if ids.len() < MAX_IDS {
+                ids.push(s);
+            }
+        }
+    };
+    if let Some(calls) = item.get("tool_calls").and_then(Value::as_array) {
+        calls.iter().for_each(|c| id(c.get("id")));
+    }
+    if item.get("type").and_then(Value::as_str).is_some_and(|t| t.ends_with("_call")) {
+        id(item.get("call_id").or_else(|| item.get("id")));
+    }
+    match ["content", "parts"].iter().find_map(|k| item.get(*k)) {
+        Some(Value::String(s)) => text.push_str(s),
+        Some(Value::Array(parts)) => {
+            for part in parts {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("tool_use") => id(part.get("id")),
+                    Some("text" | "output_text") | None => {
+                        if let Some(s) = part.get("text").and_then(Value::as_str) {
+                            text.push_str(s);
+                        }
+                    }
+                    _ => {}
+                }
+                if let Some(call) = part.get("functionCall") {
+                    id(call.get("id"));
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Feeds a message into the hash in a normalised form: object keys sorted, strings and numbers by

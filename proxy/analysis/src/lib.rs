@@ -17,6 +17,9 @@
 //!   speech-to-text and text-to-speech analyzers.
 //! - [`realtime`]: realtime voice sessions over WebSocket (frames, permessage-deflate, OpenAI
 //!   Realtime events, the session and its responses).
+//! - [`names`]: `named_enum!`, one name per enum variant for serde and `as_str`.
+//! - [`mcp`]: MCP exchanges over Streamable HTTP (JSON-RPC in both directions, JSON or SSE
+//!   answers, batches): operations paired by id with their start, first progress and end.
 //! - [`conversation`]: what a request's conversation looks like for linking agent steps (last
 //!   input, tool results, keyed prefix hashes).
 //!
@@ -39,7 +42,9 @@ pub mod distribution;
 mod event;
 mod findings;
 mod format;
+pub mod mcp;
 mod metrics;
+pub mod names;
 pub mod ndjson;
 pub mod realtime;
 mod request;

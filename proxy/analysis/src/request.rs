@@ -52,6 +52,32 @@ pub struct RequestInfo {
     /// Keyed hashes of the message prefixes (`conversation.rs`), for linking; never written.
     #[serde(skip)]
     pub prefix_hashes: Vec<u64>,
+    /// The turn's and the conversation's keys (`conversation.rs`: anchors and replies), written
+    /// only with `[turns] fleet_key`, so that several instances' records rebuild one turn.
+    #[serde(
+        default,
+        with = "crate::conversation::fleet_hex",
+        skip_serializing_if = "crate::conversation::fleet_hex::hidden"
+    )]
+    pub turn_anchor: Option<u64>,
+    #[serde(
+        default,
+        with = "crate::conversation::fleet_hex",
+        skip_serializing_if = "crate::conversation::fleet_hex::hidden"
+    )]
+    pub turn_reply: Option<u64>,
+    #[serde(
+        default,
+        with = "crate::conversation::fleet_hex",
+        skip_serializing_if = "crate::conversation::fleet_hex::hidden"
+    )]
+    pub conversation_anchor: Option<u64>,
+    #[serde(
+        default,
+        with = "crate::conversation::fleet_hex",
+        skip_serializing_if = "crate::conversation::fleet_hex::hidden"
+    )]
+    pub conversation_reply: Option<u64>,
     /// Keyed hash of the text of the last message when it is the user's (`conversation::text_hash`),
     /// to link a transcript to the chat request that sends it; never written.
     #[serde(skip)]
@@ -201,6 +227,10 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
     let shape = conversation::shape(map);
     info.last_input = shape.last_input;
     info.prefix_hashes = shape.prefix_hashes;
+    info.turn_anchor = shape.turn_anchor;
+    info.turn_reply = shape.turn_reply;
+    info.conversation_anchor = shape.conversation_anchor;
+    info.conversation_reply = shape.conversation_reply;
     info.previous_response_id = map
         .get("previous_response_id")
         .and_then(Value::as_str)

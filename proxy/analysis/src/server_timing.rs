@@ -32,34 +32,22 @@ pub const TIMING_HEADERS: [&str; 8] = [
     "x-generated-tokens",
 ];
 
-/// Which server's own report the timings come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerTimingSource {
-    /// llama.cpp's server: `timings` on the last stream event or the JSON body.
-    LlamaCpp,
-    /// Ollama `/api/chat` and `/api/generate`: the `*_duration` and `*_count` fields of the `done` line.
-    Ollama,
-    /// Groq: `x_groq.usage` on the last chunk, `usage` on a whole body (seconds).
-    Groq,
-    /// Cerebras: `time_info` (seconds).
-    Cerebras,
-    /// Hugging Face text-generation-inference: `x-*-time` response headers (milliseconds).
-    Tgi,
-    /// OpenAI: the `openai-processing-ms` response header.
-    Openai,
-}
-
-impl ServerTimingSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerTimingSource::LlamaCpp => "llama_cpp",
-            ServerTimingSource::Ollama => "ollama",
-            ServerTimingSource::Groq => "groq",
-            ServerTimingSource::Cerebras => "cerebras",
-            ServerTimingSource::Tgi => "tgi",
-            ServerTimingSource::Openai => "openai",
-        }
+crate::named_enum! {
+    /// Which server's own report the timings come from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum ServerTimingSource {
+        /// llama.cpp's server: `timings` on the last stream event or the JSON body.
+        LlamaCpp = "llama_cpp",
+        /// Ollama `/api/chat` and `/api/generate`: the `*_duration` and `*_count` fields of the `done` line.
+        Ollama = "ollama",
+        /// Groq: `x_groq.usage` on the last chunk, `usage` on a whole body (seconds).
+        Groq = "groq",
+        /// Cerebras: `time_info` (seconds).
+        Cerebras = "cerebras",
+        /// Hugging Face text-generation-inference: `x-*-time` response headers (milliseconds).
+        Tgi = "tgi",
+        /// OpenAI: the `openai-processing-ms` response header.
+        Openai = "openai",
     }
 }
 
@@ -380,6 +368,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn source_names_are_serdes() {
+        assert!(crate::names::serialized_name_mismatches::<ServerTimingSource>().is_empty());
+        assert!(crate::names::deserialized_name_mismatches::<ServerTimingSource>().is_empty());
+    }
 
     #[test]
     fn headers_reject_hostile_values_and_keep_the_rest() {

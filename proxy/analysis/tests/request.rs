@@ -211,3 +211,62 @@ fn prefix_hashes_ignore_key_order_and_nulls_but_not_the_system_prompt() {
         br#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}},{"functionResponse":{"name":"g","id":"x","response":{}}}]}]}"#, false);
     assert_eq!((g.tool_result_names, g.tool_result_ids), (vec!["f".to_owned()], vec!["x".to_owned()]));
 }
+
+/// Every step of a turn carries the turn's anchor and, after the first, the turn's first reply:
+/// the same keys the first step's own response gives (`conversation::reply_key`), per provider.
+#[test]
+fn later_steps_name_the_turn_and_the_conversation_as_the_first_step_does() {
+    use tokentap_analysis::conversation::reply_key;
+    let cases: [(&str, &str, &str, &[&str], &str); 4] = [
+        (
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"q1"}]}"#,
+            r#"{"messages":[{"role":"system","content":"s"},{"content":"q1","role":"user"},
+               {"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"c2","type":"function","function":{"name":"g","arguments":"{}"}}]},
+               {"role":"tool","tool_call_id":"c1","content":"1"},{"role":"tool","tool_call_id":"c2","content":"2"}]}"#,
+            &["c1", "c2"],
+            "",
+        ),
+        (
+            "/v1/messages",
+            r#"{"system":"s","messages":[{"role":"user","content":"q1"}]}"#,
+            r#"{"system":"s","messages":[{"role":"user","content":"q1"},
+               {"role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
+               {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"1"}]}]}"#,
+            &["toolu_1"],
+            "Let me look.",
+        ),
+        (
+            "/v1/responses",
+            r#"{"input":[{"role":"user","content":"q1"}]}"#,
+            r#"{"input":[{"role":"user","content":"q1"},
+               {"type":"function_call","call_id":"call_9","name":"f","arguments":"{}"},
+               {"type":"function_call_output","call_id":"call_9","output":"1"}]}"#,
+            &["call_9"],
+            "",
+        ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"user","content":"q1"}]}"#,
+            r#"{"messages":[{"role":"user","content":"q1"},{"role":"assistant","content":"The  answer."},
+               {"role":"user","content":"q2"}]}"#,
+            &[],
+            "the answer.",
+        ),
+    ];
+    for (path, first, later, ids, text) in cases {
+        let a = analyze_request(path, None, first.as_bytes(), false);
+        let b = analyze_request(path, None, later.as_bytes(), false);
+        let reply = reply_key(ids.iter().copied(), text);
+        assert!(a.turn_anchor.is_some() && reply.is_some(), "{path}");
+        assert_eq!(b.conversation_anchor, a.turn_anchor, "{path}: the conversation starts where turn 1 does");
+        assert_eq!(b.conversation_reply, reply, "{path}: the first reply, from the history");
+        if ids.is_empty() {
+            assert_ne!(b.turn_anchor, a.turn_anchor, "{path}: a new user message is a new turn");
+            assert_eq!(b.turn_reply, None, "{path}: nothing follows the last user message yet");
+        } else {
+            assert_eq!(b.turn_anchor, a.turn_anchor, "{path}: the same turn");
+            assert_eq!(b.turn_reply, reply, "{path}");
+        }
+    }
+}

@@ -507,9 +507,48 @@ function showSession(record) {
 
 const METRICS = [["ttft_answer_ms", "first answer ms"], ["time_to_first_paint_ms", "first paint ms"], ["tpot_ms", "tpot ms"], ["output_tps", "tokens/s"], ["e2e_ms", "e2e ms"]];
 
+/// The kinds of traffic the Summary has a section for (the report's `traffic` grouping), in
+/// order, each with its own words for the metrics it can have.
+const TRAFFIC = {
+  chat: { title: "Chat (streamed answers)", words: { ttft_answer_ms: "first answer token ms", time_to_first_paint_ms: "first paint in the browser ms", tpot_ms: "time per output token ms", output_tps: "output tokens/s", e2e_ms: "whole answer ms" } },
+  non_streaming: { title: "Non-streaming requests (whole answers, embeddings…)", words: { ttft_answer_ms: "first answer byte ms", time_to_first_paint_ms: "first paint in the browser ms", tpot_ms: "time per output token ms", output_tps: "output tokens/s", e2e_ms: "response complete ms" } },
+  speech: { title: "Text to speech", words: { e2e_ms: "all audio received ms" }, note: "First audible sample, leading silence and underruns per request: open a request, or its voice turn." },
+  transcription: { title: "Speech to text", words: { ttft_answer_ms: "first transcript text ms", e2e_ms: "transcript done ms" } },
+  realtime: { title: "Realtime sessions (WebSocket)", words: {}, note: "A session's latency is per response (end of speech → first audio delta → heard): open a session. Counts and goodput are below." },
+};
+
+/// An inline ECDF of one metric's samples (quantile points from the summary), with p50, p90 and
+/// p99 marked.
+function ecdfPlot(e, d, width = 180, height = 34) {
+  if (!e || !e.values?.length) return "";
+  const v = e.values, lo = v[0], hi = v[v.length - 1], span = hi - lo || Math.abs(hi) || 1;
+  const x = (val) => 2 + ((val - lo) / span) * (width - 4), y = (p) => height - 2 - p * (height - 4);
+  const pts = v.map((val, i) => `${x(val).toFixed(1)},${y(v.length === 1 ? 1 : i / (v.length - 1)).toFixed(1)}`).join(" ");
+  const root = svg("svg", { width, height, class: "ecdf", role: "img" }, svg("title", {}, `distribution of ${e.n} samples: ${fmt(lo, 2)} … ${fmt(hi, 2)}`));
+  root.append(svg("polyline", { points: pts, fill: "none", stroke: "#2563eb", "stroke-width": 1.5 }));
+  for (const [p, val] of [[0.5, d.p50], [0.9, d.p90], [0.99, d.p99]]) {
+    root.append(svg("line", { x1: x(val), x2: x(val), y1: y(0), y2: y(p), stroke: "#999", "stroke-dasharray": "2,2" }, svg("title", {}, `p${Math.round(p * 100)} ${fmt(val, 2)}`)));
+  }
+  return root;
+}
+
+/// A group's label in words: its kind of traffic, then the rest of its key.
+function kindLabel(g) {
+  const kind = g.key?.find(([k]) => k === "traffic")?.[1];
+  if (!kind) return g.label;
+  const rest = groupLabel(g);
+  return rest === "all" ? (TRAFFIC[kind]?.title ?? kind) : `${TRAFFIC[kind]?.title ?? kind}: ${rest}`;
+}
+
+/// A group's label without its `traffic=` part ("all" when nothing else was grouped by).
+function groupLabel(g) {
+  const rest = (g.key ?? []).filter(([k]) => k !== "traffic").map(([k, v]) => `${k}=${v}`);
+  return rest.length ? rest.join(" ") : "all";
+}
+
 async function loadSummary() {
   const s = state.summary;
-  const p = new URLSearchParams({ window: s.window, group_by: s.group_by });
+  const p = new URLSearchParams({ window: s.window, group_by: ["traffic", ...s.group_by.split(",").filter(Boolean)].join(",") });
   if (s.include_warmup) p.set("include_warmup", "true");
   const groupBox = (key) => el("label", {}, el("input", { type: "checkbox", checked: s.group_by.split(",").includes(key), onchange: (e) => {
     const keys = new Set(s.group_by.split(",").filter(Boolean));
@@ -530,30 +569,43 @@ async function loadSummary() {
   }
   if (window.__dashboard.view !== "summary") return;
   const groups = r.groups.length ? r.groups : [r.overall];
-  const latency = el("table", { id: "summary-latency" },
-    el("thead", {}, el("tr", {}, ["group", "metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i >= 2 ? "n" : "" }, h)))),
-    el("tbody", {}, groups.flatMap((g) => METRICS.map(([key, label]) => {
+  // One section per kind of traffic, rows only for the metrics its groups have samples of.
+  const kinds = Object.keys(TRAFFIC).filter((k) => groups.some((g) => g.key?.[0]?.[1] === k));
+  const latency = el("div", { id: "summary-latency" }, kinds.length ? kinds.map((kind) => {
+    const t = TRAFFIC[kind], mine = groups.filter((g) => g.key?.[0]?.[1] === kind);
+    const requests = mine.reduce((a, g) => a + g.requests, 0);
+    const rows = mine.flatMap((g) => METRICS.filter(([key]) => g.metrics[key] && t.words[key]).map(([key]) => {
       const d = g.metrics[key];
-      return el("tr", { "data-group": g.label, "data-metric": key },
-        el("td", {}, g.label), el("td", {}, label), el("td", { class: "n", "data-count": d ? d.count : 0 }, d ? d.count : 0),
-        ...(d ? [d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))) : [el("td", { class: "n muted", colspan: 5 }, "no samples")]));
-    }))));
+      return el("tr", { "data-group": groupLabel(g), "data-traffic": kind, "data-metric": key },
+        el("td", {}, groupLabel(g)), el("td", {}, t.words[key]), el("td", { class: "n", "data-count": d.count }, d.count),
+        ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))),
+        el("td", { class: "plot" }, ecdfPlot(g.ecdf?.[key], d)));
+    }));
+    return el("section", { class: "traffic", "data-traffic": kind },
+      el("h4", {}, `${t.title}: ${requests} request${requests === 1 ? "" : "s"}`),
+      t.note ? el("p", { class: "muted" }, t.note) : null,
+      rows.length ? el("table", {},
+        el("thead", {}, el("tr", {}, ["group", "metric", "n", "p50", "p90", "p95", "p99", "max", "distribution (p50, p90, p99 marked)"].map((h, i) => el("th", { class: i >= 2 && i < 8 ? "n" : "" }, h)))),
+        el("tbody", {}, rows))
+        : (t.note ? null : el("p", { class: "muted" }, "No successful request with these metrics yet.")));
+  }) : el("p", { class: "muted" }, "No request in the window."));
+  const turnSections = turnSummary(r.turns);
   // Cold and warm prompts are never averaged together without saying so: TTFT per cache state.
   const cacheRows = groups.flatMap((g) => Object.entries(g.ttft_answer_by_prompt_cache ?? {}).map(([state, d]) => [g, state, d]));
   const byCache = cacheRows.length ? el("table", { id: "summary-prompt-cache" },
     el("thead", {}, el("tr", {}, ["group", "prompt cache", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i >= 2 ? "n" : "" }, h)))),
     el("tbody", {}, cacheRows.map(([g, state, d]) => el("tr", { "data-group": g.label, "data-cache": state },
-      el("td", {}, g.label), el("td", {}, state), el("td", { class: "n" }, d.count), ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))))))) : null;
+      el("td", {}, kindLabel(g)), el("td", {}, state), el("td", { class: "n" }, d.count), ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))))))) : null;
   const serverRows = groups.filter((g) => g.server).flatMap((g) => [["server.queue_ms", g.server.queue_ms], ["server.prefill_ms", g.server.prefill_ms], ["server.decode_ms", g.server.decode_ms], ["network_and_proxy_ms", g.server.network_and_proxy_ms]].filter(([, d]) => d).map(([k, d]) => [g, k, d]));
   const server = serverRows.length ? el("table", { id: "summary-server" },
     el("thead", {}, el("tr", {}, ["group", "metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i >= 2 ? "n" : "" }, h)))),
     el("tbody", {}, serverRows.map(([g, k, d]) => el("tr", { "data-group": g.label, "data-metric": k },
-      el("td", {}, g.label), el("td", {}, k), el("td", { class: "n" }, d.count), ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))))))) : null;
+      el("td", {}, kindLabel(g)), el("td", {}, k), el("td", { class: "n" }, d.count), ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))))))) : null;
   const goodRows = r.groups.length ? [...r.groups, r.overall] : [r.overall];
   const goodput = el("table", { id: "summary-goodput" },
     el("thead", {}, el("tr", {}, ["group", "requests", "ok", "good", "attainment", "good tokens/s", "stalled / analysed", "stall rate"].map((h, i) => el("th", { class: i ? "n" : "" }, h)))),
     el("tbody", {}, goodRows.map((g) => el("tr", { "data-group": g.label, "data-requests": g.requests, "data-good": g.goodput.good },
-      el("td", {}, g.label), el("td", { class: "n" }, g.requests), el("td", { class: "n" }, g.outcomes.ok ?? 0), el("td", { class: "n" }, g.goodput.good),
+      el("td", {}, kindLabel(g)), el("td", { class: "n" }, g.requests), el("td", { class: "n" }, g.outcomes.ok ?? 0), el("td", { class: "n" }, g.goodput.good),
       el("td", { class: "n" }, pct(g.goodput.attainment)), el("td", { class: "n" }, fmt(g.goodput.good_tokens_per_s, 2)),
       el("td", { class: "n" }, `${g.stalls.stalled} / ${g.stalls.analysed}`), el("td", { class: "n" }, pct(g.stalls.rate))))));
   const slo = Object.entries(r.slo).map(([k, v]) => `${k.replace(/_ms$/, "")} ≤ ${v} ms`).join(", ") || "none configured (every successful request is good)";
@@ -563,7 +615,7 @@ async function loadSummary() {
       `${r.records_used} requests used of ${r.records_in_window} in the window (${r.records_total} in memory); warm-up ${r.include_warmup ? "included" : `excluded (${r.warm_up_excluded} left out)`}. `,
       `Percentiles: linear interpolation between closest ranks over successful requests. SLOs: ${slo}.`),
     warmupNote(r),
-    el("h3", {}, "Latency and throughput"), latency,
+    el("h3", {}, "Latency and throughput"), latency, turnSections,
     byCache ? el("h3", {}, "Time to first answer token by prompt cache") : null,
     byCache ? el("p", { class: "muted" }, "Cold and warm prompts differ by up to an order of magnitude; the rows above mix them, these do not.") : null, byCache,
     server ? el("h3", {}, "Server-reported time (white box)") : null, server,
@@ -571,6 +623,29 @@ async function loadSummary() {
     el("p", { class: "muted" }, `The same numbers as \`tokentap report --json\` over these records. Versions: ${Object.keys(r.conditions.record_versions).join(", ") || "–"}.`),
   );
   window.__dashboard.ready = location.hash || "#/";
+}
+
+/// The agent-turn and voice-turn sections of the Summary (the report's `turns`), each with only
+/// the rows it has samples of.
+function turnSummary(t) {
+  if (!t || (!t.agent_turns && !t.voice_turns)) return null;
+  const table = (rows) => {
+    const present = rows.filter(([, d]) => d);
+    return present.length ? el("table", {},
+      el("thead", {}, el("tr", {}, ["metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i ? "n" : "" }, h)))),
+      el("tbody", {}, present.map(([label, d, share]) => el("tr", { "data-metric": label },
+        el("td", {}, label), el("td", { class: "n" }, d.count),
+        ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, share ? pct(v) : fmt(v, 2))))))) : el("p", { class: "muted" }, "No complete turn yet.");
+  };
+  return el("div", { id: "summary-turns" },
+    t.agent_turns ? el("section", { class: "traffic", "data-traffic": "agent_turns" },
+      el("h4", {}, `Agent turns (with tool calls): ${t.agent_turns} of ${t.turns} turns`),
+      el("p", { class: "muted" }, "Where a turn's time went, per complete agent turn; tool runs include the client's own work and network. Each turn is on the Turns page."),
+      table([["model share", t.model_share, true], ["tool share", t.tool_share, true], ["client share", t.client_share, true], ["tool run ms", t.tool_run_ms]])) : null,
+    t.voice_turns ? el("section", { class: "traffic", "data-traffic": "voice_turns" },
+      el("h4", {}, `Voice turns: ${t.voice_turns}`),
+      el("p", { class: "muted" }, `Voice to voice needs the browser probe; the other times are the wire's, from the transcription request's start. Speech requests with predicted underruns: ${t.speech_with_underruns}.`),
+      table([["voice to voice: end of speech → heard ms", t.voice_to_voice_ms], ["voice to first audible sample ms", t.voice_to_first_audible_ms], ["transcription ms", t.transcription_ms], ["speech request → first audible ms", t.speech_to_first_audible_ms]])) : null);
 }
 
 /// Said where it changes what the tables show: requests left out as warm-up, with a way to
@@ -731,19 +806,27 @@ async function loadTurn(id) {
   fill(view,
     el("p", {}, el("a", { href: "#/turns" }, "← turns")),
     el("h2", {}, `Turn ${t.turn_id}`),
-    el("div", { class: "cards" },
-      card("status", t.status),
-      card("end to end", `${fmt(tt.e2e_ms)} ms`),
-      card("model", `${fmt(tt.model_ms)} ms${share(tt.model_ms)}`),
-      card("tools (with client work)", `${fmt(tt.tool_ms)} ms${share(tt.tool_ms)}`),
-      card("other client time", `${fmt(tt.client_ms)} ms${share(tt.client_ms)}`),
-      card("steps / tool calls", `${tt.steps} / ${tt.tool_calls}`),
-    ),
-    el("div", { id: "turn-breakdown" }, breakdownBar(t, 600)),
+    // A voice turn's wait is the voice chain (its own cards below); the model calls are one part.
+    t.voice
+      ? el("div", { class: "cards", id: "turn-cards" },
+        card("status", t.status),
+        card("model calls (first start → answer's end)", `${fmt(tt.e2e_ms)} ms`),
+        card("steps / tool calls", `${tt.steps} / ${tt.tool_calls}`),
+      )
+      : el("div", { class: "cards", id: "turn-cards" },
+        card("status", t.status),
+        card("end to end", `${fmt(tt.e2e_ms)} ms`),
+        card("model", `${fmt(tt.model_ms)} ms${share(tt.model_ms)}`),
+        card("tools (with client work)", `${fmt(tt.tool_ms)} ms${share(tt.tool_ms)}`),
+        card("other client time", `${fmt(tt.client_ms)} ms${share(tt.client_ms)}`),
+        card("steps / tool calls", `${tt.steps} / ${tt.tool_calls}`),
+      ),
+    ...voiceSection(t.voice),
+    // A voice turn's split of the model calls alone would read "model 100 %" next to the voice chain.
+    t.voice ? null : el("div", { id: "turn-breakdown" }, breakdownBar(t, 600)),
     el("h3", {}, "Timeline"),
     el("div", { class: "legend" }, ["model", "tool", "client"].map((l) => el("span", { style: `--c:${LANE_COLORS[l]}` }, l)), el("span", { class: "muted" }, "outlined: the critical path")),
     turnGantt(t),
-    ...voiceSection(t.voice),
     el("h3", {}, "Steps"),
     el("table", { id: "turn-steps" },
       el("thead", {}, el("tr", {}, ["step", "linked by", "request", "outcome", "model"].map((h) => el("th", {}, h)), ["start ms", "end ms", "first answer ms", "first tool call ms", "tool calls"].map((h) => el("th", { class: "n" }, h)))),
@@ -751,7 +834,8 @@ async function loadTurn(id) {
         el("td", {}, s.step), el("td", {}, s.link), el("td", {}, s.request_id), el("td", { class: s.outcome === "ok" ? "" : "bad" }, s.outcome), el("td", {}, s.model ?? "–"),
         el("td", { class: "n" }, fmt(s.start_ms)), el("td", { class: "n" }, fmt(s.end_ms)), el("td", { class: "n" }, fmt(s.ttft_answer_ms)), el("td", { class: "n" }, fmt(s.ttft_tool_ms)), el("td", { class: "n" }, s.tool_calls))))),
     el("h3", {}, "Tool runs"),
-    el("table", { id: "turn-tools" },
+    t.tool_runs.length ? null : el("p", { class: "muted" }, "No tool calls in this turn."),
+    t.tool_runs.length === 0 ? null : el("table", { id: "turn-tools" },
       el("thead", {}, el("tr", {}, ["tool", "call id", "from step", "result in step"].map((h) => el("th", {}, h)), ["ready ms", "result ms", "duration ms"].map((h) => el("th", { class: "n" }, h)))),
       el("tbody", {}, t.tool_runs.map((r) => el("tr", {},
         el("td", {}, r.name ?? "–"), el("td", {}, r.call_id ?? "–"), el("td", {}, r.step), el("td", {}, r.result_step ?? "never"),

@@ -196,24 +196,14 @@ impl Target {
     }
 }
 
-/// One metric an SLO bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SloMetric {
-    TtftAnswer,
-    TtftReasoning,
-    Tpot,
-    E2e,
-}
-
-impl SloMetric {
-    pub fn name(self) -> &'static str {
-        match self {
-            SloMetric::TtftAnswer => "ttft_answer",
-            SloMetric::TtftReasoning => "ttft_reasoning",
-            SloMetric::Tpot => "tpot",
-            SloMetric::E2e => "e2e",
-        }
+tokentap_analysis::named_enum! {
+    /// One metric an SLO bounds.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum SloMetric {
+        TtftAnswer = "ttft_answer",
+        TtftReasoning = "ttft_reasoning",
+        Tpot = "tpot",
+        E2e = "e2e",
     }
 }
 
@@ -231,11 +221,8 @@ impl Slo {
             let bad = |why: &str| ConfigError::Slo { part: part.to_string(), why: why.to_string() };
             let (name, value) = part.split_once('=').ok_or_else(|| bad("expected metric=limit"))?;
             let metric = match name.trim() {
-                "ttft_answer" | "ttft" => SloMetric::TtftAnswer,
-                "ttft_reasoning" => SloMetric::TtftReasoning,
-                "tpot" => SloMetric::Tpot,
-                "e2e" => SloMetric::E2e,
-                _ => return Err(bad("metrics are ttft_answer, ttft_reasoning, tpot and e2e")),
+                "ttft" => SloMetric::TtftAnswer,
+                other => other.parse().map_err(|_| bad("metrics are ttft_answer, ttft_reasoning, tpot and e2e"))?,
             };
             let value = value.trim();
             let ms = match value.parse::<f64>() {

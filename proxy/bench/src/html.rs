@@ -149,11 +149,17 @@ fn plot(title: &str, x_name: &str, y_name: &str, series: &[Series], log_x: bool,
     let (mut x0, mut x1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let y1 = all.iter().fold(0.0f64, |a, p| a.max(p.1)) * 1.08;
     let y0 = 0.0;
-    if !log_x {
-        x0 = x0.min(0.0);
-    }
+    // The x axis covers the data, not 0 → max (a CDF of values far from 0 would be a vertical
+    // line), with a margin either side so no point sits on the frame or under the legend.
     if (x1 - x0).abs() < 1e-12 {
-        x1 = x0 + 1.0;
+        let pad = if log_x { 0.5 } else { x0.abs().max(1.0) * 0.1 };
+        (x0, x1) = (x0 - pad, x1 + pad);
+    } else {
+        let pad = (x1 - x0) * 0.05;
+        (x0, x1) = (x0 - pad, x1 + pad);
+    }
+    if !log_x && all.iter().all(|p| p.0 >= 0.0) {
+        x0 = x0.max(0.0);
     }
     let y1 = if y1 <= 0.0 { 1.0 } else { y1 };
     let px = |x: f64| left + (fx(x) - x0) / (x1 - x0) * (w - left - right);
@@ -219,12 +225,23 @@ fn plot(title: &str, x_name: &str, y_name: &str, series: &[Series], log_x: bool,
                 ly - 3.0,
                 w - right + 22.0,
                 ly + 1.0,
-                escape(&s.label)
+                escape(&legend_label(&s.label))
             );
         }
     }
     svg.push_str("</svg></figure>");
     svg
+}
+
+/// A legend entry that fits the legend's column (about 24 characters at 11 px) instead of running
+/// off the figure.
+fn legend_label(label: &str) -> String {
+    const MAX: usize = 24;
+    if label.chars().count() <= MAX {
+        return label.to_owned();
+    }
+    let cut: String = label.chars().take(MAX - 1).collect();
+    format!("{cut}…")
 }
 
 fn short(v: f64) -> String {
@@ -312,4 +329,34 @@ fn markdown_to_html(markdown: &str) -> String {
         out.push_str("</ul>");
     }
     out
+}
+
+#[cfg(test)]
+mod plot_tests {
+    use super::*;
+
+    fn numbers(svg: &str, attr: &str) -> Vec<f64> {
+        svg.split(&format!(" {attr}=\"")).skip(1).filter_map(|t| t.split('"').next()?.parse().ok()).collect()
+    }
+
+    #[test]
+    fn points_stay_inside_the_plot_and_a_cdf_axis_covers_its_data() {
+        let series: Vec<Series> = (0..3)
+            .map(|i| Series {
+                label: format!("c={} out 512 prompt 4096 with a long name", 1 << i),
+                points: (1..=10).map(|k| (1000.0 + f64::from(k) + f64::from(i), f64::from(k) / 10.0)).collect(),
+                dashed: false,
+            })
+            .collect();
+        let svg = plot("CDF", "ms", "fraction", &series, false, false);
+        let (w, right, left) = (520.0, 170.0, 60.0);
+        for cx in numbers(&svg, "cx") {
+            assert!(cx > left && cx < w - right - 2.0, "a point at {cx} sits on the frame or under the legend");
+        }
+        // The data (1001 … 1012 ms) fills the plot: the first point is not squeezed against the last.
+        let cx = numbers(&svg, "cx");
+        let (lo, hi) = cx.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+        assert!(hi - lo > 200.0, "{lo} … {hi}");
+        assert!(!svg.contains("with a long name"), "legend labels are cut to fit");
+    }
 }

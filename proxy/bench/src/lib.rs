@@ -43,3 +43,17 @@ pub use client::ClientError;
 pub use config::{BenchArgs, BenchConfig, ConfigError, Target};
 pub use results::{BenchResults, RequestPath};
 pub use run::{run, RunError, RunOutput, RunTarget};
+
+#[cfg(test)]
+mod enum_names {
+    use tokentap_analysis::names::{deserialized_name_mismatches, serialized_name_mismatches};
+
+    #[test]
+    fn as_str_is_the_name_serde_writes_and_reads() {
+        let mut wrong = serialized_name_mismatches::<crate::config::SloMetric>();
+        wrong.extend(deserialized_name_mismatches::<crate::config::SloMetric>());
+        wrong.extend(serialized_name_mismatches::<crate::record::FailureKind>());
+        wrong.extend(deserialized_name_mismatches::<crate::record::FailureKind>());
+        assert!(wrong.is_empty(), "{wrong:?}");
+    }
+}

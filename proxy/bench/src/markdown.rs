@@ -86,7 +86,7 @@ fn conditions(out: &mut String, r: &BenchResults) {
         c.seed
     );
     if !c.slo.is_empty() {
-        let slo: Vec<String> = c.slo.objectives_ms.iter().map(|(m, v)| format!("{} ≤ {v} ms", m.name())).collect();
+        let slo: Vec<String> = c.slo.objectives_ms.iter().map(|(m, v)| format!("{} ≤ {v} ms", m.as_str())).collect();
         let _ = writeln!(out, "- SLO: {}", slo.join(", "));
     }
     let _ = writeln!(out, "- definitions: docs/metrics.md (TTFT = first answer text; TPOT and tok/s exclude the first content event; tokens are o200k_base)\n");
@@ -107,7 +107,7 @@ fn failures(s: &CellStats) -> String {
     if s.failures == 0 {
         return "0".into();
     }
-    let kinds: Vec<String> = s.failure_kinds.iter().map(|(k, n)| format!("{} {n}", k.name())).collect();
+    let kinds: Vec<String> = s.failure_kinds.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
     format!("{} ({})", s.failures, kinds.join(", "))
 }
 

@@ -4,43 +4,28 @@
 use serde::{Deserialize, Serialize};
 use tokentap_analysis::StreamAnalysis;
 
-/// Why a request failed. Nothing is retried: a failure is one sample, counted in its cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// TCP connect, TLS or the HTTP handshake failed.
-    Connect,
-    /// The request could not be written or the response head not read.
-    Transport,
-    /// A reused kept-alive connection turned out closed by the server as the request went out.
-    StaleConnection,
-    /// The response status was not 2xx.
-    HttpStatus,
-    /// The request had not ended within `--timeout`.
-    Timeout,
-    /// The body ended without the API's end marker (`[DONE]`, `message_stop`), or broke off.
-    Truncated,
-    /// The stream carried an error event.
-    StreamError,
-    /// A complete 2xx stream with no content at all.
-    NoContent,
-    /// The body exceeded `--max-response-bytes`.
-    TooLarge,
-}
-
-impl FailureKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            FailureKind::Connect => "connect",
-            FailureKind::Transport => "transport",
-            FailureKind::StaleConnection => "stale_connection",
-            FailureKind::HttpStatus => "http_status",
-            FailureKind::Timeout => "timeout",
-            FailureKind::Truncated => "truncated",
-            FailureKind::StreamError => "stream_error",
-            FailureKind::NoContent => "no_content",
-            FailureKind::TooLarge => "too_large",
-        }
+tokentap_analysis::named_enum! {
+    /// Why a request failed. Nothing is retried: a failure is one sample, counted in its cell.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum FailureKind {
+        /// TCP connect, TLS or the HTTP handshake failed.
+        Connect = "connect",
+        /// The request could not be written or the response head not read.
+        Transport = "transport",
+        /// A reused kept-alive connection turned out closed by the server as the request went out.
+        StaleConnection = "stale_connection",
+        /// The response status was not 2xx.
+        HttpStatus = "http_status",
+        /// The request had not ended within `--timeout`.
+        Timeout = "timeout",
+        /// The body ended without the API's end marker (`[DONE]`, `message_stop`), or broke off.
+        Truncated = "truncated",
+        /// The stream carried an error event.
+        StreamError = "stream_error",
+        /// A complete 2xx stream with no content at all.
+        NoContent = "no_content",
+        /// The body exceeded `--max-response-bytes`.
+        TooLarge = "too_large",
     }
 }
 

@@ -20,6 +20,8 @@ use crate::stats::CellStats;
 pub const QUEUEING_TTFT_RISE: f64 = 0.5;
 pub const DECODE_TPOT_RISE: f64 = 0.25;
 pub const SATURATION_EFFICIENCY: f64 = 0.5;
+/// A change smaller than this (relative, lowest to highest level) is noise, not a regression.
+pub const NOISE_CHANGE: f64 = 0.05;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -117,21 +119,31 @@ pub fn regressions(cells: &[(&Cell, &CellStats)]) -> Vec<Regression> {
             ("tpot_ms.p95", "p95 TPOT", |s: &CellStats| s.tpot_ms.as_ref().map(|d| d.p95)),
         ] {
             if let (Some(a), Some(b)) = (get(lo.1), get(hi.1)) {
+                // A change within the noise band is no regression: not listed.
+                if (b / a - 1.0).abs() < NOISE_CHANGE {
+                    continue;
+                }
                 if let Some(value) = per_doubling(lo.0, a, hi.0, b) {
-                    let verb = if value >= 0.0 { "raises" } else { "lowers" };
+                    let (verb, total) = (if b >= a { "raises" } else { "lowers" }, (b / a - 1.0).abs() * 100.0);
+                    let sentence = if hi.0 == lo.0 * 2 {
+                        format!(
+                            "{group}: doubling the users ({} → {}) {verb} {name} by {total:.0}% ({a:.1} → {b:.1} ms)",
+                            lo.0, hi.0
+                        )
+                    } else {
+                        format!(
+                            "{group}: going from {} to {} users {verb} {name} by {total:.0}% ({a:.1} → {b:.1} ms), {:.1}% per doubling",
+                            lo.0,
+                            hi.0,
+                            value.abs()
+                        )
+                    };
                     out.push(Regression {
                         kind: RegressionKind::PerConcurrencyDoubling,
                         metric: metric.into(),
                         group: group.clone(),
                         value,
-                        sentence: format!(
-                            "{group}: doubling concurrency {verb} {name} by {:.1}% ({} → {} users: {:.1} → {:.1} ms)",
-                            value.abs(),
-                            lo.0,
-                            hi.0,
-                            a,
-                            b
-                        ),
+                        sentence,
                     });
                 }
             }
@@ -150,6 +162,12 @@ pub fn regressions(cells: &[(&Cell, &CellStats)]) -> Vec<Regression> {
     for (group, points) in prompt_groups {
         if let Some(s) = slope(&points) {
             let value = s * 1000.0;
+            // Over the prompt lengths measured, a change within the noise band is no regression.
+            let (lo, hi) = points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| (l.min(p.0), h.max(p.0)));
+            let mean = points.iter().map(|p| p.1).sum::<f64>() / points.len() as f64;
+            if mean > 0.0 && (s * (hi - lo)).abs() < NOISE_CHANGE * mean {
+                continue;
+            }
             out.push(Regression {
                 kind: RegressionKind::PerThousandPromptTokens,
                 metric: "ttft_answer_ms.p50".into(),
@@ -272,8 +290,14 @@ mod tests {
         let r = regressions(&[(&c1, &s1), (&c4, &s4)]);
         let ttft = r.iter().find(|r| r.metric == "ttft_answer_ms.p95").unwrap();
         assert!((ttft.value - 100.0).abs() < 1e-9, "{}", ttft.value);
-        assert!(ttft.sentence.contains("raises p95 TTFT by 100.0%"), "{}", ttft.sentence);
-        assert!(r.iter().find(|r| r.metric == "tpot_ms.p95").unwrap().value.abs() < 1e-9);
+        assert!(
+            ttft.sentence
+                .contains("going from 1 to 4 users raises p95 TTFT by 300% (100.0 → 400.0 ms), 100.0% per doubling"),
+            "{}",
+            ttft.sentence
+        );
+        assert!(!ttft.sentence.contains("doubling the users"), "1 → 4 is two doublings: {}", ttft.sentence);
+        assert!(r.iter().all(|r| r.metric != "tpot_ms.p95"), "a flat TPOT is no regression: {r:?}");
         let b = bottlenecks(&[(&c1, &s1), (&c4, &s4)]);
         let findings: Vec<Finding> = b.iter().map(|b| b.finding).collect();
         // 4× users, 1.5× tokens/s: saturated; TTFT +300%: queueing.
@@ -293,5 +317,16 @@ mod tests {
         let b = bottlenecks(&[(&c1, &s1), (&c8, &s8)]);
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].finding, Finding::NoContention);
+    }
+
+    #[test]
+    fn noise_is_no_regression_and_one_doubling_says_so() {
+        let (c1, c2) = (cell(1, 256), cell(2, 256));
+        // +0.4 % and −0.1 %: noise.
+        let r = regressions(&[(&c1, &stats(100.0, 10.0, 100.0)), (&c2, &stats(100.4, 9.99, 200.0))]);
+        assert!(r.is_empty(), "{r:?}");
+        let r = regressions(&[(&c1, &stats(100.0, 10.0, 100.0)), (&c2, &stats(150.0, 10.0, 200.0))]);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].sentence.contains("doubling the users (1 → 2) raises p95 TTFT by 50%"), "{}", r[0].sentence);
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use tokentap_analysis::analyze_request;
-use tokentap_record::turn::{StepInput, StepToolCall, TurnConfig, TurnTracker};
+use tokentap_record::turn::{StepInput, StepToolCall, TurnConfig, TurnKeys, TurnTracker};
 use tokentap_record::Outcome;
 
 /// A chat body of `history` earlier exchanges (user, assistant with a tool call, tool result), then
@@ -46,6 +46,7 @@ fn body(conversation: usize, history: usize, calls: Option<&[String]>) -> Value 
 fn step(bytes: &[u8], i: usize, calls: &[String]) -> StepInput {
     let info = analyze_request("/v1/chat/completions", Some("application/json"), bytes, false);
     let t0 = 1_800_000_000_000_000_000 + i as u64 * 1_000_000;
+    let keys = TurnKeys::of_request(&info, None);
     StepInput {
         request_id: format!("{i:024x}"),
         span_id: format!("{i:016x}"),
@@ -74,6 +75,7 @@ fn step(bytes: &[u8], i: usize, calls: &[String]) -> StepInput {
             .iter()
             .map(|id| StepToolCall { id: Some(id.clone()), name: Some("get_time".into()), ready_unix_ns: t0 + 450_000 })
             .collect(),
+        keys,
     }
 }
 

@@ -10,7 +10,10 @@
 //! already written, and where they ended on the connection. So a chunk ends on the connection where
 //! the first sample that had all of its bytes written says (pieces may be written together, so
 //! this can be a little later than the chunk's own end, never earlier). A chunk was delivered at the first sample whose acknowledged count reaches its end. The
-//! resolution is the sampling: each handoff, then every `ACK_POLL` while the tail drains.
+//! resolution is the sampling: each handoff, then every `ACK_POLL` while the tail drains. Each
+//! reading also carries when the last ACK arrived (`tcpi_last_ack_recv`), so a chunk whose covering
+//! reading came long after (the next handoff, after a stall) is dated by that ACK, not by the
+//! reading: between the reading before, which did not cover it, and the reading itself.
 
 use std::time::Duration;
 
@@ -31,6 +34,9 @@ pub struct AckSample {
     pub written: u64,
     /// Bytes the client had acknowledged.
     pub acked: u64,
+    /// When the last ACK before the reading arrived (ns since t0; the kernel's
+    /// `tcpi_last_ack_recv`, millisecond resolution): `t_ns` when unknown or just now.
+    pub last_ack_ns: u64,
 }
 
 /// Readings of one response, bounded.
@@ -136,7 +142,11 @@ pub fn apply(tracker: &AckTracker, chunks: &mut [ChunkStamp], chunks_truncated: 
         while cursor < all.len() && all[cursor].acked < end {
             cursor += 1;
         }
-        chunk.t_acked_ns = all.get(cursor).map(|s| s.t_ns);
+        // The ACK that covered the chunk came after the reading before (which did not cover it)
+        // and at or before the last ACK the covering reading reports: across a stall, readings
+        // are far apart, and the reading's own time would make the chunk look acknowledged late.
+        let before = cursor.checked_sub(1).and_then(|i| all.get(i)).map_or(0, |s| s.t_ns);
+        chunk.t_acked_ns = all.get(cursor).map(|s| s.last_ack_ns.clamp(before.min(s.t_ns), s.t_ns));
     }
     summary(true, None)
 }
@@ -153,12 +163,12 @@ mod tests {
     fn ack_times_come_from_the_first_sample_covering_each_chunk() {
         // Head of 100 bytes, then three chunks of 10 bytes (+ framing) written at 10, 20, 30 ms.
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 0 }, usize::MAX);
-        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 115, acked: 100 }, usize::MAX);
-        t.push_handoff(AckSample { t_ns: 30, body_before: 20, written: 130, acked: 100 }, usize::MAX);
-        t.push_tail(AckSample { t_ns: 31, body_before: 30, written: 145, acked: 115 });
-        t.push_tail(AckSample { t_ns: 40, body_before: 30, written: 145, acked: 130 });
-        t.push_tail(AckSample { t_ns: 50, body_before: 30, written: 145, acked: 145 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 0, last_ack_ns: 10 }, usize::MAX);
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 115, acked: 100, last_ack_ns: 20 }, usize::MAX);
+        t.push_handoff(AckSample { t_ns: 30, body_before: 20, written: 130, acked: 100, last_ack_ns: 30 }, usize::MAX);
+        t.push_tail(AckSample { t_ns: 31, body_before: 30, written: 145, acked: 115, last_ack_ns: 31 });
+        t.push_tail(AckSample { t_ns: 40, body_before: 30, written: 145, acked: 130, last_ack_ns: 40 });
+        t.push_tail(AckSample { t_ns: 50, body_before: 30, written: 145, acked: 145, last_ack_ns: 50 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10), chunk(20, 10)];
         let d = apply(&t, &mut chunks, false);
         assert!(d.available && d.drained);
@@ -171,9 +181,9 @@ mod tests {
     fn chunks_written_together_never_get_an_ack_before_their_write() {
         // Two upstream chunks handed off in one write: one handoff sample before it, then the tail.
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 }, usize::MAX);
-        t.push_tail(AckSample { t_ns: 20, body_before: 20, written: 124, acked: 100 });
-        t.push_tail(AckSample { t_ns: 25, body_before: 20, written: 124, acked: 124 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100, last_ack_ns: 10 }, usize::MAX);
+        t.push_tail(AckSample { t_ns: 20, body_before: 20, written: 124, acked: 100, last_ack_ns: 20 });
+        t.push_tail(AckSample { t_ns: 25, body_before: 20, written: 124, acked: 124, last_ack_ns: 25 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
         let d = apply(&t, &mut chunks, false);
         assert!(d.available && d.drained);
@@ -196,9 +206,9 @@ mod tests {
     #[test]
     fn undrained_tail_leaves_late_chunks_without_ack() {
         let mut t = AckTracker { max_samples: 100, ..Default::default() };
-        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100 }, usize::MAX);
-        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 110, acked: 110 }, usize::MAX);
-        t.push_tail(AckSample { t_ns: 30, body_before: 20, written: 120, acked: 110 });
+        t.push_handoff(AckSample { t_ns: 10, body_before: 0, written: 100, acked: 100, last_ack_ns: 10 }, usize::MAX);
+        t.push_handoff(AckSample { t_ns: 20, body_before: 10, written: 110, acked: 110, last_ack_ns: 20 }, usize::MAX);
+        t.push_tail(AckSample { t_ns: 30, body_before: 20, written: 120, acked: 110, last_ack_ns: 30 });
         let mut chunks = vec![chunk(0, 10), chunk(10, 10)];
         let d = apply(&t, &mut chunks, false);
         assert!(d.available && !d.drained);
@@ -209,10 +219,10 @@ mod tests {
     #[test]
     fn the_tail_is_drained_when_this_response_is_acknowledged_not_later_ones() {
         let mut tracker = AckTracker { max_samples: 10, ..AckTracker::default() };
-        tracker.push_tail(AckSample { t_ns: 1, body_before: 10, written: 500, acked: 400 });
+        tracker.push_tail(AckSample { t_ns: 1, body_before: 10, written: 500, acked: 400, last_ack_ns: 1 });
         assert!(!tracker.drained);
         // The next response on the kept-alive connection is being written meanwhile.
-        tracker.push_tail(AckSample { t_ns: 2, body_before: 10, written: 900, acked: 500 });
+        tracker.push_tail(AckSample { t_ns: 2, body_before: 10, written: 900, acked: 500, last_ack_ns: 2 });
         assert!(tracker.drained);
         assert_eq!(tracker.backlog_max, 100);
     }
@@ -222,15 +232,50 @@ mod tests {
         let mut tracker = AckTracker { max_samples: usize::MAX, ..AckTracker::default() };
         for t in 0..20_000u64 {
             // A client that acknowledges one byte every tenth reading.
-            tracker.push_tail(AckSample { t_ns: t, body_before: 10, written: 1_000_000, acked: t / 10 });
+            tracker.push_tail(AckSample {
+                t_ns: t,
+                body_before: 10,
+                written: 1_000_000,
+                acked: t / 10,
+                last_ack_ns: t,
+            });
         }
         assert_eq!(tracker.tail.len(), MAX_TAIL_SAMPLES);
         assert_eq!(tracker.tail[1].t_ns, 10, "the first reading of each count is the one kept");
         assert!(!tracker.drained);
         let mut handoffs = AckTracker { max_samples: usize::MAX, ..AckTracker::default() };
         for t in 0..100 {
-            handoffs.push_handoff(AckSample { t_ns: t, body_before: t, written: t, acked: t }, 40);
+            handoffs.push_handoff(AckSample { t_ns: t, body_before: t, written: t, acked: t, last_ack_ns: t }, 40);
         }
         assert_eq!((handoffs.at_handoff.len(), handoffs.at_handoff.capacity()), (40, 40));
+    }
+
+    #[test]
+    fn across_a_stall_a_chunk_is_dated_by_its_ack_not_by_the_next_reading() {
+        const MS: u64 = 1_000_000;
+        let mut t = AckTracker { max_samples: 64, ..Default::default() };
+        // Chunk 0 (100 bytes) written at 10 ms; the client acknowledges it at 10.4 ms; the next
+        // reading is chunk 1's handoff, 1.5 s later, which says the last ACK came at 10 ms (ms
+        // resolution).
+        t.push_handoff(AckSample { t_ns: 10 * MS, body_before: 0, written: 0, acked: 0, last_ack_ns: 10 * MS }, 64);
+        t.push_handoff(
+            AckSample { t_ns: 1_510 * MS, body_before: 100, written: 100, acked: 100, last_ack_ns: 10 * MS },
+            64,
+        );
+        t.push_tail(AckSample {
+            t_ns: 1_511 * MS,
+            body_before: 120,
+            written: 120,
+            acked: 120,
+            last_ack_ns: 1_511 * MS,
+        });
+        let mut chunks: Vec<ChunkStamp> = [(0u64, 100u32), (100, 20)]
+            .iter()
+            .map(|&(offset, len)| ChunkStamp { offset, len, t_up_ns: 0, t_handoff_ns: None, t_acked_ns: None })
+            .collect();
+        let d = apply(&t, &mut chunks, false);
+        assert!(d.available, "{d:?}");
+        assert_eq!(chunks[0].t_acked_ns, Some(10 * MS), "dated by its ACK, not by the reading 1.5 s later");
+        assert_eq!(chunks[1].t_acked_ns, Some(1_511 * MS));
     }
 }

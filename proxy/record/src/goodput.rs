@@ -65,52 +65,35 @@ pub struct SloError {
     pub message: String,
 }
 
-/// The objectives of `[slo]`, named as in records and reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Objective {
-    TtftAnswer,
-    Tpot,
-    E2e,
-    FirstPaint,
+tokentap_analysis::named_enum! {
+    /// The objectives of `[slo]`, named as in records and reports.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+    pub enum Objective {
+        TtftAnswer = "ttft_answer",
+        Tpot = "tpot",
+        E2e = "e2e",
+        FirstPaint = "first_paint",
+    }
 }
 
 impl Objective {
     pub const ALL: [Objective; 4] = [Objective::TtftAnswer, Objective::Tpot, Objective::E2e, Objective::FirstPaint];
-
-    /// The name in records, reports and `[slo]` keys (without `_ms`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Objective::TtftAnswer => "ttft_answer",
-            Objective::Tpot => "tpot",
-            Objective::E2e => "e2e",
-            Objective::FirstPaint => "first_paint",
-        }
-    }
 }
 
-/// How one request fared against one objective.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectiveOutcome {
-    Met,
-    Missed,
-    /// The value is undefined where it should exist (e.g. no first answer token was seen).
-    Unverified,
-    /// The value is undefined and cannot exist for this request (e.g. TPOT of a one-token answer).
-    NotApplicable,
+tokentap_analysis::named_enum! {
+    /// How one request fared against one objective.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+    pub enum ObjectiveOutcome {
+        Met = "met",
+        Missed = "missed",
+        /// The value is undefined where it should exist (e.g. no first answer token was seen).
+        Unverified = "unverified",
+        /// The value is undefined and cannot exist for this request (e.g. TPOT of a one-token answer).
+        NotApplicable = "not_applicable",
+    }
 }
 
 impl ObjectiveOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectiveOutcome::Met => "met",
-            ObjectiveOutcome::Missed => "missed",
-            ObjectiveOutcome::Unverified => "unverified",
-            ObjectiveOutcome::NotApplicable => "not_applicable",
-        }
-    }
-
     /// Does not stand in the way of a good request.
     pub fn passes(self) -> bool {
         matches!(self, ObjectiveOutcome::Met | ObjectiveOutcome::NotApplicable)

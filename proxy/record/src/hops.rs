@@ -43,24 +43,25 @@ pub const LONG_FRAME_FRACTION: f64 = 0.5;
 /// when the client left at least this many bytes unacknowledged.
 pub const BACKLOG_BYTES: u64 = 64 * 1024;
 
-/// One place where answer text is seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Hop {
-    /// Chains only: tokentap's egress route handed the provider's chunk to the app (the egress
-    /// record's `t_handoff_ns`). The chain's upstream arrival is the egress record's `t_up_ns`.
-    EgressHandoff,
-    /// Chains only: the app's output reached tokentap's ingress route (the ingress record's
-    /// `t_up_ns`). Its added delay is the time the text spent in the app.
-    App,
-    /// tokentap handed the chunk to the client connection (`timeline.chunks[].t_handoff_ns`).
-    Handoff,
-    /// The client's TCP stack acknowledged the chunk (`timeline.chunks[].t_acked_ns`).
-    ClientAck,
-    /// The page had read the chunk (`browser.chunks[].t_browser_ms`). Crosses clocks.
-    BrowserArrival,
-    /// A frame showed the text (`browser.chunks[].t_paint_ms`).
-    Paint,
+tokentap_analysis::named_enum! {
+    /// One place where answer text is seen.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Hop {
+        /// Chains only: tokentap's egress route handed the provider's chunk to the app (the egress
+        /// record's `t_handoff_ns`). The chain's upstream arrival is the egress record's `t_up_ns`.
+        EgressHandoff = "egress_handoff",
+        /// Chains only: the app's output reached tokentap's ingress route (the ingress record's
+        /// `t_up_ns`). Its added delay is the time the text spent in the app.
+        App = "app",
+        /// tokentap handed the chunk to the client connection (`timeline.chunks[].t_handoff_ns`).
+        Handoff = "handoff",
+        /// The client's TCP stack acknowledged the chunk (`timeline.chunks[].t_acked_ns`).
+        ClientAck = "client_ack",
+        /// The page had read the chunk (`browser.chunks[].t_browser_ms`). Crosses clocks.
+        BrowserArrival = "browser_arrival",
+        /// A frame showed the text (`browser.chunks[].t_paint_ms`).
+        Paint = "paint",
+    }
 }
 
 impl Hop {
@@ -74,67 +75,39 @@ impl Hop {
     pub(crate) fn slot(self) -> usize {
         self as usize
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hop::EgressHandoff => "egress_handoff",
-            Hop::App => "app",
-            Hop::Handoff => "handoff",
-            Hop::ClientAck => "client_ack",
-            Hop::BrowserArrival => "browser_arrival",
-            Hop::Paint => "paint",
-        }
-    }
 }
 
-/// What the verdict says, for machines. `Diagnosis::verdict` says it for people.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictKind {
-    /// No observed hop re-buffers.
-    NoRebuffering,
-    /// Fewer than two aligned answer events: nothing to compare.
-    InsufficientData,
-    /// Held before tokentap's handoff without a client backlog: tokentap itself (or back-pressure
-    /// it could not measure).
-    AtHandoff,
-    /// Held after tokentap's handoff: the kernel's send buffer in front of a slow client.
-    ClientBacklog,
-    /// Held between tokentap and the page: a buffering proxy, compression, a CDN or tunnel.
-    BetweenProxyAndBrowser,
-    /// Held in the browser while its main thread ran long tasks.
-    BrowserMainThread,
-    /// Arrived on time, painted late, without long tasks to explain it.
-    BrowserPaint,
-    /// Chains only: held between tokentap's egress handoff and the app's output reaching
-    /// tokentap's ingress route — the app buffers the stream.
-    InApp,
-    /// An app server between the page and tokentap: held between tokentap's handoff (to the app
-    /// server) and the browser, and the page's response was compressed.
-    AppServerCompression,
-    /// An app server between the page and tokentap: held between tokentap's handoff and the
-    /// browser, and the page's response names a reverse proxy (`Via`).
-    ReverseProxyBuffering,
-    /// An app server between the page and tokentap: held between tokentap's handoff and the
-    /// browser, with no sign of compression or a reverse proxy: the app server buffers.
-    AppServerBuffering,
-}
-
-impl VerdictKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictKind::NoRebuffering => "no_rebuffering",
-            VerdictKind::InsufficientData => "insufficient_data",
-            VerdictKind::AtHandoff => "at_handoff",
-            VerdictKind::ClientBacklog => "client_backlog",
-            VerdictKind::BetweenProxyAndBrowser => "between_proxy_and_browser",
-            VerdictKind::BrowserMainThread => "browser_main_thread",
-            VerdictKind::BrowserPaint => "browser_paint",
-            VerdictKind::InApp => "in_app",
-            VerdictKind::AppServerCompression => "app_server_compression",
-            VerdictKind::ReverseProxyBuffering => "reverse_proxy_buffering",
-            VerdictKind::AppServerBuffering => "app_server_buffering",
-        }
+tokentap_analysis::named_enum! {
+    /// What the verdict says, for machines. `Diagnosis::verdict` says it for people.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum VerdictKind {
+        /// No observed hop re-buffers.
+        NoRebuffering = "no_rebuffering",
+        /// Fewer than two aligned answer events: nothing to compare.
+        InsufficientData = "insufficient_data",
+        /// Held before tokentap's handoff without a client backlog: tokentap itself (or back-pressure
+        /// it could not measure).
+        AtHandoff = "at_handoff",
+        /// Held after tokentap's handoff: the kernel's send buffer in front of a slow client.
+        ClientBacklog = "client_backlog",
+        /// Held between tokentap and the page: a buffering proxy, compression, a CDN or tunnel.
+        BetweenProxyAndBrowser = "between_proxy_and_browser",
+        /// Held in the browser while its main thread ran long tasks.
+        BrowserMainThread = "browser_main_thread",
+        /// Arrived on time, painted late, without long tasks to explain it.
+        BrowserPaint = "browser_paint",
+        /// Chains only: held between tokentap's egress handoff and the app's output reaching
+        /// tokentap's ingress route — the app buffers the stream.
+        InApp = "in_app",
+        /// An app server between the page and tokentap: held between tokentap's handoff (to the app
+        /// server) and the browser, and the page's response was compressed.
+        AppServerCompression = "app_server_compression",
+        /// An app server between the page and tokentap: held between tokentap's handoff and the
+        /// browser, and the page's response names a reverse proxy (`Via`).
+        ReverseProxyBuffering = "reverse_proxy_buffering",
+        /// An app server between the page and tokentap: held between tokentap's handoff and the
+        /// browser, with no sign of compression or a reverse proxy: the app server buffers.
+        AppServerBuffering = "app_server_buffering",
     }
 }
 
@@ -149,27 +122,18 @@ pub struct Burst {
     pub t_ms: f64,
 }
 
-/// How a hop released the text it held: the timing pattern behind a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReleasePattern {
-    /// At least [`AT_END_FRACTION`] of the held characters came out in the stream's last
-    /// release: a compressor or buffer that flushes only when the response ends.
-    AtEnd,
-    /// Three or more bursts at a steady interval (within [`PERIODIC_SPREAD`] of their median):
-    /// a flush on a timer.
-    Periodic,
-    /// Bursts at no steady interval: a buffer that flushes when it fills.
-    WhenFull,
-}
-
-impl ReleasePattern {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReleasePattern::AtEnd => "at_end",
-            ReleasePattern::Periodic => "periodic",
-            ReleasePattern::WhenFull => "when_full",
-        }
+tokentap_analysis::named_enum! {
+    /// How a hop released the text it held: the timing pattern behind a verdict.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ReleasePattern {
+        /// At least [`AT_END_FRACTION`] of the held characters came out in the stream's last
+        /// release: a compressor or buffer that flushes only when the response ends.
+        AtEnd = "at_end",
+        /// Three or more bursts at a steady interval (within [`PERIODIC_SPREAD`] of their median):
+        /// a flush on a timer.
+        Periodic = "periodic",
+        /// Bursts at no steady interval: a buffer that flushes when it fills.
+        WhenFull = "when_full",
     }
 }
 
@@ -300,28 +264,17 @@ pub fn format_bytes(b: u64) -> String {
 /// Chunks listed individually in [`Waits::chunks`] (the first that waited somewhere).
 pub const MAX_LISTED_CHUNKS: usize = 64;
 
-/// A stretch of the answer's way from the provider to the screen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Segment {
-    Upstream,
-    Tokentap,
-    /// tokentap's handoff → browser arrival, through an app server.
-    AppServer,
-    /// tokentap's handoff → browser arrival, the page reading tokentap's response.
-    BetweenProxyAndBrowser,
-    Browser,
-}
-
-impl Segment {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Segment::Upstream => "upstream",
-            Segment::Tokentap => "tokentap",
-            Segment::AppServer => "app_server",
-            Segment::BetweenProxyAndBrowser => "between_proxy_and_browser",
-            Segment::Browser => "browser",
-        }
+tokentap_analysis::named_enum! {
+    /// A stretch of the answer's way from the provider to the screen.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Segment {
+        Upstream = "upstream",
+        Tokentap = "tokentap",
+        /// tokentap's handoff → browser arrival, through an app server.
+        AppServer = "app_server",
+        /// tokentap's handoff → browser arrival, the page reading tokentap's response.
+        BetweenProxyAndBrowser = "between_proxy_and_browser",
+        Browser = "browser",
     }
 }
 

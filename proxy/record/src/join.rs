@@ -87,8 +87,11 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         Some(m) => (Some("user_send".to_string()), Some(m.t_ms)),
         None => (fetch_start_ms.map(|_| "fetch_start".to_string()), fetch_start_ms),
     };
-    let time_to_first_paint_ms = match (first_paint_ms, from_ms) {
-        (Some(p), Some(from)) => Some(p - from),
+    // A realtime session's page paints (a transcript, a status line) are not an answer's first
+    // paint, and its "fetch" is the WebSocket's opening: what counts there is the first audio
+    // heard per response (`realtime`), so the session has no time to first paint.
+    let time_to_first_paint_ms = match (first_paint_ms, from_ms, &record.realtime) {
+        (Some(p), Some(from), None) => Some(p - from),
         _ => None,
     };
 
@@ -252,5 +255,15 @@ mod tests {
         assert!(joined.render_delay_ms.is_none());
         assert!(joined.time_to_first_paint_ms.is_none());
         assert!(joined.delivery_delay_ms.is_some());
+    }
+
+    #[test]
+    fn a_realtime_session_has_no_time_to_first_paint() {
+        let mut record = record();
+        let session = tokentap_analysis::realtime::RealtimeAnalyzer::new(Default::default()).finish(100_000_000);
+        record.realtime = Some(session);
+        let joined = join(&record, &report(&record, 0.0));
+        assert!(joined.first_paint_ms.is_some(), "the page painted");
+        assert!(joined.time_to_first_paint_ms.is_none(), "but the session's answer is audio: {joined:?}");
     }
 }

@@ -8,107 +8,67 @@ use crate::stamp::{ChunkStamp, UpstreamConnection};
 
 pub const RECORD_VERSION: u32 = 1;
 
-/// Where a route sits in a multi-hop chain: browser → tokentap (ingress) → app → tokentap
-/// (egress) → provider. Records of an ingress and an egress route in one trace are joined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RouteRole {
-    Ingress,
-    Egress,
-}
-
-/// How a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The upstream answered with a 1xx–3xx status and the body reached the client completely.
-    Ok,
-    /// The upstream answered with a 4xx or 5xx status, passed through unchanged.
-    HttpError,
-    /// The client went away before the response was complete; the upstream request was cancelled.
-    ClientCancelled,
-    /// The upstream failed after the response started (reset, malformed framing, read error).
-    UpstreamError,
-    /// tokentap could not connect to the upstream (DNS, TCP, TLS); the client got a 502.
-    UpstreamConnectError,
-    /// The upstream stayed silent longer than the read timeout.
-    UpstreamTimeout,
-    /// No route matches the request path; the client got a 404.
-    NoRoute,
-    /// Anything else that went wrong inside tokentap.
-    ProxyError,
-    /// tokentap stopped while the request was in flight: its stream was cut at the end of the
-    /// shutdown grace period.
-    Shutdown,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::HttpError => "http_error",
-            Outcome::ClientCancelled => "client_cancelled",
-            Outcome::UpstreamError => "upstream_error",
-            Outcome::UpstreamConnectError => "upstream_connect_error",
-            Outcome::UpstreamTimeout => "upstream_timeout",
-            Outcome::NoRoute => "no_route",
-            Outcome::ProxyError => "proxy_error",
-            Outcome::Shutdown => "shutdown",
-        }
+tokentap_analysis::named_enum! {
+    /// Where a route sits in a multi-hop chain: browser → tokentap (ingress) → app → tokentap
+    /// (egress) → provider. Records of an ingress and an egress route in one trace are joined.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum RouteRole {
+        Ingress = "ingress",
+        Egress = "egress",
     }
 }
 
-/// The provider a route names (`[[route]] provider`); without one, the stream's format decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Provider {
-    Openai,
-    Anthropic,
-    Gemini,
-    Ollama,
-    /// Any other OpenAI-compatible server.
-    Generic,
-}
-
-impl Provider {
-    pub const ALL: [Provider; 5] =
-        [Provider::Openai, Provider::Anthropic, Provider::Gemini, Provider::Ollama, Provider::Generic];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Openai => "openai",
-            Provider::Anthropic => "anthropic",
-            Provider::Gemini => "gemini",
-            Provider::Ollama => "ollama",
-            Provider::Generic => "generic",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Provider> {
-        Provider::ALL.into_iter().find(|p| p.as_str() == name)
+tokentap_analysis::named_enum! {
+    /// How a request ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Outcome {
+        /// The upstream answered with a 1xx–3xx status and the body reached the client completely.
+        Ok = "ok",
+        /// The upstream answered with a 4xx or 5xx status, passed through unchanged.
+        HttpError = "http_error",
+        /// The client went away before the response was complete; the upstream request was cancelled.
+        ClientCancelled = "client_cancelled",
+        /// The upstream failed after the response started (reset, malformed framing, read error).
+        UpstreamError = "upstream_error",
+        /// tokentap could not connect to the upstream (DNS, TCP, TLS); the client got a 502.
+        UpstreamConnectError = "upstream_connect_error",
+        /// The upstream stayed silent longer than the read timeout.
+        UpstreamTimeout = "upstream_timeout",
+        /// No route matches the request path; the client got a 404.
+        NoRoute = "no_route",
+        /// Anything else that went wrong inside tokentap.
+        ProxyError = "proxy_error",
+        /// tokentap stopped while the request was in flight: its stream was cut at the end of the
+        /// shutdown grace period.
+        Shutdown = "shutdown",
     }
 }
 
-/// Which side of tokentap a failure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorSide {
-    /// The client (it went away, sent something malformed).
-    Client,
-    /// The upstream (connect, TLS, read, reset, timeout).
-    Upstream,
-    /// tokentap itself.
-    Internal,
+tokentap_analysis::named_enum! {
+    /// The provider a route names (`[[route]] provider`); without one, the stream's format decides.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Provider {
+        Openai = "openai",
+        Anthropic = "anthropic",
+        Gemini = "gemini",
+        Ollama = "ollama",
+        /// Any other OpenAI-compatible server.
+        Generic = "generic",
+        /// An MCP server (Streamable HTTP): exchanges are read as JSON-RPC (`Record::mcp`).
+        Mcp = "mcp",
+    }
 }
 
-impl ErrorSide {
-    /// The name records use (`client`, `upstream`, `internal`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorSide::Client => "client",
-            ErrorSide::Upstream => "upstream",
-            ErrorSide::Internal => "internal",
-        }
+tokentap_analysis::named_enum! {
+    /// Which side of tokentap a failure came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ErrorSide {
+        /// The client (it went away, sent something malformed).
+        Client = "client",
+        /// The upstream (connect, TLS, read, reset, timeout).
+        Upstream = "upstream",
+        /// tokentap itself.
+        Internal = "internal",
     }
 }
 
@@ -272,44 +232,34 @@ pub struct Record {
     /// responses (docs/metrics.md, "Realtime voice"). Has its own `version`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<tokentap_analysis::realtime::RealtimeSession>,
+    /// An exchange with an MCP server (a route with `provider = "mcp"`, or detected by its MCP
+    /// headers, or by a JSON-RPC body on a path ending in `/mcp`): its operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<tokentap_analysis::mcp::McpExchange>,
 }
 
-/// How a request was linked to the step before it (strongest rule first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnLink {
-    /// The first step of its turn, in a new conversation.
-    First,
-    /// The first step of a later turn of a known conversation (a new user message).
-    NextTurn,
-    /// The same W3C trace id, sent by the client.
-    TraceId,
-    /// The same explicit turn or conversation header (`[turns] turn_header`,
-    /// `conversation_header`).
-    Header,
-    /// It carries the result of a tool call the previous step's response made.
-    ToolResult,
-    /// OpenAI Responses `previous_response_id`.
-    PreviousResponse,
-    /// Its messages extend the previous step's messages (keyed prefix hashes).
-    Prefix,
-    /// A speech-to-text or text-to-speech request of the turn (`voice` in the turn record says
-    /// how it was joined).
-    Voice,
-}
-
-impl TurnLink {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnLink::First => "first",
-            TurnLink::NextTurn => "next_turn",
-            TurnLink::TraceId => "trace_id",
-            TurnLink::Header => "header",
-            TurnLink::ToolResult => "tool_result",
-            TurnLink::PreviousResponse => "previous_response",
-            TurnLink::Prefix => "prefix",
-            TurnLink::Voice => "voice",
-        }
+tokentap_analysis::named_enum! {
+    /// How a request was linked to the step before it (strongest rule first).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum TurnLink {
+        /// The first step of its turn, in a new conversation.
+        First = "first",
+        /// The first step of a later turn of a known conversation (a new user message).
+        NextTurn = "next_turn",
+        /// The same W3C trace id, sent by the client.
+        TraceId = "trace_id",
+        /// The same explicit turn or conversation header (`[turns] turn_header`,
+        /// `conversation_header`).
+        Header = "header",
+        /// It carries the result of a tool call the previous step's response made.
+        ToolResult = "tool_result",
+        /// OpenAI Responses `previous_response_id`.
+        PreviousResponse = "previous_response",
+        /// Its messages extend the previous step's messages (keyed prefix hashes).
+        Prefix = "prefix",
+        /// A speech-to-text or text-to-speech request of the turn (`voice` in the turn record says
+        /// how it was joined).
+        Voice = "voice",
     }
 }
 

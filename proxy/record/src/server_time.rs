@@ -45,22 +45,14 @@ pub enum ServerCheck {
     ServerExceedsWire,
 }
 
-/// Prompt cache state, a condition a report states next to a time to first token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PromptCache {
-    /// Less than half of the prompt came from the server's cache (none at all included).
-    Cold,
-    /// At least half of the prompt came from the server's cache.
-    Warm,
-}
-
-impl PromptCache {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromptCache::Cold => "cold",
-            PromptCache::Warm => "warm",
-        }
+tokentap_analysis::named_enum! {
+    /// Prompt cache state, a condition a report states next to a time to first token.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+    pub enum PromptCache {
+        /// Less than half of the prompt came from the server's cache (none at all included).
+        Cold = "cold",
+        /// At least half of the prompt came from the server's cache.
+        Warm = "warm",
     }
 }
 

@@ -1,10 +1,11 @@
-//! The report as one self-contained HTML file: the same tables as the markdown, and for every
-//! metric an empirical CDF plot with one line per group, drawn as inline SVG (no scripts, no
+//! The report as one self-contained HTML file: every section of the markdown report (headings,
+//! lists and tables, converted from the markdown itself so the two cannot drift apart), and for
+//! every metric an empirical CDF plot with one line per group, drawn as inline SVG (no scripts, no
 //! external files).
 
 use std::fmt::Write;
 
-use crate::markdown::{number, slo_text};
+use crate::markdown::number;
 use crate::summary::REPORT_METRICS;
 use crate::summary::{GroupSummary, Report};
 
@@ -31,9 +32,13 @@ fn ecdf_svg(metric: &str, groups: &[&GroupSummary]) -> Option<String> {
         return None;
     }
     let (w, h, left, bottom, top, right) = (640.0, 260.0, 56.0, 36.0, 12.0, 16.0);
-    let max = series.iter().filter_map(|(_, s)| s.last().copied()).fold(0.0f64, f64::max);
-    let min = series.iter().filter_map(|(_, s)| s.first().copied()).fold(f64::INFINITY, f64::min).min(0.0);
-    let span = if max > min { max - min } else { 1.0 };
+    // The axis covers the data (a little either side), not 0 → max: a tight distribution far
+    // from 0 would otherwise be a vertical line.
+    let max = series.iter().filter_map(|(_, s)| s.last().copied()).fold(f64::NEG_INFINITY, f64::max);
+    let min = series.iter().filter_map(|(_, s)| s.first().copied()).fold(f64::INFINITY, f64::min);
+    let pad = if max > min { (max - min) * 0.05 } else { min.abs().max(1.0) * 0.05 };
+    let (min, max) = (if min >= 0.0 { (min - pad).max(0.0) } else { min - pad }, max + pad);
+    let span = max - min;
     let x = |v: f64| left + (v - min) / span * (w - left - right);
     let y = |p: f64| top + (1.0 - p) * (h - top - bottom);
     let mut svg = String::new();
@@ -94,85 +99,206 @@ fn ecdf_svg(metric: &str, groups: &[&GroupSummary]) -> Option<String> {
     Some(svg)
 }
 
-/// Renders the report as a complete HTML document. The report must have been built with
-/// `keep_samples` for the plots to appear.
+/// Renders the report as a complete HTML document: every section of the markdown report, as
+/// headings, lists and tables, with the distribution plots after the latency tables. The report
+/// must have been built with `keep_samples` for the plots to appear.
 pub fn render(report: &Report) -> String {
     let groups: Vec<&GroupSummary> =
         if report.groups.is_empty() { vec![&report.overall] } else { report.groups.iter().collect() };
     let mut b = String::new();
-    let _ = write!(
-        b,
-        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tokentap report</title><style>
-body{{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#111}}
-table{{border-collapse:collapse;margin:8px 0 20px}}td,th{{border:1px solid #ddd;padding:3px 8px}}td.n{{text-align:right;font-variant-numeric:tabular-nums}}
-th{{background:#f5f5f5}}h1{{font-size:22px}}h2{{font-size:17px;margin-top:28px}}.plots{{display:flex;flex-wrap:wrap;gap:8px}}
-</style></head><body><h1>tokentap report</h1>"#
+    b.push_str(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>tokentap report</title><style>
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#111}
+table{border-collapse:collapse;margin:8px 0 20px;max-width:100%}td,th{border:1px solid #ddd;padding:3px 8px;overflow-wrap:anywhere}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f5f5f5}h1{font-size:22px}h2{font-size:17px;margin-top:28px}h3{font-size:15px}
+code{background:#f3f3f3;padding:0 3px}.plots{display:flex;flex-wrap:wrap;gap:8px}svg{max-width:100%;height:auto}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
+</style></head><body>"#,
     );
-    let _ = write!(
-        b,
-        "<ul><li>source: {}</li><li>window: {} → {}</li>{}<li>records: {} used of {} in the window ({} read); warm-up {}</li><li>SLOs: {}</li><li>percentiles: linear interpolation between closest ranks (numpy default) over successful requests</li><li>generated {} by tokentap {}</li></ul>",
-        escape(&report.source),
-        escape(report.since.as_deref().unwrap_or("first record")),
-        escape(report.until.as_deref().unwrap_or("last record")),
-        if report.window_before_oldest_record {
-            format!("<li>note: {}</li>", escape(&crate::markdown::window_note(report)))
-        } else {
-            String::new()
-        },
-        report.records_used,
-        report.records_in_window,
-        report.records_total,
-        if report.include_warmup { "included".to_string() } else { format!("excluded ({} left out)", report.warm_up_excluded) },
-        escape(&slo_text(&report.slo)),
-        escape(&report.generated_at),
-        escape(&report.tokentap_version),
-    );
-    b.push_str("<h2>Latency and throughput</h2><table><tr><th>group</th><th>metric</th><th>n</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>max</th></tr>");
-    for g in &groups {
-        for metric in REPORT_METRICS {
-            let _ = write!(b, "<tr><td>{}</td><td>{metric}</td>", escape(&g.label));
-            match g.metrics.get(metric) {
-                Some(d) => {
-                    let _ = write!(b, r#"<td class="n">{}</td>"#, d.count);
-                    for v in [d.p50, d.p90, d.p95, d.p99, d.max] {
-                        let _ = write!(b, r#"<td class="n">{}</td>"#, number(v));
-                    }
-                }
-                None => b.push_str(r#"<td class="n">0</td><td colspan="5">no samples</td>"#),
-            }
-            b.push_str("</tr>");
-        }
-    }
-    b.push_str("</table><h2>Goodput and stalls</h2><table><tr><th>group</th><th>requests</th><th>good</th><th>attainment</th><th>good tokens/s</th><th>stalled / analysed</th></tr>");
-    let mut rows = groups.clone();
-    if !report.groups.is_empty() {
-        rows.push(&report.overall);
-    }
-    for g in rows {
-        let _ = write!(
-            b,
-            r#"<tr><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{} / {}</td></tr>"#,
-            escape(&g.label),
-            g.requests,
-            g.goodput.good,
-            g.goodput.attainment.map_or("–".into(), |a| format!("{:.1}%", a * 100.0)),
-            g.goodput.good_tokens_per_s.map_or("–".into(), number),
-            g.stalls.stalled,
-            g.stalls.analysed
-        );
-    }
-    b.push_str("</table><h2>Distributions (empirical CDF, one line per group)</h2><div class=\"plots\">");
+    let mut plots = String::from("<h3>Distributions (empirical CDF, one line per group)</h3><div class=\"plots\">");
+    let mut any_plot = false;
     for metric in REPORT_METRICS {
         if let Some(svg) = ecdf_svg(metric, &groups) {
-            b.push_str(&svg);
+            plots.push_str(&svg);
+            any_plot = true;
         }
     }
-    b.push_str("</div><h2>Conditions (reproducibility)</h2>");
+    plots.push_str("</div>");
     let markdown = crate::markdown::render(report);
-    let conditions = markdown.split("## Conditions (reproducibility)").nth(1).unwrap_or("");
-    let _ = write!(b, "<pre>{}</pre>", escape(conditions.trim()));
+    let mut body = markdown_to_html(&markdown);
+    if any_plot {
+        // After the latency section's first table, before the next heading.
+        let at = body
+            .find("<h2>Latency and throughput</h2>")
+            .and_then(|start| body[start..].find("</table>").map(|end| start + end + "</table>".len()));
+        match at {
+            Some(at) => body.insert_str(at, &plots),
+            None => body.push_str(&plots),
+        }
+    }
+    b.push_str(&body);
+    let _ =
+        write!(b, "<p>generated {} by tokentap {}</p>", escape(&report.generated_at), escape(&report.tokentap_version));
     let json = serde_json::to_string_pretty(report).unwrap_or_default();
     let _ =
         writeln!(b, "<details><summary>report as JSON</summary><pre>{}</pre></details></body></html>", escape(&json));
     b
+}
+
+/// Inline markdown of the report's own writing: backslash escapes, `code` and **bold**; every
+/// other character is text (HTML-escaped).
+fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let (mut code, mut bold) = (false, false);
+    let push = |out: &mut String, c: char| match c {
+        '&' => out.push_str("&amp;"),
+        '<' => out.push_str("&lt;"),
+        '>' => out.push_str("&gt;"),
+        '"' => out.push_str("&quot;"),
+        c => out.push(c),
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    push(&mut out, next);
+                }
+            }
+            '`' => {
+                out.push_str(if code { "</code>" } else { "<code>" });
+                code = !code;
+            }
+            '*' if !code && chars.peek() == Some(&'*') => {
+                chars.next();
+                out.push_str(if bold { "</strong>" } else { "<strong>" });
+                bold = !bold;
+            }
+            c => push(&mut out, c),
+        }
+    }
+    if code {
+        out.push_str("</code>");
+    }
+    if bold {
+        out.push_str("</strong>");
+    }
+    out
+}
+
+/// The cells of a table row: split on `|` not escaped by a backslash, the outer ones dropped.
+fn cells(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|');
+    let inner = inner.strip_suffix('|').filter(|s| !s.ends_with('\\')).unwrap_or(inner);
+    let mut out = vec![String::new()];
+    let mut escaped = false;
+    for c in inner.chars() {
+        if c == '|' && !escaped {
+            out.push(String::new());
+            continue;
+        }
+        escaped = c == '\\' && !escaped;
+        if let Some(last) = out.last_mut() {
+            last.push(c);
+        }
+    }
+    out.into_iter().map(|c| c.trim().to_owned()).collect()
+}
+
+/// The report's markdown (headings, lists, tables and paragraphs, as `markdown::render` writes
+/// them) as HTML. Right-aligned columns (`---:`) get `class="n"`.
+pub fn markdown_to_html(markdown: &str) -> String {
+    let mut out = String::new();
+    let lines: Vec<&str> = markdown.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim().is_empty() {
+            i += 1;
+            continue;
+        }
+        if let Some(level) = (1..=4).rev().find(|&n| line.starts_with(&format!("{} ", "#".repeat(n)))) {
+            let _ = write!(out, "<h{level}>{}</h{level}>", inline(line[level + 1..].trim()));
+            i += 1;
+        } else if line.starts_with("- ") {
+            out.push_str("<ul>");
+            while i < lines.len() && lines[i].starts_with("- ") {
+                let _ = write!(out, "<li>{}</li>", inline(&lines[i][2..]));
+                i += 1;
+            }
+            out.push_str("</ul>");
+        } else if line.starts_with('|') {
+            let header = cells(line);
+            let numeric: Vec<bool> = lines
+                .get(i + 1)
+                .filter(|l| l.starts_with("|-") || l.starts_with("|:"))
+                .map(|l| cells(l).iter().map(|c| c.ends_with(':')).collect())
+                .unwrap_or_default();
+            let class = |k: usize| if numeric.get(k).copied().unwrap_or(false) { r#" class="n""# } else { "" };
+            out.push_str("<table><thead><tr>");
+            for (k, h) in header.iter().enumerate() {
+                let _ = write!(out, "<th{}>{}</th>", class(k), inline(h));
+            }
+            out.push_str("</tr></thead><tbody>");
+            i += if numeric.is_empty() { 1 } else { 2 };
+            while i < lines.len() && lines[i].starts_with('|') {
+                out.push_str("<tr>");
+                for (k, c) in cells(lines[i]).iter().enumerate() {
+                    let _ = write!(out, "<td{}>{}</td>", class(k), inline(c));
+                }
+                out.push_str("</tr>");
+                i += 1;
+            }
+            out.push_str("</tbody></table>");
+        } else {
+            let mut paragraph = Vec::new();
+            while i < lines.len()
+                && !lines[i].trim().is_empty()
+                && !lines[i].starts_with('#')
+                && !lines[i].starts_with("- ")
+                && !lines[i].starts_with('|')
+            {
+                paragraph.push(inline(lines[i].trim()));
+                i += 1;
+            }
+            let _ = write!(out, "<p>{}</p>", paragraph.join(" "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::{build_report, ReportOptions};
+
+    #[test]
+    fn every_markdown_section_is_an_html_section_and_no_markdown_is_left() {
+        let mut records: Vec<_> = (0..4).map(|_| tokentap_record::fixtures::stream_record(5)).collect();
+        records[1].conditions.model = Some("a|b <i>".into());
+        let options = ReportOptions {
+            include_warmup: true,
+            keep_samples: true,
+            group_by: vec![crate::summary::GroupKey::Model],
+            ..ReportOptions::default()
+        };
+        let report = build_report(&records, &options);
+        let markdown = crate::markdown::render(&report);
+        let html = render(&report);
+        for heading in markdown.lines().filter(|l| l.starts_with('#')) {
+            let level = heading.chars().take_while(|&c| c == '#').count();
+            let tag = format!("<h{level}>{}</h{level}>", heading[level..].trim());
+            assert!(html.contains(&tag), "{tag}");
+        }
+        let page = html.split("<details>").next().unwrap();
+        assert!(!page.contains("|---") && !page.contains("<pre>") && !page.contains("<i>"), "{page}");
+        assert_eq!(page.matches("<table>").count(), markdown.lines().filter(|l| l.starts_with("|---")).count());
+        assert!(page.contains("<td>model=a|b &lt;i&gt;</td>"), "{page}");
+    }
+
+    #[test]
+    fn inline_markdown_becomes_html() {
+        assert_eq!(inline(r"a \| b `code` **bold** <x>"), "a | b <code>code</code> <strong>bold</strong> &lt;x&gt;");
+        assert_eq!(cells(r"| a\|b | c |"), vec![r"a\|b", "c"]);
+    }
 }

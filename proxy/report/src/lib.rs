@@ -11,12 +11,14 @@
 //! - [`row`]: the compact list row the dashboard shows per request.
 //! - [`explain`]: the text `tokentap explain` prints for one record.
 //! - [`one_line`]: the one-line summary `tokentap demo` prints per record.
+//! - [`mcp`]: MCP operations per method and tool (count, errors, duration percentiles).
 //! - [`turns`]: turn percentiles over `turns.jsonl` and the text `tokentap explain` prints for a turn.
 
 pub mod explain;
 pub mod html;
 pub mod load;
 pub mod markdown;
+pub mod mcp;
 pub mod one_line;
 pub mod row;
 pub mod summary;

@@ -16,6 +16,9 @@ pub struct LoadedRecords {
     /// Lines that were not a record of this version, or not UTF-8 at all (reported, never fatal).
     pub skipped_lines: u64,
     pub files: Vec<PathBuf>,
+    /// For each record, the index in `files` of the file its last version came from (the
+    /// instance that wrote it, when several instances' journals are read together).
+    pub origins: Vec<usize>,
 }
 
 /// The store's files in `data_dir`, oldest first: `records.N.jsonl` … `records.1.jsonl`, `records.jsonl`.
@@ -62,10 +65,12 @@ pub fn load_data_dir(data_dir: &Path) -> std::io::Result<LoadedRecords> {
 pub fn load_files(files: &[PathBuf]) -> std::io::Result<LoadedRecords> {
     let mut out = LoadedRecords { files: files.to_vec(), ..LoadedRecords::default() };
     let last = last_versions::<Record>(files, |r| &r.request_id)?;
-    (out.records, out.lines, out.skipped_lines) = (last.entries, last.lines, last.skipped_lines);
-    out.records.sort_by(|a, b| {
+    let mut entries: Vec<(Record, usize)> = last.entries.into_iter().zip(last.origins).collect();
+    entries.sort_by(|(a, _), (b, _)| {
         a.timeline.t0_unix_ns.cmp(&b.timeline.t0_unix_ns).then_with(|| a.request_id.cmp(&b.request_id))
     });
+    (out.records, out.origins) = entries.into_iter().unzip();
+    (out.lines, out.skipped_lines) = (last.lines, last.skipped_lines);
     Ok(out)
 }
 
@@ -73,6 +78,8 @@ pub fn load_files(files: &[PathBuf]) -> std::io::Result<LoadedRecords> {
 /// each key first appeared; lines that do not parse as `T` are counted.
 pub(crate) struct LastVersions<T> {
     pub(crate) entries: Vec<T>,
+    /// The file index each entry's winning line came from.
+    pub(crate) origins: Vec<usize>,
     pub(crate) lines: u64,
     pub(crate) skipped_lines: u64,
 }
@@ -81,17 +88,21 @@ pub(crate) fn last_versions<T: serde::de::DeserializeOwned>(
     files: &[PathBuf],
     key: impl Fn(&T) -> &str,
 ) -> std::io::Result<LastVersions<T>> {
-    let mut out = LastVersions { entries: Vec::new(), lines: 0, skipped_lines: 0 };
+    let mut out = LastVersions { entries: Vec::new(), origins: Vec::new(), lines: 0, skipped_lines: 0 };
     let mut index: HashMap<String, usize> = HashMap::new();
-    for path in files {
+    for (origin, path) in files.iter().enumerate() {
         for_each_line(path, |line| {
             out.lines += 1;
             match serde_json::from_slice::<T>(line) {
                 Ok(entry) => match index.get(key(&entry)) {
-                    Some(&i) => out.entries[i] = entry,
+                    Some(&i) => {
+                        out.entries[i] = entry;
+                        out.origins[i] = origin;
+                    }
                     None => {
                         index.insert(key(&entry).to_owned(), out.entries.len());
                         out.entries.push(entry);
+                        out.origins.push(origin);
                     }
                 },
                 Err(_) => out.skipped_lines += 1,

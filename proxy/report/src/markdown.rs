@@ -127,8 +127,21 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(w, "| group | metric | n | p50 | p90 | p95 | p99 | max |");
     let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|");
     for g in table_groups(report) {
+        // Only the metrics the group has samples of: speech, transcription and realtime requests
+        // have no answer tokens, so rows of nothing would only hide the rows that matter.
+        let mut any = false;
         for metric in REPORT_METRICS {
-            let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), metric, distribution_cells(g.metrics.get(metric)));
+            if let Some(d) = g.metrics.get(metric) {
+                let _ = writeln!(w, "| {} | {} | {} |", text(&g.label), metric, distribution_cells(Some(d)));
+                any = true;
+            }
+        }
+        if !any {
+            let _ = writeln!(
+                w,
+                "| {} | none of these (no successful text answer: audio, realtime, failures) | 0 | – | – | – | – | – |",
+                text(&g.label)
+            );
         }
     }
 
@@ -243,8 +256,43 @@ pub fn render(report: &Report) -> String {
     ] {
         let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
     }
+    if let Some(mcp) = &report.mcp {
+        out.push_str(&render_mcp(mcp));
+    }
     if let Some(turns) = &report.turns {
         out.push_str(&render_turns(turns));
+    }
+    out
+}
+
+/// The report's "MCP operations" section (markdown).
+pub fn render_mcp(summary: &crate::mcp::McpSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n## MCP operations\n");
+    let _ = writeln!(
+        w,
+        "- exchanges: {}, sessions: {}, messages skipped by the analysis: {}",
+        summary.exchanges, summary.sessions, summary.skipped_messages
+    );
+    let _ = writeln!(
+        w,
+        "- duration: the request head reaching tokentap → the JSON-RPC response arriving from the server (ms), answered operations\n"
+    );
+    let _ =
+        writeln!(w, "| method | tool / prompt | operations | errors | unanswered | n | p50 | p90 | p95 | p99 | max |");
+    let _ = writeln!(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &summary.rows {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} | {} |",
+            text(&row.method),
+            row.name.as_deref().map(text).unwrap_or_else(|| "–".into()),
+            row.operations,
+            row.errors,
+            row.unanswered,
+            distribution_cells(row.duration_ms.as_ref())
+        );
     }
     out
 }
@@ -262,6 +310,22 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
         summary.agent_turns,
         if statuses.is_empty() { "none".to_owned() } else { statuses.join(", ") }
     );
+    if let Some(r) = &summary.rebuilt {
+        let _ = writeln!(
+            w,
+            "- rebuilt from the records of {} file(s): {} turns had steps in more than one{}",
+            r.files,
+            r.split_turns,
+            if r.fleet_keyed { " (ids as the instances derived them from the fleet key)" } else { "" }
+        );
+    }
+    if summary.fragments > 0 {
+        let _ = writeln!(
+            w,
+            "- {} turn fragments left out: turns another instance began (read every instance's journal with `--records` to rebuild them)",
+            summary.fragments
+        );
+    }
     let _ = writeln!(
         w,
         "- e2e, steps and tool calls over complete turns; shares over complete turns with tool calls; tool runs include the client's own work and network\n"
@@ -280,6 +344,15 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
     for (name, d) in rows {
         let cells = distribution_cells(d.as_ref());
         let _ = writeln!(w, "| {name} | {cells} |");
+    }
+    // Tool runs executed over MCP: the tool server's time and the harness's around it.
+    for (name, d) in [
+        ("tool run over MCP: tool server (ms)", &summary.tool_server_ms),
+        ("tool run over MCP: harness (ms)", &summary.tool_harness_ms),
+    ] {
+        if d.is_some() {
+            let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
+        }
     }
     if summary.voice_turns > 0 {
         let _ = writeln!(

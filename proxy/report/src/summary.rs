@@ -32,6 +32,8 @@ pub enum GroupKey {
     Concurrency,
     /// `conditions.prompt_cache`: cold, warm or unknown.
     PromptCache,
+    /// The kind of traffic ([`traffic_kind`]): each has its own metrics and words.
+    Traffic,
 }
 
 impl GroupKey {
@@ -43,8 +45,11 @@ impl GroupKey {
                 "model" => GroupKey::Model,
                 "concurrency" => GroupKey::Concurrency,
                 "prompt_cache" => GroupKey::PromptCache,
+                "traffic" => GroupKey::Traffic,
                 other => {
-                    return Err(format!("cannot group by {other:?}: use route, model, concurrency or prompt_cache"))
+                    return Err(format!(
+                        "cannot group by {other:?}: use route, model, concurrency, prompt_cache or traffic"
+                    ))
                 }
             };
             if !keys.contains(&key) {
@@ -60,6 +65,7 @@ impl GroupKey {
             GroupKey::Model => "model",
             GroupKey::Concurrency => "concurrency",
             GroupKey::PromptCache => "prompt_cache",
+            GroupKey::Traffic => "traffic",
         }
     }
 
@@ -69,7 +75,24 @@ impl GroupKey {
             GroupKey::Model => record.conditions.model.clone().unwrap_or_else(|| "(none)".into()),
             GroupKey::Concurrency => concurrency_bucket(record.conditions.concurrency_at_t0),
             GroupKey::PromptCache => prompt_cache_label(record).to_string(),
+            GroupKey::Traffic => traffic_kind(record).to_string(),
         }
+    }
+}
+
+/// The kind of traffic a record is: `realtime` (a WebSocket session), `speech` (text to speech),
+/// `transcription` (speech to text), `chat` (a streamed answer) or `non_streaming`.
+pub fn traffic_kind(record: &Record) -> &'static str {
+    if record.realtime.is_some() {
+        "realtime"
+    } else if record.speech.is_some() {
+        "speech"
+    } else if record.transcription.is_some() {
+        "transcription"
+    } else if record.conditions.stream == Some(true) {
+        "chat"
+    } else {
+        "non_streaming"
     }
 }
 
@@ -256,6 +279,9 @@ pub struct Report {
     pub overall: GroupSummary,
     pub groups: Vec<GroupSummary>,
     pub conditions: ConditionsSummary,
+    /// MCP operations per method and tool, when records of MCP exchanges are in the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<crate::mcp::McpSummary>,
     /// Turn percentiles, when the store has turns (`turns.jsonl`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turns: Option<crate::turns::TurnSummary>,
@@ -322,6 +348,7 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         overall: summarize(Vec::new(), &used, options),
         groups,
         conditions: conditions_summary(&used),
+        mcp: crate::mcp::summarize_mcp(&used),
         turns: None,
     }
 }

@@ -26,6 +26,58 @@ pub fn load_turns(data_dir: &Path) -> std::io::Result<LoadedTurns> {
     Ok(out)
 }
 
+/// Turns rebuilt from request records, possibly written by several instances.
+#[derive(Debug, Default)]
+pub struct RebuiltTurns {
+    pub turns: Vec<TurnRecord>,
+    /// Turns whose steps came from more than one file (instance).
+    pub split: u64,
+    /// The records carried fleet turn keys (`[turns] fleet_key`): ids are the instances' own.
+    pub fleet_keyed: bool,
+}
+
+/// Rebuilds turns from request records sorted by t0 (`records[i]` read from file `origins[i]`),
+/// as one instance would have built them had it seen every request: tool results link to the
+/// calls of a step another instance recorded. With fleet keys in the records, a turn keeps the
+/// ids its instances derived.
+pub fn rebuild_turns(
+    records: &[tokentap_record::Record],
+    origins: &[usize],
+    mut config: tokentap_record::turn::TurnConfig,
+) -> RebuiltTurns {
+    use tokentap_record::turn::{StepInput, TurnTracker};
+    let fleet_keyed = records.iter().any(|r| r.request.turn_anchor.is_some());
+    config.fleet = fleet_keyed;
+    // Nothing is forgotten for lack of room: a report reads what it is given.
+    config.max_conversations = usize::MAX;
+    config.max_state_bytes = usize::MAX;
+    let headers = config.headers.clone();
+    let mut tracker = TurnTracker::new(config);
+    let mut origin_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut turns = Vec::new();
+    let mut steps: Vec<(&tokentap_record::Record, StepInput)> =
+        records.iter().filter_map(|r| Some((r, StepInput::from_record(r, &headers)?))).collect();
+    // In the order the instances placed them: when each step's record was complete.
+    steps.sort_by_key(|(_, s)| (s.end_unix_ns, s.t0_unix_ns));
+    for (i, record) in records.iter().enumerate() {
+        origin_of.insert(record.request_id.as_str(), origins.get(i).copied().unwrap_or(0));
+    }
+    for (_, step) in steps {
+        turns.extend(tracker.tick(step.end_unix_ns));
+        turns.extend(tracker.observe(step).closed);
+    }
+    turns.extend(tracker.tick(u64::MAX));
+    let split = turns
+        .iter()
+        .filter(|t| {
+            let mut files = t.steps.iter().filter_map(|s| origin_of.get(s.request_id.as_str()));
+            files.next().is_some_and(|first| files.any(|f| f != first))
+        })
+        .count() as u64;
+    turns.sort_by(|a, b| a.t0_unix_ns.cmp(&b.t0_unix_ns).then_with(|| a.turn_id.cmp(&b.turn_id)));
+    RebuiltTurns { turns, split, fleet_keyed }
+}
+
 /// Turn percentiles (docs/metrics.md, "Turns").
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TurnSummary {
@@ -47,6 +99,12 @@ pub struct TurnSummary {
     pub tool_calls: Option<Distribution>,
     /// Over answered tool calls of every turn: ready → the request with the result, ms.
     pub tool_run_ms: Option<Distribution>,
+    /// Over tool runs joined to an MCP call: the tool server's time, and the harness's (before +
+    /// after the call), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_server_ms: Option<Distribution>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_harness_ms: Option<Distribution>,
     /// Turns with a voice part (a transcription or speech requests joined).
     pub voice_turns: u64,
     /// Over voice turns: from the transcription request's start (else the turn's) to the first
@@ -63,14 +121,33 @@ pub struct TurnSummary {
     /// Speech requests whose playback in the browser ran dry at least once, and those interrupted.
     pub speech_with_observed_underruns: u64,
     pub speech_interrupted: u64,
+    /// Turns another instance began (`fragment`): left out of every figure above.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fragments: u64,
+    /// Set when the turns were rebuilt from several instances' records (`report --records`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebuilt: Option<RebuiltNote>,
+}
+
+/// How turns were rebuilt from records.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RebuiltNote {
+    pub files: u64,
+    /// Turns with steps in more than one file.
+    pub split_turns: u64,
+    pub fleet_keyed: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Aggregates the turns that started in `[since, until)`.
 pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_unix_ns: Option<u64>) -> TurnSummary {
-    let in_window: Vec<&TurnRecord> = turns
+    let windowed = turns
         .iter()
-        .filter(|t| since_unix_ns.is_none_or(|s| t.t0_unix_ns >= s) && until_unix_ns.is_none_or(|u| t.t0_unix_ns < u))
-        .collect();
+        .filter(|t| since_unix_ns.is_none_or(|s| t.t0_unix_ns >= s) && until_unix_ns.is_none_or(|u| t.t0_unix_ns < u));
+    let (fragments, in_window): (Vec<&TurnRecord>, Vec<&TurnRecord>) = windowed.partition(|t| t.fragment);
     let mut by_status = BTreeMap::new();
     for t in &in_window {
         *by_status.entry(t.status.as_str().to_owned()).or_insert(0) += 1;
@@ -96,6 +173,20 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
         steps: collect(&complete, &|t| f64::from(t.totals.steps)),
         tool_calls: collect(&complete, &|t| f64::from(t.totals.tool_calls)),
         tool_run_ms: Distribution::from_samples(&runs),
+        tool_server_ms: Distribution::from_samples(
+            &in_window
+                .iter()
+                .flat_map(|t| t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()).map(|m| m.server_ms))
+                .collect::<Vec<_>>(),
+        ),
+        tool_harness_ms: Distribution::from_samples(
+            &in_window
+                .iter()
+                .flat_map(|t| {
+                    t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()).map(|m| m.harness_before_ms + m.harness_after_ms)
+                })
+                .collect::<Vec<_>>(),
+        ),
         voice_turns: voice.len() as u64,
         voice_to_first_audible_ms: Distribution::from_samples(
             &voice.iter().filter_map(|v| v.first_audible_ms).collect::<Vec<_>>(),
@@ -127,6 +218,8 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
             .flat_map(|v| v.speech.iter())
             .filter(|s| s.playout.as_ref().is_some_and(|p| p.interrupted))
             .count() as u64,
+        fragments: fragments.len() as u64,
+        rebuilt: None,
     }
 }
 

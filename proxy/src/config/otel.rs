@@ -1,4 +1,4 @@
-//! `[otel]` and `[metrics]`: OpenTelemetry export and the Prometheus endpoint.
+//! `[otel]`: OpenTelemetry export.
 //!
 //! Export is off unless an OTLP endpoint is configured, in the file or in the standard variables
 //! (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, …). The variables win over
@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use tokentap_telemetry::settings::{
-    BackendProfile, LlmSpan, MetricsConfig, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders,
-};
+use tokentap_telemetry::settings::{BackendProfile, LlmSpan, OtlpProtocol, OtlpSettings, OtlpTarget, SecretHeaders};
 
+use super::bounds::{check, check_all, GIB, HOUR_MS};
 use super::{invalid, ConfigError};
 
 /// `[otel]` as written in the file.
@@ -197,7 +196,7 @@ fn check_header(key: &str, name: &str, value: &str) -> Result<(), ConfigError> {
 }
 
 fn check_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    let shown = super::display_url(url);
+    let shown = super::routes::display_url(url);
     let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
         return Err(invalid(key, format!("{shown:?} must start with http:// or https://")));
     };
@@ -218,12 +217,34 @@ struct Choice<'a> {
     key: String,
 }
 
-/// Checks `[otel]` and the `OTEL_*` variables; `None` when export is off.
-pub(super) fn validate_otel(
-    file: &OtelConfig,
-    env: &OtelEnv,
-    data_dir: &Path,
-) -> Result<Option<OtlpSettings>, ConfigError> {
+impl OtelConfig {
+    /// The file's values, whether export is on or not: every bound of a field in one place.
+    fn check_bounds(&self) -> Result<(), ConfigError> {
+        check_all(&[
+            ("otel.timeout_ms", self.timeout_ms, 1..=600_000),
+            ("otel.queue_capacity", self.queue_capacity as u64, 1..=1_000_000),
+            ("otel.batch_max_requests", self.batch_max_requests as u64, 1..=100_000),
+            ("otel.batch_delay_ms", self.batch_delay_ms, 1..=HOUR_MS),
+            ("otel.metrics_interval_ms", self.metrics_interval_ms, 1..=HOUR_MS),
+            ("otel.max_events_per_span", self.max_events_per_span as u64, 0..=MAX_EVENTS_PER_SPAN as u64),
+            ("otel.spool_max_bytes", self.spool_max_bytes, 0..=64 * GIB),
+            ("otel.retry_initial_ms", self.retry_initial_ms, 1..=HOUR_MS),
+            ("otel.retry_max_ms", self.retry_max_ms, 1..=HOUR_MS),
+        ])?;
+        if self.retry_max_ms < self.retry_initial_ms {
+            return Err(invalid("otel.retry_max_ms", "must be at least otel.retry_initial_ms"));
+        }
+        Ok(())
+    }
+
+    /// Checks `[otel]` and the `OTEL_*` variables; `None` when export is off.
+    pub(super) fn validate(&self, env: &OtelEnv, data_dir: &Path) -> Result<Option<OtlpSettings>, ConfigError> {
+        self.check_bounds()?;
+        validate_otel(self, env, data_dir)
+    }
+}
+
+fn validate_otel(file: &OtelConfig, env: &OtelEnv, data_dir: &Path) -> Result<Option<OtlpSettings>, ConfigError> {
     if env.get("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
         return Ok(None);
     }
@@ -376,31 +397,15 @@ pub(super) fn validate_otel(
         let project = file.project.as_deref().map_or(DEFAULT_PHOENIX_PROJECT, str::trim);
         resource_attributes.push((PHOENIX_PROJECT_ATTRIBUTE.into(), project.to_string()));
     }
+    // The variables win over the file's values (checked with the file's bounds, under their own name).
     let ms_var = |var: &str, file_value: u64| -> Result<u64, ConfigError> {
-        match env.get(var) {
-            Some(t) => t.trim().parse().map_err(|_| invalid(var, "must be milliseconds")),
-            None => Ok(file_value),
-        }
+        let Some(text) = env.get(var) else { return Ok(file_value) };
+        let ms = text.trim().parse().map_err(|_| invalid(var, "must be milliseconds"))?;
+        check(var, ms, 1..=HOUR_MS)?;
+        Ok(ms)
     };
     let batch_delay_ms = ms_var("OTEL_BSP_SCHEDULE_DELAY", file.batch_delay_ms)?;
     let metrics_interval_ms = ms_var("OTEL_METRIC_EXPORT_INTERVAL", file.metrics_interval_ms)?;
-    for (key, value) in [
-        ("otel.queue_capacity", file.queue_capacity as u64),
-        ("otel.batch_max_requests", file.batch_max_requests as u64),
-        ("otel.batch_delay_ms", batch_delay_ms),
-        ("otel.metrics_interval_ms", metrics_interval_ms),
-        ("otel.retry_initial_ms", file.retry_initial_ms),
-    ] {
-        if value == 0 {
-            return Err(invalid(key, "must be greater than 0"));
-        }
-    }
-    if file.retry_max_ms < file.retry_initial_ms {
-        return Err(invalid("otel.retry_max_ms", "must be at least otel.retry_initial_ms"));
-    }
-    if file.max_events_per_span > MAX_EVENTS_PER_SPAN {
-        return Err(invalid("otel.max_events_per_span", format!("must be at most {MAX_EVENTS_PER_SPAN}")));
-    }
     Ok(Some(OtlpSettings {
         traces,
         metrics,
@@ -421,14 +426,6 @@ pub(super) fn validate_otel(
     }))
 }
 
-/// Checks `[metrics]`.
-pub(super) fn validate_metrics(metrics: &MetricsConfig) -> Result<(), ConfigError> {
-    if metrics.max_series_per_metric == 0 {
-        return Err(invalid("metrics.max_series_per_metric", "must be greater than 0"));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,7 +441,7 @@ mod tests {
     }
 
     fn settings(text: &str, env: &[(&str, &str)]) -> Result<Option<OtlpSettings>, ConfigError> {
-        validate_otel(&file(text), &OtelEnv::from_pairs(env), Path::new("/data"))
+        file(text).validate(&OtelEnv::from_pairs(env), Path::new("/data"))
     }
 
     #[test]
@@ -611,14 +608,5 @@ mod tests {
         assert!(err.contains("endpont"), "{err}");
         let err = crate::config::parse_str("[metrics]\nprometheus_port = 1\n").unwrap_err();
         assert!(err.contains("prometheus_port"), "{err}");
-    }
-
-    #[test]
-    fn metrics_section_is_checked() {
-        assert!(validate_metrics(&MetricsConfig::default()).is_ok());
-        let bad = MetricsConfig { max_series_per_metric: 0, ..MetricsConfig::default() };
-        assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.max_series_per_metric"));
-        let bad = MetricsConfig { max_series_per_metric: 0, ..MetricsConfig::default() };
-        assert!(validate_metrics(&bad).unwrap_err().to_string().contains("metrics.max_series_per_metric"));
     }
 }

@@ -206,7 +206,13 @@ fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<S
     let info = socket.tcp_info().ok_or("no TCP information for the client socket on this platform")?;
     let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
     Ok(SocketReading {
-        sample: AckSample { t_ns, body_before, written, acked: info.tcpi_bytes_acked },
+        sample: AckSample {
+            t_ns,
+            body_before,
+            written,
+            acked: info.tcpi_bytes_acked,
+            last_ack_ns: t_ns.saturating_sub(u64::from(info.tcpi_last_ack_recv) * 1_000_000),
+        },
         open: matches!(info.tcpi_state, TCP_ESTABLISHED | TCP_CLOSE_WAIT),
     })
 }
@@ -533,6 +539,12 @@ impl ProxyHttp for TapProxy {
         ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
         ctx.data.response_protocol = http_protocol(upstream_response.version);
         copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
+        ctx.data.mcp_session_id = upstream_response
+            .headers
+            .get(tokentap_analysis::mcp::SESSION_HEADER)
+            .filter(|v| v.len() <= 256)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         if upstream_response.status.as_u16() == 101 {
             ctx.data.websocket_extensions = upstream_response
                 .headers

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use crate::config::ValidConfig;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
-use tokentap_record::turn::{StepInput, TurnTracker, VoiceLinker, VoiceRequest};
+use tokentap_record::mcp_session::McpSessions;
+use tokentap_record::turn::{McpCalls, StepInput, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_telemetry::Telemetry;
 
 use joins::{join_chain, join_report};
@@ -71,6 +72,14 @@ pub(super) fn run_worker(
     set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
+    // Before the first request is analysed: conversation hashes keyed for the whole fleet.
+    if let Some(key) = &config.turns.fleet_key {
+        if !tokentap_analysis::conversation::use_fleet_key(key.as_bytes()) {
+            tracing::warn!(
+                "turns.fleet_key was set after conversation hashing had started: turn ids stay per instance"
+            );
+        }
+    }
     let liveness = &stats.worker;
     let worker = Worker { shed_from, config, store, stats, observer: observer.as_ref(), telemetry, faults: &faults };
     // The supervisor: each step is guarded on its own (below); a panic that escapes the loop
@@ -168,7 +177,8 @@ impl Worker<'_> {
             if self.faults.tick_panic {
                 panic!("{TEST_TICK_PANIC_VAR}: injected panic");
             }
-            tick_turns(state.turns.as_mut(), &state.voice, store, stats, telemetry)
+            tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
+            close_idle_sessions(&mut state.mcp_sessions, telemetry);
         });
         stats.worker.beat();
     }
@@ -219,6 +229,21 @@ pub(super) struct WorkerState {
     pub(super) turns: Option<TurnTracker>,
     /// Speech-to-text and text-to-speech requests joined to turns (with `turns`).
     pub(super) voice: VoiceLinker,
+    /// MCP sessions followed across their exchanges (`mcp.client.session.duration`).
+    pub(super) mcp_sessions: McpSessions,
+    /// Recent answered MCP tool calls, for joining closed turns' tool runs to them.
+    pub(super) mcp_calls: McpCalls,
+}
+
+/// Closes the MCP sessions silent for `SESSION_IDLE_NS` and observes their duration.
+fn close_idle_sessions(sessions: &mut McpSessions, telemetry: &Telemetry) {
+    if sessions.is_empty() {
+        return;
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    for closed in sessions.close_idle(now) {
+        telemetry.observe_mcp_session(&closed);
+    }
 }
 
 impl WorkerState {
@@ -227,6 +252,8 @@ impl WorkerState {
             pending: VecDeque::new(),
             turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
             voice: VoiceLinker::default(),
+            mcp_sessions: McpSessions::default(),
+            mcp_calls: McpCalls::default(),
         }
     }
 }
@@ -279,13 +306,16 @@ pub(super) fn handle_item(
     telemetry: &Telemetry,
     state: &mut WorkerState,
 ) {
-    let WorkerState { pending, turns, voice } = state;
+    let WorkerState { pending, turns, voice, mcp_sessions, mcp_calls } = state;
     let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
+            for closed in mcp_sessions.close_all() {
+                telemetry.observe_mcp_session(&closed);
+            }
             if let Some(tracker) = turns {
                 for turn in tracker.close_all() {
-                    emit_turn(turn, voice, store, telemetry);
+                    emit_turn(turn, voice, mcp_calls, store, telemetry);
                 }
                 stats.turns.publish(tracker);
             }
@@ -323,6 +353,10 @@ pub(super) fn handle_item(
             }
             // Metrics and spans (never blocks: a full export queue drops and counts).
             telemetry.observe(&record);
+            for closed in mcp_sessions.observe(&record) {
+                telemetry.observe_mcp_session(&closed);
+            }
+            mcp_calls.observe(&record);
             let trace_id = record.trace_id.clone();
             let page_trace =
                 tokentap_record::browser::arrival::page_trace_of(&record.request_headers).map(str::to_string);
@@ -337,7 +371,7 @@ pub(super) fn handle_item(
                 join_chain(&record, store);
             }
             for turn in closed_turns {
-                emit_turn(turn, voice, store, telemetry);
+                emit_turn(turn, voice, mcp_calls, store, telemetry);
             }
             if let Some(mut turn) = voice_rejoined {
                 if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {

@@ -4,6 +4,7 @@
 use tokentap_analysis::audio::{
     SpeechAnalysis, SpeechAnalyzer, SpeechContext, TranscriptionAnalysis, TranscriptionAnalyzer,
 };
+use tokentap_analysis::mcp::{self, McpAnalyzer, McpContext, McpExchange, McpLimits};
 use tokentap_analysis::{
     analyze_request, percentile, AnalysisLimits, RequestInfo, RequestTiming, ServerTiming, StreamAnalyzer,
     StreamContext, SPEECH_TO_TEXT, TEXT_TO_SPEECH,
@@ -43,6 +44,31 @@ pub(super) fn voice_analysis(
         }
         _ => (None, None),
     }
+}
+
+/// An exchange with an MCP server: on a route with `provider = "mcp"`, or one that looks like MCP
+/// (its headers, or a JSON-RPC body on a `/mcp` path). Reads the kept request body and response
+/// pieces (`tokentap_analysis::mcp`).
+pub(super) fn mcp_exchange(d: &RequestData, request_body: &[u8]) -> Option<McpExchange> {
+    let headers = || d.request_headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    let on_mcp_route = d.route.as_ref().is_some_and(|r| r.provider_hint == Some(tokentap_record::Provider::Mcp));
+    if !on_mcp_route && !mcp::looks_like_mcp(&d.path, headers(), request_body) {
+        return None;
+    }
+    let ctx = McpContext {
+        http_method: d.method.clone(),
+        status: d.status,
+        response_content_type: d.response_content_type.clone(),
+        response_session_id: d.mcp_session_id.clone(),
+        ..McpContext::default()
+    }
+    .with_request_headers(headers());
+    let mut analyzer = McpAnalyzer::new(ctx, McpLimits::default());
+    analyzer.request_body(request_body, d.request_body.truncated);
+    for (t, piece) in &d.chunks.body.pieces {
+        analyzer.push_response(piece, *t);
+    }
+    Some(analyzer.finish(d.chunks.body.truncated))
 }
 
 /// `gen_ai.operation.name` of a realtime WebSocket session's request span.
@@ -129,10 +155,14 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
         })
     });
 
+    let mcp = (!shed && !websocket).then(|| mcp_exchange(&d, &request_body)).flatten();
+
     // A client that closes as soon as it reads the stream's end marker (the openai SDK closes its
-    // response on `[DONE]`, before the chunked terminator arrives) got the whole answer: `ok`.
+    // response on `[DONE]`, before the chunked terminator arrives; an MCP client once the response
+    // to its request arrived) got the whole answer: `ok`.
+    let answered = mcp.as_ref().is_some_and(McpExchange::all_answered);
     let (outcome, error) = match (outcome, analysis.as_mut()) {
-        (Outcome::ClientCancelled, Some(a)) if a.event_counts.done > 0 => {
+        (Outcome::ClientCancelled, Some(a)) if a.event_counts.done > 0 || answered => {
             a.flags.client_closed_after_end = true;
             a.flags.body_incomplete = !d.upstream_eos || d.chunks.body.truncated;
             (Outcome::Ok, None)
@@ -246,6 +276,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
         server,
         server_split,
         realtime,
+        mcp,
     };
     record.diagnosis = tokentap_record::diagnosis::diagnose(&record);
     record

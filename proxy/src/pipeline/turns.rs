@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::store::RecordStore;
-use tokentap_record::turn::{ModelCall, TurnRecord, TurnTracker, VoiceLinker};
+use tokentap_record::turn::{McpCalls, ModelCall, TurnRecord, TurnTracker, VoiceLinker};
 use tokentap_record::Record;
 use tokentap_telemetry::Telemetry;
 
@@ -18,6 +18,7 @@ pub(super) const TURN_TICK: Duration = Duration::from_secs(1);
 pub(super) fn tick_turns(
     turns: Option<&mut TurnTracker>,
     voice: &VoiceLinker,
+    mcp_calls: &mut McpCalls,
     store: &RecordStore,
     stats: &PipelineStats,
     telemetry: &Telemetry,
@@ -30,13 +31,24 @@ pub(super) fn tick_turns(
         Vec::new()
     });
     for turn in closed {
-        emit_turn(turn, voice, store, telemetry);
+        emit_turn(turn, voice, mcp_calls, store, telemetry);
     }
+    mcp_calls.expire(now);
     stats.turns.publish(tracker);
 }
 
 /// A closed turn: its metrics and spans, then `turns.jsonl`, the turn ring and the live feed.
-pub(super) fn emit_turn(mut turn: TurnRecord, voice: &VoiceLinker, store: &RecordStore, telemetry: &Telemetry) {
+pub(super) fn emit_turn(
+    mut turn: TurnRecord,
+    voice: &VoiceLinker,
+    mcp_calls: &mut McpCalls,
+    store: &RecordStore,
+    telemetry: &Telemetry,
+) {
+    // Tool runs executed by MCP calls that passed tokentap: server time and harness time.
+    if !mcp_calls.is_empty() {
+        mcp_calls.join(&mut turn);
+    }
     if let Some(v) = voice.voice_of(&turn.turn_id, turn.t0_unix_ns) {
         turn.voice = Some(v);
     }

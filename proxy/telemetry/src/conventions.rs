@@ -24,6 +24,8 @@ pub use observations::*;
 pub use plan::*;
 pub use request::*;
 
+mod mcp;
+pub use mcp::{mcp_observations, mcp_session_observation, mcp_spans};
 mod realtime;
 pub use realtime::realtime_browser_observations;
 mod turn;

@@ -23,35 +23,27 @@ impl Default for MetricsConfig {
     }
 }
 
-/// `[otel] profile`: the backend tokentap exports to straight (no collector in between), so that
-/// tokentap adds what that backend needs and leaves out what it refuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendProfile {
-    /// An OpenTelemetry Collector or any OTLP backend: traces and metrics, nothing added.
-    #[default]
-    Generic,
-    /// Arize Phoenix: the resource attribute `openinference.project.name`; traces only.
-    Phoenix,
-    /// Langfuse: `langfuse.observation.completion_start_time` on the LLM span; traces only.
-    Langfuse,
-    /// Datadog LLM Observability's OTLP intake: the `dd-otlp-source: llmobs` header; traces only.
-    Datadog,
+tokentap_analysis::named_enum! {
+    /// `[otel] profile`: the backend tokentap exports to straight (no collector in between), so that
+    /// tokentap adds what that backend needs and leaves out what it refuses.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+    pub enum BackendProfile {
+        /// An OpenTelemetry Collector or any OTLP backend: traces and metrics, nothing added.
+        #[default]
+        Generic = "generic",
+        /// Arize Phoenix: the resource attribute `openinference.project.name`; traces only.
+        Phoenix = "phoenix",
+        /// Langfuse: `langfuse.observation.completion_start_time` on the LLM span; traces only.
+        Langfuse = "langfuse",
+        /// Datadog LLM Observability's OTLP intake: the `dd-otlp-source: llmobs` header; traces only.
+        Datadog = "datadog",
+    }
 }
 
 impl BackendProfile {
     /// Whether the backend takes OTLP metrics (when `[otel] metrics` is not set explicitly).
     pub fn takes_metrics(self) -> bool {
         self == BackendProfile::Generic
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendProfile::Generic => "generic",
-            BackendProfile::Phoenix => "phoenix",
-            BackendProfile::Langfuse => "langfuse",
-            BackendProfile::Datadog => "datadog",
-        }
     }
 }
 
@@ -128,4 +120,14 @@ pub struct OtlpSettings {
     pub retry_max: Duration,
     pub profile: BackendProfile,
     pub llm_span: LlmSpan,
+}
+
+#[cfg(test)]
+mod tests {
+    use tokentap_analysis::names::deserialized_name_mismatches;
+
+    #[test]
+    fn profile_names_are_the_ones_serde_reads() {
+        assert!(deserialized_name_mismatches::<super::BackendProfile>().is_empty());
+    }
 }

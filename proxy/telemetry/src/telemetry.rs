@@ -153,6 +153,11 @@ impl Telemetry {
         }
     }
 
+    /// Takes a closed MCP session: `mcp.client.session.duration`.
+    pub fn observe_mcp_session(&self, session: &tokentap_record::mcp_session::ClosedSession) {
+        self.metrics.registry.record(&[conventions::mcp_session_observation(session)]);
+    }
+
     /// Takes a closed turn: its metrics, and its agent and tool spans queued for export.
     pub fn observe_turn(&self, turn: &tokentap_record::turn::TurnRecord) {
         self.metrics.registry.record(&conventions::turn_observations(turn));

@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tokentap_analysis::analyze_request;
-use tokentap_record::turn::{StepInput, StepToolCall, TurnConfig, TurnRecord, TurnTracker};
+use tokentap_record::turn::{StepInput, StepToolCall, TurnConfig, TurnKeys, TurnRecord, TurnTracker};
 use tokentap_record::Outcome;
 
 const PATHS: &[&str] =
@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
         if body.len() % 2 == 1 {
             tool_calls.push(StepToolCall { id: Some(format!("call_{i}")), name: None, ready_unix_ns: now + 5 });
         }
+        let keys = TurnKeys::of_request(&info, (body.len() % 3 == 0).then_some(i as u64));
         let step = StepInput {
             request_id: format!("{i:024x}"),
             span_id: format!("{i:016x}"),
@@ -65,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
             prefix_hashes: info.prefix_hashes,
             response_id: Some(format!("resp_{}", i % 4)),
             tool_calls,
+            keys,
         };
         let placement = tracker.observe(step);
         assert!(placement.turn.step >= 1);

@@ -2,13 +2,15 @@
 //! milliseconds in the browser (`performance.timeOrigin + performance.now()`).
 
 use serde::{Deserialize, Serialize};
+use tokentap_probe_protocol::trace;
 
-pub const SCHEMA: &str = "tokentap.probe/1";
-pub const MAX_CHUNKS: usize = 5000;
-pub const MAX_PAINTS: usize = 5000;
-pub const MAX_MARKS: usize = 64;
-pub const MAX_LONG_FRAMES: usize = 256;
-pub const MAX_AUDIO: usize = 16;
+// The schema name, the caps and the enumerated names are the protocol's, shared with the probe.
+pub use tokentap_probe_protocol::caps::{
+    MAX_AUDIO, MAX_CHUNKS, MAX_HEADER_VALUE_LEN, MAX_ID_LEN, MAX_LONG_FRAMES, MAX_MARKS, MAX_NAME_LEN, MAX_PAINTS,
+    MAX_REALTIME_RESPONSES,
+};
+pub use tokentap_probe_protocol::{TextFormat, SCHEMA};
+
 /// Largest browser time accepted (ms since the Unix epoch, about the year 2286).
 pub const MAX_TIME_MS: f64 = 1e13;
 /// All browser times of one report lie within this span (one hour), and every duration is at most it.
@@ -17,16 +19,8 @@ pub const MAX_SPAN_MS: f64 = 3_600_000.0;
 pub const MAX_CLOCK_OFFSET_MS: f64 = 365.0 * 86_400_000.0;
 /// Largest count accepted (bytes, characters, dropped entries, clock samples).
 pub const MAX_COUNT: u64 = 1 << 40;
-/// Longest `request.method` and `audio[].kind`.
-pub const MAX_NAME_LEN: usize = 64;
 /// Longest `page_path` and `request.path`.
 pub const MAX_PATH_LEN: usize = 2048;
-/// Longest `fetch.content_encoding` and `fetch.via`.
-pub const MAX_HEADER_VALUE_LEN: usize = 128;
-/// Realtime responses kept per report.
-pub const MAX_REALTIME_RESPONSES: usize = 256;
-/// Longest realtime `session_id` and `response_id`.
-pub const MAX_ID_LEN: usize = 128;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,22 +123,6 @@ pub struct BrowserChunk {
     pub chars: Option<u64>,
 }
 
-/// The body format the probe read answer characters from (docs/metrics.md, "Answer characters in
-/// the browser").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TextFormat {
-    /// Server-sent events: JSON `data:` (OpenAI, Anthropic, the AI SDK UI message stream, …) or
-    /// plain text `data:`.
-    Sse,
-    /// One JSON object per line.
-    Ndjson,
-    /// The AI SDK data stream protocol (`0:"text"` lines).
-    DataStream,
-    /// The body is the answer text itself.
-    PlainText,
-}
-
 /// A frame that showed the observed element with `chars` characters (cumulative).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -200,12 +178,6 @@ pub enum ReportError {
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> ReportError {
     ReportError::Invalid { field, reason: reason.into() }
-}
-
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        && s.bytes().any(|b| b != b'0')
 }
 
 /// A browser time: finite, non-negative and at most [`MAX_TIME_MS`].
@@ -279,10 +251,10 @@ impl ProbeReport {
         if self.schema != SCHEMA {
             return Err(ReportError::Schema(self.schema.clone()));
         }
-        if !is_hex(&self.trace_id, 32) {
+        if !trace::is_id(&self.trace_id, trace::TRACE_ID_HEX_LEN) {
             return Err(invalid("trace_id", "must be 32 lower-case hex digits, not all zero"));
         }
-        if !is_hex(&self.span_id, 16) {
+        if !trace::is_id(&self.span_id, trace::SPAN_ID_HEX_LEN) {
             return Err(invalid("span_id", "must be 16 lower-case hex digits, not all zero"));
         }
         if let Some(clock) = &self.clock {

@@ -134,6 +134,7 @@ pub(crate) fn compute(t0: u64, steps: &[StepSpan], calls: &[CallSpan], steps_tot
         steps: steps_total,
         tool_calls: calls.len() as u32,
         unanswered_tool_calls: calls.iter().filter(|c| c.result.is_none()).count() as u32,
+        tool_server_ms: None,
         input_tokens: sum(|s| s.input_tokens),
         output_tokens: sum(|s| s.output_tokens),
     };
@@ -147,6 +148,7 @@ pub(crate) fn compute(t0: u64, steps: &[StepSpan], calls: &[CallSpan], steps_tot
             result_step: c.result.map(|(step, _)| step),
             result_ms: c.result.map(|(_, at)| ms(t0, at)),
             duration_ms: c.result.map(|(_, at)| at.saturating_sub(c.ready_unix_ns) as f64 / 1e6),
+            mcp: None,
         })
         .collect();
     Breakdown { totals, steps: steps.iter().map(|s| s.step.clone()).collect(), tool_runs, critical_path }

@@ -19,13 +19,15 @@
 //! hashes, bounded in bytes.
 
 mod breakdown;
+pub mod mcp_join;
 pub mod schema;
 pub mod step;
 pub mod tracker;
 pub mod voice;
 
+pub use mcp_join::McpCalls;
 pub use schema::*;
-pub use step::{StepInput, StepToolCall, TurnHeaders};
+pub use step::{derived_id, StepInput, StepToolCall, TurnHeaders, TurnKeys};
 pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};
 pub use voice::{ModelCall, TurnVoice, VoiceLinker, VoiceRequest};
 

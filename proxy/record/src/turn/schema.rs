@@ -11,32 +11,21 @@ pub const TURN_RECORD_VERSION: u32 = 1;
 /// The turn journal's file name in the data directory (rotated files get a numeric suffix).
 pub const TURNS_FILE: &str = "turns.jsonl";
 
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
-    /// A response finished without tool calls: the final answer.
-    Complete,
-    /// The last step failed and nothing followed within the idle time.
-    Failed,
-    /// Tool calls were left unanswered: no request carried their results within
-    /// `[turns] idle_close_s`, or the user moved on to a new message.
-    Incomplete,
-    /// Closed early to stay within `[turns]` memory bounds.
-    Evicted,
-    /// Still open when tokentap stopped.
-    Shutdown,
-}
-
-impl TurnStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TurnStatus::Complete => "complete",
-            TurnStatus::Failed => "failed",
-            TurnStatus::Incomplete => "incomplete",
-            TurnStatus::Evicted => "evicted",
-            TurnStatus::Shutdown => "shutdown",
-        }
+tokentap_analysis::named_enum! {
+    /// How a turn ended.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TurnStatus {
+        /// A response finished without tool calls: the final answer.
+        Complete = "complete",
+        /// The last step failed and nothing followed within the idle time.
+        Failed = "failed",
+        /// Tool calls were left unanswered: no request carried their results within
+        /// `[turns] idle_close_s`, or the user moved on to a new message.
+        Incomplete = "incomplete",
+        /// Closed early to stay within `[turns]` memory bounds.
+        Evicted = "evicted",
+        /// Still open when tokentap stopped.
+        Shutdown = "shutdown",
     }
 }
 
@@ -87,6 +76,41 @@ pub struct ToolRun {
     /// result − ready; absent while unanswered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
+    /// The MCP `tools/call` that executed it, when one passed tokentap: the tool server's time and
+    /// the harness's before and after it (`turn::mcp_join`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<ToolRunMcp>,
+}
+
+/// How a join was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JoinedBy {
+    /// The model's tool name is the server's.
+    NameExact,
+    /// The model's name is the server's with a prefix or suffix (`mcp_srv__tool`, `srv_tool`).
+    NameAffixed,
+    /// The model's name is a prefixed name cut and given a hash suffix (`…_1a2b3c4d`).
+    NameTruncated,
+    /// The MCP call ran inside the tool run's window (ready … result request).
+    Window,
+}
+
+/// The MCP side of a tool run (`ToolRun::mcp`). Times in ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRunMcp {
+    /// The tokentap record of the MCP exchange.
+    pub request_id: String,
+    pub jsonrpc_id: String,
+    /// The tool's name on the server.
+    pub tool: String,
+    /// The MCP call's duration: the tool server's time as the wire shows it.
+    pub server_ms: f64,
+    /// The call was ready → the MCP request reached tokentap: the harness before the call.
+    pub harness_before_ms: f64,
+    /// The MCP response arrived → the request carrying the result: the harness after it.
+    pub harness_after_ms: f64,
+    pub joined_by: Vec<JoinedBy>,
 }
 
 /// What a stretch of the critical path was spent on.
@@ -130,6 +154,9 @@ pub struct TurnTotals {
     pub tool_calls: u32,
     /// Tool calls whose result never arrived.
     pub unanswered_tool_calls: u32,
+    /// The tool runs' MCP server time, summed over the runs joined to an MCP call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_server_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +187,12 @@ pub struct TurnRecord {
     pub steps: Vec<TurnStep>,
     pub tool_runs: Vec<ToolRun>,
     pub critical_path: Vec<CriticalSegment>,
+    /// This instance did not see the turn start: its first step here continues a turn (tool
+    /// results) that another instance of a fleet began. Its steps are listed, its totals are
+    /// partial, and it exports no `invoke_agent` span of its own; `tokentap report --records`
+    /// over the instances' journals rebuilds the whole turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fragment: bool,
     /// Steps linked to the turn beyond `[turns] max_steps` (counted in the totals, not listed).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub steps_not_listed: u32,

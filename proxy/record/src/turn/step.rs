@@ -41,6 +41,56 @@ pub struct StepToolCall {
     pub ready_unix_ns: u64,
 }
 
+/// What names a step's turn and conversation without any state shared between instances: keyed
+/// hashes of the prefix up to the turn's (the conversation's) user message and of the assistant
+/// reply after it (`tokentap_analysis::conversation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnKeys {
+    pub turn_anchor: Option<u64>,
+    /// The reply after the turn's user message, from the request's history (later steps).
+    pub turn_reply: Option<u64>,
+    pub conversation_anchor: Option<u64>,
+    pub conversation_reply: Option<u64>,
+    /// This step's own response.
+    pub reply: Option<u64>,
+}
+
+impl TurnKeys {
+    /// The request's keys, with the key of the step's own response.
+    pub fn of_request(request: &tokentap_analysis::RequestInfo, reply: Option<u64>) -> TurnKeys {
+        TurnKeys {
+            turn_anchor: request.turn_anchor,
+            turn_reply: request.turn_reply,
+            conversation_anchor: request.conversation_anchor,
+            conversation_reply: request.conversation_reply,
+            reply,
+        }
+    }
+
+    /// The key of the turn: its anchor and its first reply (this step's response when the step
+    /// starts the turn, else the reply its history holds).
+    pub fn turn(&self, starts_turn: bool) -> Option<(u64, u64)> {
+        Some((self.turn_anchor?, if starts_turn { self.reply } else { self.turn_reply }?))
+    }
+
+    /// The key of the conversation: the key of its first turn.
+    pub fn conversation(&self, starts_turn: bool) -> Option<(u64, u64)> {
+        let anchor = self.conversation_anchor?;
+        let first_turn_is_this_one = self.turn_anchor == Some(anchor);
+        let reply = if first_turn_is_this_one { self.turn(starts_turn)?.1 } else { self.conversation_reply? };
+        Some((anchor, reply))
+    }
+}
+
+/// An id derived from a key pair, the same on every instance (the pair is already keyed).
+pub fn derived_id(domain: &str, (a, b): (u64, u64), bytes: usize) -> String {
+    let mut input = Vec::with_capacity(domain.len() + 16);
+    input.extend_from_slice(domain.as_bytes());
+    input.extend_from_slice(&a.to_be_bytes());
+    input.extend_from_slice(&b.to_be_bytes());
+    crate::trace::stable_hex(&input, bytes)
+}
+
 /// One model call, as the tracker sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepInput {
@@ -69,6 +119,7 @@ pub struct StepInput {
     pub prefix_hashes: Vec<u64>,
     pub response_id: Option<String>,
     pub tool_calls: Vec<StepToolCall>,
+    pub keys: TurnKeys,
 }
 
 impl StepInput {
@@ -138,6 +189,7 @@ impl StepInput {
             prefix_hashes: request.prefix_hashes.clone(),
             response_id: analysis.and_then(|a| a.response_id.clone()),
             tool_calls,
+            keys: TurnKeys::of_request(request, analysis.and_then(|a| a.reply_key)),
         })
     }
 }

@@ -16,6 +16,8 @@ fn step(path: &str, body: &Value, t0_s: f64, end_s: f64, calls: &[(&str, &str, f
     let bytes = serde_json::to_vec(body).unwrap();
     let info = analyze_request(path, Some("application/json"), &bytes, false);
     let at = |s: f64| T0 + (s * 1e9) as u64;
+    let ids: Vec<&str> = calls.iter().map(|(id, _, _)| *id).filter(|id| !id.is_empty()).collect();
+    let keys = TurnKeys::of_request(&info, tokentap_analysis::conversation::reply_key(ids, "an answer"));
     StepInput {
         request_id: format!("req-{t0_s}"),
         span_id: crate::trace::random_hex(8),
@@ -48,6 +50,7 @@ fn step(path: &str, body: &Value, t0_s: f64, end_s: f64, calls: &[(&str, &str, f
                 ready_unix_ns: at(*ready),
             })
             .collect(),
+        keys,
     }
 }
 
@@ -476,4 +479,84 @@ fn the_browser_view_runs_from_the_users_send_to_the_final_paint() {
     assert_eq!((b.user_send_ms, b.final_paint_ms), (Some(-30.0), Some(2120.0)));
     assert!(close(b.e2e_ms, 2150.0), "{b:?}");
     assert!(!turn.apply_browser(Some(&first), Some(&last)), "the same reports change nothing");
+}
+
+/// The messages of a two-turn conversation, each turn one tool call then an answer.
+fn two_turn_history() -> [Value; 8] {
+    let call = |id: &str| {
+        json!({"role":"assistant","content":null,"tool_calls":[
+            {"id":id,"type":"function","function":{"name":"get_time","arguments":"{}"}}]})
+    };
+    [
+        json!({"role":"user","content":"Time in Paris?"}),
+        call("call_1"),
+        json!({"role":"tool","tool_call_id":"call_1","content":"noon"}),
+        json!({"role":"assistant","content":"It is noon."}),
+        json!({"role":"user","content":"And in Tokyo?"}),
+        call("call_2"),
+        json!({"role":"tool","tool_call_id":"call_2","content":"8pm"}),
+        json!({"role":"assistant","content":"It is 8pm."}),
+    ]
+}
+
+fn chat(messages: &[Value], t0_s: f64, end_s: f64, calls: &[(&str, &str, f64)]) -> StepInput {
+    step("/v1/chat/completions", &json!({"model":"m","messages":messages,"tools":tools()}), t0_s, end_s, calls)
+}
+
+#[test]
+fn a_step_of_a_later_turn_never_joins_the_open_turn_it_does_not_belong_to() {
+    // This instance saw turn 1's first step and turn 2's second step (the rest went elsewhere).
+    let h = two_turn_history();
+    let mut tracker = TurnTracker::new(TurnConfig::default());
+    let p1 = tracker.observe(chat(&h[..1], 0.0, 1.0, &[("call_1", "get_time", 0.9)]));
+    let p2 = tracker.observe(chat(&h[..7], 5.0, 6.0, &[]));
+    assert_ne!(p2.turn.turn_id, p1.turn.turn_id, "another turn of the same conversation");
+    assert_eq!(p2.turn.conversation_id, p1.turn.conversation_id);
+    assert_eq!(p2.closed.len(), 2, "turn 1 closes unanswered; turn 2's fragment ends with its answer");
+    let (turn1, turn2) = (&p2.closed[0], &p2.closed[1]);
+    assert_eq!((turn1.status, turn1.totals.unanswered_tool_calls, turn1.fragment), (TurnStatus::Incomplete, 1, false));
+    assert!(turn1.tool_runs.iter().all(|r| r.duration_ms.is_none()), "no tool run is made up: {turn1:?}");
+    assert_eq!((turn2.status, turn2.totals.steps, turn2.fragment), (TurnStatus::Complete, 1, true));
+}
+
+#[test]
+fn fleet_instances_name_a_split_turn_the_same_way() {
+    let h = two_turn_history();
+    let fleet = TurnConfig { fleet: true, ..TurnConfig::default() };
+    let (mut a, mut b) = (TurnTracker::new(fleet.clone()), TurnTracker::new(fleet));
+    let first = a.observe(chat(&h[..1], 0.0, 1.0, &[("call_1", "get_time", 0.9)]));
+    let second = b.observe(chat(&h[..3], 1.5, 2.0, &[]));
+    let (ta, tb) = (&first.turn, &second.turn);
+    assert_eq!(
+        (&tb.turn_id, &tb.conversation_id, &tb.trace_id, &tb.agent_span_id),
+        (&ta.turn_id, &ta.conversation_id, &ta.trace_id, &ta.agent_span_id),
+        "every instance derives the same ids"
+    );
+    assert!(ta.agent_span_id.is_some());
+    let [fragment] = second.closed.as_slice() else { panic!("{:?}", second.closed) };
+    assert!(fragment.fragment, "B did not see the turn start");
+    let closed_on_a = a.tick(T0 + 1000 * S);
+    assert!(closed_on_a.iter().all(|t| !t.fragment && t.turn_id == ta.turn_id), "{closed_on_a:?}");
+
+    // Turn 2 lands on B alone: the same conversation id as turn 1's on A.
+    let third = b.observe(chat(&h[..5], 10.0, 11.0, &[("call_2", "get_time", 10.9)]));
+    assert_eq!(third.turn.conversation_id, ta.conversation_id);
+    assert_ne!(third.turn.turn_id, ta.turn_id);
+    // And another instance that sees only turn 2's second step names it the same.
+    let mut c = TurnTracker::new(TurnConfig { fleet: true, ..TurnConfig::default() });
+    let fourth = c.observe(chat(&h[..7], 12.0, 13.0, &[]));
+    assert_eq!(
+        (&fourth.turn.turn_id, &fourth.turn.trace_id, &fourth.turn.conversation_id),
+        (&third.turn.turn_id, &third.turn.trace_id, &third.turn.conversation_id)
+    );
+}
+
+#[test]
+fn without_a_fleet_key_ids_are_drawn_per_instance() {
+    let h = two_turn_history();
+    let (mut a, mut b) = (TurnTracker::new(TurnConfig::default()), TurnTracker::new(TurnConfig::default()));
+    let first = a.observe(chat(&h[..1], 0.0, 1.0, &[("call_1", "get_time", 0.9)]));
+    let second = b.observe(chat(&h[..3], 1.5, 2.0, &[]));
+    assert_ne!(first.turn.turn_id, second.turn.turn_id);
+    assert_ne!(first.turn.trace_id, second.turn.trace_id);
 }

@@ -8,7 +8,7 @@ use tokentap_analysis::LastInput;
 
 use super::breakdown::{self, CallSpan, StepSpan};
 use super::schema::{TurnLink, TurnRecord, TurnRef, TurnStatus, TurnStep, TURN_RECORD_VERSION};
-use super::step::{StepInput, TurnHeaders};
+use super::step::{derived_id, StepInput, TurnHeaders};
 use crate::trace::random_hex;
 use crate::Outcome;
 
@@ -28,6 +28,10 @@ pub struct TurnConfig {
     /// Tool calls tracked per turn.
     pub max_tool_calls: usize,
     pub headers: TurnHeaders,
+    /// `[turns] fleet_key` is set: conversation hashes mean the same on every instance, so turn,
+    /// conversation, trace and agent span ids are derived from the steps' [`TurnKeys`] instead of
+    /// drawn at random, and every instance names a turn the same way.
+    pub fleet: bool,
 }
 
 impl Default for TurnConfig {
@@ -40,6 +44,7 @@ impl Default for TurnConfig {
             max_steps: 256,
             max_tool_calls: 1024,
             headers: TurnHeaders::default(),
+            fleet: false,
         }
     }
 }
@@ -135,6 +140,13 @@ struct OpenTurn {
     steps_total: u32,
     calls: Vec<CallSpan>,
     last_failed: bool,
+    /// The turn's anchor (prefix up to its user message): a step with another anchor belongs to
+    /// another turn, whatever else links it.
+    anchor: Option<u64>,
+    /// The turn's key, when every instance can compute it (fleet ids).
+    key: Option<(u64, u64)>,
+    /// Opened by a step that continues a turn (tool results): its start was not seen here.
+    fragment: bool,
 }
 
 #[derive(Debug)]
@@ -315,7 +327,17 @@ impl TurnTracker {
             None => {
                 let slot = self.next_slot;
                 self.next_slot += 1;
-                let id = step.conversation_header.as_deref().map(id_from_header).unwrap_or_else(|| random_hex(16));
+                let starts_turn = step.last_input == Some(LastInput::User);
+                let derived = || {
+                    let key = step.keys.conversation(starts_turn).filter(|_| self.config.fleet)?;
+                    Some(derived_id("conversation", key, 16))
+                };
+                let id = step
+                    .conversation_header
+                    .as_deref()
+                    .map(id_from_header)
+                    .or_else(derived)
+                    .unwrap_or_else(|| random_hex(16));
                 self.conversations.insert(
                     slot,
                     Conversation { id, turns_done: 0, open: None, keys: VecDeque::new(), last_seen: 0, bytes: 0 },
@@ -334,18 +356,40 @@ impl TurnTracker {
             self.index.get(&LinkKey::TurnHeader(h.clone())).is_some_and(|slots| slots.contains(&slot))
         });
         let Some(conv) = self.conversations.get_mut(&slot) else { unreachable!("slot just found or made") };
+        // A continuation whose turn anchor differs belongs to another turn of the conversation
+        // (its start went to another instance, or was forgotten).
+        let same_anchor = conv.open.as_ref().is_some_and(|t| {
+            t.anchor.is_none() || step.keys.turn_anchor.is_none() || t.anchor == step.keys.turn_anchor
+        });
         let continues = conv.open.is_some()
-            && if step.turn_header.is_some() { turn_header_matched } else { step.last_input != Some(LastInput::User) };
+            && if step.turn_header.is_some() {
+                turn_header_matched
+            } else {
+                step.last_input != Some(LastInput::User) && same_anchor
+            };
         if !continues {
             if let Some(turn) = conv.open.take() {
                 let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
                 closed.push(finish(conv, turn, status));
                 self.counters.turns_closed += 1;
             }
-            let turn_id = step.turn_header.as_deref().map(id_from_header).unwrap_or_else(|| random_hex(16));
+            let starts_turn = step.last_input == Some(LastInput::User);
+            let key = step.keys.turn(starts_turn).filter(|_| self.config.fleet && step.turn_header.is_none());
+            let turn_id = step
+                .turn_header
+                .as_deref()
+                .map(id_from_header)
+                .or_else(|| key.map(|k| derived_id("turn", k, 16)))
+                .unwrap_or_else(|| random_hex(16));
+            // The client's trace (a `traceparent`) wins; else a fleet turn's own.
+            let trace_id = match key {
+                Some(k) if step.parent_span_id.is_none() => derived_id("trace", k, 16),
+                _ => step.trace_id.clone(),
+            };
+            let fragment = step.last_input == Some(LastInput::ToolResult);
             conv.open = Some(OpenTurn {
                 turn_id,
-                trace_id: step.trace_id.clone(),
+                trace_id,
                 parent_span_id: step.parent_span_id.clone(),
                 agent_span_id: None,
                 started_at: step.started_at.clone(),
@@ -355,6 +399,9 @@ impl TurnTracker {
                 steps_total: 0,
                 calls: Vec::new(),
                 last_failed: false,
+                anchor: step.keys.turn_anchor,
+                key,
+                fragment,
             });
             self.counters.turns_opened += 1;
         }
@@ -397,8 +444,9 @@ impl TurnTracker {
                 result: None,
             });
         }
-        if !step.tool_calls.is_empty() && turn.agent_span_id.is_none() {
-            turn.agent_span_id = Some(random_hex(8));
+        // An agent turn (tool calls made, or results carried by a fragment) gets its agent span.
+        if (!step.tool_calls.is_empty() || turn.fragment && turn.key.is_some()) && turn.agent_span_id.is_none() {
+            turn.agent_span_id = Some(turn.key.map_or_else(|| random_hex(8), |k| derived_id("invoke_agent", k, 8)));
         }
         let record_step = TurnStep {
             step: step_no,
@@ -591,6 +639,7 @@ fn finish(conv: &mut Conversation, turn: OpenTurn, status: TurnStatus) -> TurnRe
         steps: b.steps,
         tool_runs: b.tool_runs,
         critical_path: b.critical_path,
+        fragment: turn.fragment,
         steps_not_listed: (turn.steps_total as usize).saturating_sub(turn.steps.len()) as u32,
         browser: None,
         voice: None,

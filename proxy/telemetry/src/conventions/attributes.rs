@@ -159,6 +159,30 @@ pub mod attr {
     pub const TURN_OUTPUT_TOKENS: &str = "tokentap.turn.output_tokens";
     pub const TOOL_RESULT_STEP: &str = "tokentap.tool.result_step";
 
+    // OpenTelemetry's MCP conventions.
+    pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+    pub const MCP_SESSION_ID: &str = "mcp.session.id";
+    pub const MCP_PROTOCOL_VERSION: &str = "mcp.protocol.version";
+    pub const MCP_RESOURCE_URI: &str = "mcp.resource.uri";
+    pub const PROMPT_NAME: &str = "gen_ai.prompt.name";
+    pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
+    pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+    pub const NETWORK_PROTOCOL_NAME: &str = "network.protocol.name";
+    pub const NETWORK_TRANSPORT: &str = "network.transport";
+    /// First progress notification of an MCP operation, ms after its request.
+    pub const MCP_FIRST_PROGRESS_MS: &str = "tokentap.mcp.first_progress_ms";
+    pub const MCP_PROGRESS_NOTIFICATIONS: &str = "tokentap.mcp.progress_notifications";
+    pub const MCP_REQUEST_BYTES: &str = "tokentap.mcp.request_bytes";
+    pub const MCP_RESPONSE_BYTES: &str = "tokentap.mcp.response_bytes";
+    /// A tool run joined to the MCP call that executed it: the tool server's time, the harness's
+    /// before and after it, and the tokentap request id of the MCP exchange.
+    pub const TOOL_SERVER_MS: &str = "tokentap.tool.server_ms";
+    pub const TOOL_HARNESS_BEFORE_MS: &str = "tokentap.tool.harness_before_ms";
+    pub const TOOL_HARNESS_AFTER_MS: &str = "tokentap.tool.harness_after_ms";
+    pub const TOOL_MCP_REQUEST_ID: &str = "tokentap.tool.mcp_request_id";
+    /// How an MCP session ended: `deleted`, `not_found`, `idle`, `evicted`, `shutdown`.
+    pub const MCP_SESSION_END: &str = "tokentap.mcp.session_end";
+
     /// Label of the telemetry counters: `traces` or `metrics`.
     pub const SIGNAL: &str = "tokentap.signal";
     /// Why telemetry was dropped: `queue_full`, `spool_full`, `rejected`.

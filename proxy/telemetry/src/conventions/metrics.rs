@@ -314,6 +314,20 @@ metric_table! {
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_network_and_proxy_seconds",
     },
+    McpClientOperationDuration {
+        name: "mcp.client.operation.duration",
+        unit: "s",
+        description: "MCP operation: the request head of the POST carrying the JSON-RPC request received to its JSON-RPC response's arrival from the server.",
+        instrument: Instrument::Histogram(MCP_DURATION_BUCKETS),
+        prometheus_name: "mcp_client_operation_duration_seconds",
+    },
+    McpClientSessionDuration {
+        name: "mcp.client.session.duration",
+        unit: "s",
+        description: "MCP session (Mcp-Session-Id): the start of the exchange that set it to the end of its last exchange; ended by DELETE, a 404, 10 minutes of silence, eviction or shutdown.",
+        instrument: Instrument::Histogram(MCP_DURATION_BUCKETS),
+        prometheus_name: "mcp_client_session_duration_seconds",
+    },
     RealtimeFirstAudioFromSpeechStopped {
         name: "tokentap.voice.realtime.time_to_first_audio_from_speech_stopped",
         unit: "s",
@@ -329,6 +343,10 @@ metric_table! {
         prometheus_name: "tokentap_voice_realtime_time_to_first_audio_from_speech_end_seconds",
     },
 }
+
+/// The MCP conventions' boundaries for operation and session durations, in seconds.
+pub const MCP_DURATION_BUCKETS: &[f64] =
+    &[0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
 
 /// Steps per turn.
 pub const STEP_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0];

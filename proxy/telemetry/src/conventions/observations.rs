@@ -6,7 +6,7 @@ use tokentap_record::Record;
 use super::attributes::attr;
 use super::metrics::MetricId;
 use super::metrics::{label, Labels, Objectives, Observation};
-use super::request::{error_type, provider_name, request_end_ns, serde_name};
+use super::request::{error_type, provider_name, request_end_ns};
 
 // ---------------------------------------------------------------------------------------------
 // Metric observations.
@@ -31,9 +31,10 @@ pub fn request_labels(record: &Record) -> Labels {
 /// The verdict counter's observation for `record`, judged in `scope` ("proxy" or "browser").
 pub fn rebuffer_observation(record: &Record, scope: &str) -> Option<Observation> {
     let d = record.diagnosis.as_ref()?;
-    let mut labels: Labels = vec![(attr::ROUTE, label(&record.route)), (attr::REBUFFER_KIND, serde_name(&d.kind))];
-    if let Some(hop) = &d.hop {
-        labels.push((attr::REBUFFER_HOP, serde_name(hop)));
+    let mut labels: Labels =
+        vec![(attr::ROUTE, label(&record.route)), (attr::REBUFFER_KIND, d.kind.as_str().to_string())];
+    if let Some(hop) = d.hop {
+        labels.push((attr::REBUFFER_HOP, hop.as_str().to_string()));
     }
     labels.push((attr::REBUFFER_SCOPE, scope.to_string()));
     Some(Observation { metric: MetricId::RebufferVerdicts, labels, value: 1.0 })
@@ -46,6 +47,13 @@ pub fn is_good(record: &Record, objectives: &Objectives) -> bool {
 
 /// Everything one record adds to the metrics.
 pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Observation> {
+    let mut out = request_observations(record, objectives);
+    super::mcp::mcp_observations(record, &mut out);
+    out
+}
+
+/// What the request itself adds (the GenAI, voice, stream and server metrics).
+fn request_observations(record: &Record, objectives: &Objectives) -> Vec<Observation> {
     let labels = request_labels(record);
     let mut out = Vec::new();
     let mut push = |metric: MetricId, labels: &Labels, value: f64| {
@@ -80,6 +88,7 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
     if let Some(v) = record.transcription.as_ref().and_then(|t| t.transcript_done_ms) {
         push(MetricId::VoiceTranscriptDone, &labels, v / 1e3);
     }
+
     let Some(a) = &record.analysis else {
         super::realtime::realtime_observations(record, &labels, &mut out);
         return out;

@@ -20,7 +20,7 @@ pub fn provider_name(record: &Record) -> &'static str {
         Some(Provider::Anthropic) => return "anthropic",
         Some(Provider::Gemini) => return "gcp.gemini",
         Some(Provider::Ollama) => return "ollama",
-        Some(Provider::Generic) | None => {}
+        Some(Provider::Generic | Provider::Mcp) | None => {}
     }
     match record.analysis.as_ref().and_then(|a| a.dialect) {
         Some(Dialect::OpenaiChat | Dialect::OpenaiResponses) => "openai",
@@ -563,23 +563,17 @@ pub fn request_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         spans.push(span);
     }
     spans.extend(super::realtime::realtime_spans(record, trace_id, span_id));
+    spans.extend(super::mcp::mcp_spans(record, trace_id, span_id, end_rel, server_address(&record.upstream)));
     spans
-}
-
-/// The snake_case name serde gives a verdict kind or hop.
-pub(super) fn serde_name<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
 /// Adds the re-buffering verdict's attributes; returns whether some hop re-buffers.
 pub(super) fn diagnosis_attrs(record: &Record, attrs: &mut Attributes) -> bool {
     let Some(d) = &record.diagnosis else { return false };
-    let kind = serde_name(&d.kind);
     attrs.push((attr::REBUFFER_VERDICT, AttrValue::Str(d.verdict.clone())));
-    if let Some(hop) = &d.hop {
-        attrs.push((attr::REBUFFER_HOP, AttrValue::Str(serde_name(hop))));
+    if let Some(hop) = d.hop {
+        attrs.push((attr::REBUFFER_HOP, AttrValue::Str(hop.as_str().to_string())));
     }
-    let rebuffered = kind != "no_rebuffering";
-    attrs.push((attr::REBUFFER_KIND, AttrValue::Str(kind)));
-    rebuffered
+    attrs.push((attr::REBUFFER_KIND, AttrValue::Str(d.kind.as_str().to_string())));
+    d.kind != tokentap_record::hops::VerdictKind::NoRebuffering
 }

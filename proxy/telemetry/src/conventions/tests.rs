@@ -521,6 +521,16 @@ fn an_agent_turn_is_an_invoke_agent_span_with_a_tool_span_per_answered_call() {
     assert_eq!(of(MetricId::ExecuteToolDuration), [0.8, 0.7]);
     assert_eq!(of(MetricId::TurnSteps), [2.0]);
 
+    // A fragment (another instance began the turn and exports its agent span): tool spans under
+    // that span, no second agent span, no partial turn times.
+    let mut fragment = agent_turn();
+    fragment.fragment = true;
+    let spans = turn_spans(&fragment);
+    assert!(spans.iter().all(|s| s.name != "invoke_agent") && spans.len() == 2, "{spans:?}");
+    assert!(spans.iter().all(|s| s.parent_span_id == hex_bytes::<8>(AGENT)));
+    let observations = turn_observations(&fragment);
+    assert!(observations.iter().all(|o| matches!(o.metric, MetricId::ExecuteToolDuration)), "{observations:?}");
+
     let mut plain = agent_turn();
     plain.agent_span_id = None;
     assert!(turn_spans(&plain).is_empty(), "a turn without tool calls exports no agent span");
@@ -743,4 +753,65 @@ fn with_the_apps_own_llm_span_tokentaps_span_is_counted_once() {
     let mut egress = record(record_json());
     egress.route_role = Some(tokentap_record::RouteRole::Egress);
     assert_eq!(request_spans(&egress, &app)[0].name, "chat gpt-test");
+}
+
+/// An MCP exchange: a tools/call answered at 150 ms with progress at 40 ms, carrying a `_meta`
+/// trace context, and an initialize-less ping without one.
+fn mcp_record() -> Record {
+    let mut json = record_json();
+    json["mcp"] = serde_json::json!({
+        "session_id": "s-1",
+        "protocol_version": "2025-11-25",
+        "operations": [
+            {"method": "tools/call", "direction": "client_to_server", "request_id": "7", "name": "get_weather",
+             "traceparent": "00-11111111111111111111111111111111-2222222222222222-01",
+             "start_ns": 0, "first_progress_ns": 40_000_000, "progress_notifications": 2, "end_ns": 150_000_000,
+             "status": "answered", "is_error": true, "request_bytes": 90, "response_bytes": 120},
+            {"method": "ping", "direction": "client_to_server", "request_id": "8", "start_ns": 0,
+             "end_ns": 2_000_000, "status": "answered", "request_bytes": 30,
+             "error": {"code": -32601, "message": "Method not found"}},
+            {"method": "roots/list", "direction": "server_to_client", "request_id": "0", "start_ns": 5_000_000,
+             "status": "unanswered", "request_bytes": 30}
+        ]
+    });
+    record(json)
+}
+
+#[test]
+fn mcp_operations_are_client_spans_named_by_method_and_tool() {
+    let spans = request_spans(&mcp_record(), &SpanOptions::default());
+    let tool = find(&spans, "tools/call get_weather");
+    assert_eq!(tool.kind, SpanKind::Client);
+    assert_eq!((tool.start_unix_ns, tool.end_unix_ns), (ms(0), ms(150)));
+    // In the trace of the request's `_meta.traceparent`, under its span.
+    assert_eq!(tool.trace_id, [0x11; 16]);
+    assert_eq!(tool.parent_span_id, Some([0x22; 8]));
+    for (key, value) in [
+        (attr::MCP_METHOD_NAME, "tools/call"),
+        (attr::TOOL_NAME, "get_weather"),
+        (attr::OPERATION_NAME, "execute_tool"),
+        (attr::JSONRPC_REQUEST_ID, "7"),
+        (attr::MCP_SESSION_ID, "s-1"),
+        (attr::MCP_PROTOCOL_VERSION, "2025-11-25"),
+        (attr::ERROR_TYPE, "tool_error"),
+    ] {
+        assert_eq!(tool.attribute(key).and_then(AttrValue::as_str), Some(value), "{key}");
+    }
+    assert_eq!(tool.attribute(attr::MCP_FIRST_PROGRESS_MS), Some(&AttrValue::F64(40.0)));
+    assert!(matches!(tool.status, SpanStatus::Error(_)));
+    // Without a `_meta` context: under the HTTP request's span, in its trace.
+    let ping = find(&spans, "ping");
+    assert_eq!(ping.parent_span_id, hex_bytes::<8>(SPAN));
+    assert_eq!(ping.trace_id, hex_bytes::<16>(TRACE).unwrap());
+    assert_eq!(ping.attribute(attr::RPC_RESPONSE_STATUS_CODE).and_then(AttrValue::as_str), Some("-32601"));
+    assert_eq!(ping.status, SpanStatus::Error("Method not found".into()));
+    // The server's own requests are not the client's operations.
+    assert!(spans.iter().all(|s| s.name != "roots/list"));
+
+    let observations = metric_observations(&mcp_record(), &Objectives::default());
+    let durations: Vec<&Observation> =
+        observations.iter().filter(|o| o.metric == MetricId::McpClientOperationDuration).collect();
+    assert_eq!(durations.len(), 2);
+    assert_eq!(durations[0].value, 0.15);
+    assert!(durations.iter().all(|o| o.labels.iter().all(|(k, _)| *k != attr::JSONRPC_REQUEST_ID)));
 }

@@ -50,7 +50,10 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         TurnStatus::Failed => SpanStatus::Error("the turn's last step failed".into()),
         _ => SpanStatus::Unset,
     };
-    let mut spans = vec![SpanPlan {
+    // A fragment (a turn another instance began) hangs its spans under the agent span that
+    // instance exports; it sends none of its own.
+    let mut spans = Vec::new();
+    spans.extend((!turn.fragment).then(|| SpanPlan {
         trace_id,
         span_id: agent,
         parent_span_id: turn.parent_span_id.as_deref().and_then(hex_bytes::<8>),
@@ -63,7 +66,7 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         events: Vec::new(),
         dropped_events: 0,
         status,
-    }];
+    }));
     for (i, run) in turn.tool_runs.iter().enumerate() {
         let Some(result_ms) = run.result_ms else { continue };
         let name = run.name.clone().unwrap_or_else(|| "unknown".into());
@@ -78,6 +81,16 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
         }
         if let Some(step) = run.result_step {
             attributes.push((attr::TOOL_RESULT_STEP, int(step)));
+        }
+        // Run by an MCP call that passed tokentap: the conventions' MCP attributes on this span
+        // (the MCP operation's own CLIENT span is exported with its exchange), and the split.
+        if let Some(m) = &run.mcp {
+            attributes.push((attr::MCP_METHOD_NAME, AttrValue::Str("tools/call".into())));
+            attributes.push((attr::JSONRPC_REQUEST_ID, AttrValue::Str(m.jsonrpc_id.clone())));
+            attributes.push((attr::TOOL_SERVER_MS, AttrValue::F64(m.server_ms)));
+            attributes.push((attr::TOOL_HARNESS_BEFORE_MS, AttrValue::F64(m.harness_before_ms)));
+            attributes.push((attr::TOOL_HARNESS_AFTER_MS, AttrValue::F64(m.harness_after_ms)));
+            attributes.push((attr::TOOL_MCP_REQUEST_ID, AttrValue::Str(m.request_id.clone())));
         }
         let key = format!("{EXECUTE_TOOL}:{i}:{}", run.call_id.as_deref().unwrap_or(""));
         spans.push(SpanPlan {
@@ -111,13 +124,17 @@ pub fn voice_turn_observations(turn: &TurnRecord) -> Vec<Observation> {
 pub fn turn_observations(turn: &TurnRecord) -> Vec<Observation> {
     let labels: Labels = vec![(attr::ROUTE, label(&turn.route)), (attr::TURN_STATUS, turn.status.as_str().to_owned())];
     let t = &turn.totals;
-    let mut out = vec![
-        Observation { metric: MetricId::TurnModelTime, labels: labels.clone(), value: t.model_ms / 1e3 },
-        Observation { metric: MetricId::TurnToolTime, labels: labels.clone(), value: t.tool_ms / 1e3 },
-        Observation { metric: MetricId::TurnClientTime, labels: labels.clone(), value: t.client_ms / 1e3 },
-        Observation { metric: MetricId::TurnSteps, labels: labels.clone(), value: f64::from(t.steps) },
-    ];
-    if turn.agent_span_id.is_some() {
+    let mut out = Vec::new();
+    // A fragment's totals are partial: its tool runs count, the turn's times do not.
+    if !turn.fragment {
+        out = vec![
+            Observation { metric: MetricId::TurnModelTime, labels: labels.clone(), value: t.model_ms / 1e3 },
+            Observation { metric: MetricId::TurnToolTime, labels: labels.clone(), value: t.tool_ms / 1e3 },
+            Observation { metric: MetricId::TurnClientTime, labels: labels.clone(), value: t.client_ms / 1e3 },
+            Observation { metric: MetricId::TurnSteps, labels: labels.clone(), value: f64::from(t.steps) },
+        ];
+    }
+    if turn.agent_span_id.is_some() && !turn.fragment {
         let mut agent = labels;
         agent.insert(0, (attr::OPERATION_NAME, INVOKE_AGENT.to_owned()));
         out.push(Observation { metric: MetricId::InvokeAgentDuration, labels: agent, value: t.e2e_ms / 1e3 });

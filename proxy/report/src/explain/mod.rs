@@ -11,6 +11,39 @@ use tokentap_record::Record;
 
 use crate::markdown::number;
 
+mod audio;
+mod realtime;
+
+/// What `explain` says of a record with no answer text to follow through the hops: a failure, a
+/// non-streaming answer of something other than text (embeddings, images), an empty answer.
+fn without_answer_text(out: &mut String, record: &Record) {
+    let w = out;
+    let t0 = |ns: Option<u64>| ns.map_or_else(|| "–".to_owned(), |ns| number(ns as f64 / 1e6));
+    let _ = writeln!(
+        w,
+        "status {}, upstream sent {} ms, response headers {} ms, end {} ms (since the request arrived); {} body bytes in {} chunks",
+        record.status.map_or("none".to_owned(), |s| s.to_string()),
+        t0(record.timeline.t_upstream_sent_ns),
+        t0(record.timeline.t_upstream_headers_ns),
+        t0(record.timeline.t_end_ns),
+        record.timeline.body_bytes,
+        record.timeline.chunk_count
+    );
+    if let Some(e) = &record.error {
+        let _ = writeln!(w, "error ({} side): {}: {}", e.side.as_str(), plain(&e.kind), plain(&e.message));
+    }
+    let look = match (&record.error, record.timeline.t_upstream_headers_ns, record.timeline.t_end_ns) {
+        (Some(e), _, _) => format!("the error above ({} side)", e.side.as_str()),
+        (None, Some(h), Some(end)) if end > h => format!(
+            "the server's answer: headers after {} ms, the body {} ms more; there is no answer text to follow through the hops (not a text stream)",
+            number(h as f64 / 1e6),
+            number((end - h) as f64 / 1e6)
+        ),
+        _ => "the status and outcome above: there is no answer text to follow through the hops".to_owned(),
+    };
+    let _ = writeln!(w, "\nlook at: {look}");
+}
+
 /// A compact text timeline per hop, for `tokentap explain`.
 pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
     let mut out = String::new();
@@ -22,8 +55,34 @@ pub fn explain(record: &Record, diagnosis: Option<&Diagnosis>) -> String {
         record.route,
         record.outcome.as_str()
     ));
+    if let Some(turn) = &record.turn {
+        let part = match turn.link {
+            tokentap_record::TurnLink::Voice => "a voice request".to_owned(),
+            _ => format!("step {}", turn.step),
+        };
+        out.push_str(&format!(
+            "{part} of turn {} (`tokentap explain {}` shows the whole turn)\n",
+            plain(&turn.turn_id),
+            plain(&turn.turn_id)
+        ));
+    }
+    if let Some(session) = &record.realtime {
+        realtime::explain_session(&mut out, record, session);
+        return out;
+    }
+    if let Some(speech) = &record.speech {
+        audio::explain_speech(&mut out, speech);
+        return out;
+    }
+    if let Some(transcription) = &record.transcription {
+        audio::explain_transcription(&mut out, record, transcription);
+        if diagnosis.is_none() {
+            return out;
+        }
+        out.push('\n');
+    }
     let Some(d) = diagnosis else {
-        out.push_str("no answer text: nothing to diagnose\n");
+        without_answer_text(&mut out, record);
         return out;
     };
     out.push_str(&format!("verdict: {}\n", d.verdict));
@@ -115,7 +174,7 @@ fn timeline_strip(record: &Record, d: &Diagnosis) -> String {
 
 /// A value for the terminal: control characters (an app's header value could hold some) shown as
 /// `?`.
-fn plain(value: &str) -> String {
+pub(crate) fn plain(value: &str) -> String {
     value.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
@@ -134,18 +193,40 @@ pub fn explain_turn(turn: &TurnRecord) -> String {
     );
     let _ = writeln!(w, "started {} on route {}; trace {}", turn.started_at, plain(&turn.route), turn.trace_id);
     let share = |ms: f64| if t.e2e_ms > 0.0 { format!(" ({:.0}%)", 100.0 * ms / t.e2e_ms) } else { String::new() };
-    let _ = writeln!(
-        w,
-        "\nend to end {} ms: model {} ms{}, tools {} ms{}, client {} ms{}",
-        number(t.e2e_ms),
-        number(t.model_ms),
-        share(t.model_ms),
-        number(t.tool_ms),
-        share(t.tool_ms),
-        number(t.client_ms),
-        share(t.client_ms)
-    );
-    let _ = writeln!(w, "{} steps, {} tool calls ({} unanswered)", t.steps, t.tool_calls, t.unanswered_tool_calls);
+    if let Some(v) = &turn.voice {
+        // A voice turn's wait is the voice chain; the model calls are one part of it.
+        let headline = match (v.voice_to_voice_ms, v.first_audible_ms) {
+            (Some(v2v), _) => format!("voice to voice {} ms (end of speech → answer heard in the browser)", number(v2v)),
+            (None, Some(audible)) => format!(
+                "voice to first audible sample {} ms (the wire, from the transcription request's start; voice to voice needs the browser probe)",
+                number(audible)
+            ),
+            (None, None) => "voice turn: no audible answer yet".to_owned(),
+        };
+        let _ = writeln!(w, "\n{headline}");
+        let _ = writeln!(
+            w,
+            "the model part of it: {} ms from the first model call's start to the answer's end ({} steps, {} tool calls)",
+            number(t.e2e_ms),
+            t.steps,
+            t.tool_calls
+        );
+    } else {
+        let _ = writeln!(
+            w,
+            "\nend to end {} ms: model {} ms{}, tools {} ms{}, client {} ms{}",
+            number(t.e2e_ms),
+            number(t.model_ms),
+            share(t.model_ms),
+            number(t.tool_ms),
+            share(t.tool_ms),
+            number(t.client_ms),
+            share(t.client_ms)
+        );
+    }
+    if turn.voice.is_none() {
+        let _ = writeln!(w, "{} steps, {} tool calls ({} unanswered)", t.steps, t.tool_calls, t.unanswered_tool_calls);
+    }
     let _ = writeln!(w, "\nsteps (ms since the turn started):");
     for s in &turn.steps {
         let first = match (s.ttft_answer_ms, s.ttft_tool_ms) {
@@ -181,6 +262,29 @@ pub fn explain_turn(turn: &TurnRecord) -> String {
                         number(result),
                         number(d)
                     );
+                    if let Some(m) = &r.mcp {
+                        let by: Vec<String> = m
+                            .joined_by
+                            .iter()
+                            .map(|b| {
+                                serde_json::to_value(b)
+                                    .ok()
+                                    .and_then(|v| v.as_str().map(str::to_owned))
+                                    .unwrap_or_default()
+                            })
+                            .collect();
+                        let _ = writeln!(
+                            w,
+                            "    over MCP (tools/call {} [{}], request {}): harness {} + tool server {} + harness {} ms (joined by {})",
+                            plain(&m.tool),
+                            plain(&m.jsonrpc_id),
+                            plain(&m.request_id),
+                            number(m.harness_before_ms),
+                            number(m.server_ms),
+                            number(m.harness_after_ms),
+                            by.join(", ")
+                        );
+                    }
                 }
                 _ => {
                     let _ = writeln!(

@@ -1,0 +1,47 @@
+"""The official MCP Python SDK's client (`mcp.Client`, Streamable HTTP) calling the three tools
+of mcp_server.py: sleep_ms, count (with a progress callback) and fail.
+
+Usage: mcp_client.py --url URL --mode legacy|auto [--sleep-ms N]
+Prints one JSON document: the tool results and the progress the callback saw.
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+
+from mcp import Client
+
+
+async def run(url, mode, sleep_ms):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(value)
+
+    out = {}
+    async with Client(url, mode=mode) as client:
+        tools = await client.list_tools()
+        out["tools"] = sorted(t.name for t in tools.tools)
+        slept = await client.call_tool("sleep_ms", {"ms": sleep_ms})
+        out["sleep_ms"] = {"is_error": bool(slept.is_error)}
+        counted = await client.call_tool("count", {"n": 3}, progress_callback=on_progress)
+        out["count"] = {"is_error": bool(counted.is_error), "progress": progress}
+        failed = await client.call_tool("fail", {"reason": "no such city"})
+        out["fail"] = {"is_error": bool(failed.is_error)}
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--mode", default="legacy")
+    parser.add_argument("--sleep-ms", type=int, default=200)
+    args = parser.parse_args()
+    result = asyncio.run(run(args.url, args.mode, args.sleep_ms))
+    json.dump(result, sys.stdout, sort_keys=True, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
