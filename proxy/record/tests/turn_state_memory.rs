@@ -5,7 +5,7 @@ use std::alloc::System;
 
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 use tokentap_analysis::LastInput;
-use tokentap_record::turn::{StepInput, StepToolCall, TurnConfig, TurnTracker};
+use tokentap_record::turn::{StepInput, StepToolCall, TurnConfig, TurnKeys, TurnTracker};
 use tokentap_record::Outcome;
 
 #[global_allocator]
@@ -39,6 +39,7 @@ fn step(c: u64, n: u64) -> StepInput {
         previous_response_id: None,
         prefix_hashes: (0..=n).map(|i| c << 20 | i).collect(),
         response_id: Some(format!("resp_{c:08}{n:04}abcdefghijklmnopqrstuvwxyz0123456789")),
+        keys: TurnKeys { turn_anchor: Some(c << 20), conversation_anchor: Some(c << 20), ..TurnKeys::default() },
         tool_calls: vec![StepToolCall {
             id: Some(format!("call_{c:08}_{n:04}abcdefghijklmn")),
             name: Some("get_weather".into()),
