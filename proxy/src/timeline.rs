@@ -84,16 +84,37 @@ impl Default for KeptBudget {
     }
 }
 
-/// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies.
+/// Pieces at most this long are copied into a shared buffer instead of kept by reference: a kept
+/// reference to a tiny piece holds its own allocation (and a shared header) for a byte or two,
+/// so a body of one-byte chunks would cost a hundred times its bytes. The copy is a `memcpy` of at
+/// most this many bytes into a buffer with room; larger pieces are kept by reference.
+const SMALL_PIECE: usize = 64;
+
+/// The shared buffers small pieces are copied into; each is charged whole to the budget when it
+/// is started.
+const SMALL_PIECE_BUFFER: usize = 4096;
+
+/// What one kept piece's entry costs besides its bytes (its slot in `pieces`).
+pub(crate) const PIECE_SLOT_COST: usize = std::mem::size_of::<(u64, Bytes)>();
+
+/// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies
+/// (small pieces are copied into shared buffers, see [`SMALL_PIECE`]). What the pieces really
+/// cost — their bytes, their entries' room and the shared buffers — is taken from the budget of
+/// all requests, so that `max_kept_bytes` bounds the memory, not only the bytes.
 #[derive(Debug, Default)]
 pub(crate) struct CapturedBody {
     /// Kept pieces with their arrival time (ns since t0).
     pub pieces: Vec<(u64, Bytes)>,
+    /// Body bytes kept (what the per-body cap counts).
     pub kept_bytes: usize,
     pub total_bytes: u64,
     pub truncated: bool,
-    /// The budget of all requests, when there is one (`kept_bytes` of it are this body's).
+    /// The budget of all requests, when there is one (`charged` of it are this body's).
     pub budget: Option<Arc<KeptBudget>>,
+    /// Bytes taken from the budget: kept bytes of large pieces, entry room, shared buffers.
+    charged: usize,
+    /// The shared buffer small pieces are copied into now (its room is charged already).
+    small: bytes::BytesMut,
 }
 
 impl CapturedBody {
@@ -121,21 +142,63 @@ impl CapturedBody {
         if self.truncated {
             return;
         }
-        if self.kept_bytes + piece.len() > cap || self.budget.as_ref().is_some_and(|b| !b.take(piece.len())) {
+        if self.kept_bytes + piece.len() > cap {
             self.truncated = true;
             return;
         }
+        let small = piece.len() <= SMALL_PIECE;
+        // What keeping this piece adds: room for more entries (doubling), a new shared buffer
+        // for a small piece that does not fit the current one, or a large piece's bytes.
+        let grow = if self.pieces.len() == self.pieces.capacity() { self.pieces.len().max(8) } else { 0 };
+        let new_buffer = small && self.small.capacity() - self.small.len() < piece.len();
+        let charge = grow * PIECE_SLOT_COST
+            + if small {
+                if new_buffer {
+                    SMALL_PIECE_BUFFER
+                } else {
+                    0
+                }
+            } else {
+                piece.len()
+            };
+        if charge > 0 {
+            if self.budget.as_ref().is_some_and(|b| !b.take(charge)) {
+                self.truncated = true;
+                return;
+            }
+            self.charged += charge;
+        }
+        if grow > 0 {
+            self.pieces.reserve_exact(grow);
+        }
+        let kept = if small {
+            if new_buffer {
+                self.small = bytes::BytesMut::with_capacity(SMALL_PIECE_BUFFER);
+            }
+            self.small.extend_from_slice(piece);
+            self.small.split().freeze()
+        } else {
+            piece.clone()
+        };
         self.kept_bytes += piece.len();
-        self.pieces.push((t_ns, piece.clone()));
+        self.pieces.push((t_ns, kept));
     }
 
     /// Lets go of the kept bytes (overload): the counts stay, the pieces are released.
     pub(crate) fn shed(&mut self) {
         self.pieces = Vec::new();
+        self.small = bytes::BytesMut::new();
         if let Some(budget) = &self.budget {
-            budget.give(self.kept_bytes);
+            budget.give(self.charged);
         }
+        self.charged = 0;
         self.kept_bytes = 0;
+    }
+
+    /// Bytes taken from the budget of all requests for this body.
+    #[cfg(test)]
+    pub(crate) fn charged(&self) -> usize {
+        self.charged
     }
 
     /// The kept bytes as one contiguous buffer.
@@ -151,7 +214,7 @@ impl CapturedBody {
 impl Drop for CapturedBody {
     fn drop(&mut self) {
         if let Some(budget) = &self.budget {
-            budget.give(self.kept_bytes);
+            budget.give(self.charged);
         }
     }
 }
@@ -250,23 +313,47 @@ mod tests {
 
     #[test]
     fn the_budget_of_all_requests_bounds_what_they_keep_together_and_is_given_back() {
-        let budget = KeptBudget::new(100);
-        let piece = Bytes::from(vec![b'x'; 40]);
+        // One large piece costs its bytes and the room of 8 entries.
+        let one = 8 * PIECE_SLOT_COST + 400;
+        let budget = KeptBudget::new(2 * one + 100);
+        let piece = Bytes::from(vec![b'x'; 400]);
         let mut a = CapturedBody::with_budget(budget.clone());
         let mut b = CapturedBody::with_budget(budget.clone());
         a.push(&piece, 0, 1 << 20);
         b.push(&piece, 0, 1 << 20);
         a.push(&piece, 1, 1 << 20);
-        assert!(a.truncated && !b.truncated, "the third piece would pass 100 bytes");
-        assert_eq!((budget.used(), budget.hits()), (80, 1));
-        assert_eq!(a.total_bytes, 80, "counts go on");
+        assert!(a.truncated && !b.truncated, "the third piece would pass the budget");
+        assert_eq!((budget.used(), budget.hits()), (2 * one, 1));
+        assert_eq!(a.total_bytes, 800, "counts go on");
         b.shed();
-        assert_eq!(budget.used(), 40);
+        assert_eq!(budget.used(), one);
         drop(a);
         assert_eq!(budget.used(), 0, "released bodies give their bytes back");
         let mut c = CapturedBody::with_budget(budget.clone());
-        c.push(&Bytes::from(vec![b'y'; 100]), 0, 1 << 20);
+        c.push(&Bytes::from(vec![b'y'; 1000]), 0, 1 << 20);
         assert!(!c.truncated);
+    }
+
+    #[test]
+    fn small_pieces_share_buffers_and_every_kept_byte_of_memory_is_charged() {
+        let budget = KeptBudget::new(1 << 20);
+        let mut body = CapturedBody::with_budget(budget.clone());
+        let one = Bytes::from_static(b"x");
+        for i in 0..100_000 {
+            body.push(&one, i, 1 << 30);
+        }
+        assert!(body.truncated, "the budget stops a body of one-byte pieces");
+        let kept = body.pieces.len();
+        // Each kept piece costs its entry and its byte in a shared buffer: the charge covers both.
+        let real = body.pieces.capacity() * PIECE_SLOT_COST + kept.div_ceil(SMALL_PIECE_BUFFER) * SMALL_PIECE_BUFFER;
+        assert!(body.charged() >= real, "charged {} < real {real}", body.charged());
+        assert!(body.charged() <= 1 << 20);
+        assert_eq!(budget.used(), body.charged());
+        // The bytes read back as they came, each piece with its own time.
+        assert!(body.pieces.iter().enumerate().all(|(i, (t, p))| *t == i as u64 && p.as_ref() == b"x"));
+        assert_eq!(body.concat().len(), kept);
+        drop(body);
+        assert_eq!(budget.used(), 0);
     }
 
     #[test]

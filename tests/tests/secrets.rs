@@ -27,6 +27,14 @@ const HEADER_CREDENTIALS: &[(&str, Credential)] = &[
     ("cookie", Credential { place: "Cookie", secret: "SECRET-cookie-session-5a49" }),
     ("x-auth-token", Credential { place: "x-auth-token (by rule)", secret: "SECRET-xauthtoken-3827" }),
     ("x-custom-secret", Credential { place: "x-custom-secret (by rule)", secret: "SECRET-custom-1605" }),
+    ("openai-organization", Credential { place: "OpenAI-Organization", secret: "org-SECRET-openaiorg-93b1" }),
+    ("openai-project", Credential { place: "OpenAI-Project", secret: "proj_SECRET-openaiproj-72a0" }),
+    ("anthropic-organization-id", Credential { place: "anthropic-organization-id", secret: "SECRET-antorg-6f5e" }),
+    ("x-goog-user-project", Credential { place: "x-goog-user-project (Vertex)", secret: "SECRET-googproj-4d3c" }),
+    (
+        "ocp-apim-subscription-key",
+        Credential { place: "Ocp-Apim-Subscription-Key (Azure APIM)", secret: "SECRET-apim-2b1a" },
+    ),
 ];
 
 /// Every query parameter a client sends a credential in (Gemini's `?key=`, OAuth's
@@ -38,17 +46,37 @@ const QUERY_CREDENTIALS: &[(&str, Credential)] = &[
     ("api-key", Credential { place: "?api-key=", secret: "SECRET-query-api-key-8978" }),
     ("api%5Fkey", Credential { place: "?api%5Fkey=", secret: "SECRET-query-pct-api-6756" }),
     ("access_token", Credential { place: "?access_token=", secret: "SECRET-query-token-4534" }),
+    ("apikey", Credential { place: "?apikey=", secret: "SECRET-query-apikey-1a2b" }),
+    ("token", Credential { place: "?token=", secret: "SECRET-query-bare-token-3c4d" }),
+    ("sig", Credential { place: "?sig= (Azure SAS)", secret: "SECRET-query-sas-sig-5e6f" }),
+    ("X-Amz-Signature", Credential { place: "?X-Amz-Signature= (presigned)", secret: "SECRET-amz-sig-7a8b" }),
+    ("X-Amz-Credential", Credential { place: "?X-Amz-Credential=", secret: "SECRET-amz-cred-9c0d" }),
+];
+
+/// What an upstream answers with that names the account or sets a session: never recorded either.
+const RESPONSE_CREDENTIALS: &[(&str, Credential)] = &[
+    ("openai-organization", Credential { place: "response OpenAI-Organization", secret: "org-SECRET-resp-1e2f" }),
+    (
+        "anthropic-organization-id",
+        Credential { place: "response anthropic-organization-id", secret: "SECRET-resp-ant-3a4b" },
+    ),
+    ("set-cookie", Credential { place: "response Set-Cookie", secret: "SECRET-resp-cookie-5c6d" }),
 ];
 
 /// What a browser's WebSocket sends its key in: a subprotocol (the OpenAI Realtime pattern), and a
 /// query parameter.
 const SUBPROTOCOL_KEY: Credential =
     Credential { place: "Sec-WebSocket-Protocol openai-insecure-api-key.", secret: "sk-proj-SECRET-subproto-1f2e" };
+const SUBPROTOCOL_ORGANIZATION: Credential =
+    Credential { place: "Sec-WebSocket-Protocol openai-organization.", secret: "org-SECRET-subproto-org-8e7d" };
+const SUBPROTOCOL_PROJECT: Credential =
+    Credential { place: "Sec-WebSocket-Protocol openai-project.", secret: "proj_SECRET-subproto-proj-6c5b" };
 const WEBSOCKET_QUERY_KEY: Credential = Credential { place: "WebSocket ?api_key=", secret: "SECRET-ws-query-3d4c" };
 
 fn all_credentials() -> Vec<&'static Credential> {
-    let mut all: Vec<&Credential> = HEADER_CREDENTIALS.iter().chain(QUERY_CREDENTIALS).map(|(_, c)| c).collect();
-    all.extend([&SUBPROTOCOL_KEY, &WEBSOCKET_QUERY_KEY]);
+    let mut all: Vec<&Credential> =
+        HEADER_CREDENTIALS.iter().chain(QUERY_CREDENTIALS).chain(RESPONSE_CREDENTIALS).map(|(_, c)| c).collect();
+    all.extend([&SUBPROTOCOL_KEY, &SUBPROTOCOL_ORGANIZATION, &SUBPROTOCOL_PROJECT, &WEBSOCKET_QUERY_KEY]);
     all
 }
 
@@ -82,7 +110,13 @@ fn secrets_appear_nowhere_at(log_level: &str, capture: bool) {
     ];
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("tokentap.toml");
-    std::fs::write(&config, format!("[privacy]\ncapture_content = {capture}\n")).unwrap();
+    // The mock's control header carries the response's secrets in the request: redacted by
+    // configuration, so that only the response side could leak them.
+    std::fs::write(
+        &config,
+        format!("[privacy]\ncapture_content = {capture}\nredact_headers = [\"x-mock-response-header\"]\n"),
+    )
+    .unwrap();
     let tokentap = Tokentap::start_with_env(&["--upstream", &mock.url, "--config", config.to_str().unwrap()], &env);
     let mut feed = tokentap.feed();
 
@@ -91,6 +125,12 @@ fn secrets_appear_nowhere_at(log_level: &str, capture: bool) {
     let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
     for (name, credential) in HEADER_CREDENTIALS {
         headers.push((name, if *name == "authorization" { bearer.as_str() } else { credential.secret }));
+    }
+    // The upstream answers with account headers and a cookie of its own.
+    let answered: Vec<String> =
+        RESPONSE_CREDENTIALS.iter().map(|(name, credential)| format!("{name}: {}", credential.secret)).collect();
+    for header in &answered {
+        headers.push(("x-mock-response-header", header));
     }
     let query: Vec<String> =
         QUERY_CREDENTIALS.iter().map(|(name, credential)| format!("{name}={}", credential.secret)).collect();
@@ -118,7 +158,10 @@ fn secrets_appear_nowhere_at(log_level: &str, capture: bool) {
     );
     assert_eq!(dead.status, 500);
     // A browser's Realtime WebSocket: the key as a subprotocol, next to harmless ones.
-    let subprotocols = format!("realtime, openai-insecure-api-key.{}, openai-beta.realtime-v1", SUBPROTOCOL_KEY.secret);
+    let subprotocols = format!(
+        "realtime, openai-insecure-api-key.{}, openai-organization.{}, openai-project.{}, openai-beta.realtime-v1",
+        SUBPROTOCOL_KEY.secret, SUBPROTOCOL_ORGANIZATION.secret, SUBPROTOCOL_PROJECT.secret
+    );
     let head = websocket_session(
         tokentap.addr,
         &format!("/v1/realtime?model=gpt-realtime&api_key={}", WEBSOCKET_QUERY_KEY.secret),
@@ -138,7 +181,11 @@ fn secrets_appear_nowhere_at(log_level: &str, capture: bool) {
         .find(|h| h[0] == "sec-websocket-protocol")
         .map(|h| h[1].as_str().unwrap().to_string())
         .unwrap_or_else(|| panic!("no subprotocols recorded: {websocket}"));
-    assert_eq!(kept, "realtime, openai-insecure-api-key.[redacted], openai-beta.realtime-v1");
+    assert_eq!(
+        kept,
+        "realtime, openai-insecure-api-key.[redacted], openai-organization.[redacted], \
+         openai-project.[redacted], openai-beta.realtime-v1"
+    );
 
     // Every record's spans arrive at the collector.
     let trace_ids: Vec<String> = records.iter().map(|r| r["trace_id"].as_str().unwrap().to_string()).collect();

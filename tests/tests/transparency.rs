@@ -358,3 +358,30 @@ fn bytes_pass_unchanged_with_any_client_read_buffer_and_either_runtime() {
         assert_eq!(counter.into_inner(), 60, "{name}");
     }
 }
+
+/// A client configured to use tokentap as a forward proxy sends the absolute form
+/// (`POST http://api.example/v1/…`): it is forwarded to the route's upstream, as the same request in
+/// origin form would be, and recorded under its path.
+#[test]
+fn an_absolute_form_target_is_forwarded_to_the_route_and_recorded_by_its_path() {
+    let mock = tokentap_e2e::Mock::start(&["--ttft-ms", "1", "--itl-ms", "1", "--tokens", "3"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let request = [
+        format!(
+            "POST http://api.example:443/v1/chat/completions?x=1 HTTP/1.1\r\nhost: api.example:443\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes(),
+        body.to_vec(),
+    ]
+    .concat();
+    let response = http1::send(tokentap.addr, &request);
+    assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body));
+    assert!(response.complete);
+    let record = feed.next_record();
+    assert_eq!(record["path"], "/v1/chat/completions?x=1", "{record}");
+    assert_eq!(record["outcome"], "ok", "{record}");
+}

@@ -62,3 +62,34 @@ fn an_unsolicited_switch_of_protocols_is_a_502_not_a_tunnel() {
     assert_eq!(record["outcome"], "upstream_error", "{record}");
     assert_ne!(record["status"], 101, "{record}");
 }
+
+/// An upstream that answers with informational heads without end gets a 502 after a few, with
+/// the reason recorded, not an endless relay of them (the same cap as a WebSocket handshake's).
+#[test]
+fn endless_informational_heads_on_a_plain_request_are_a_502_after_a_few() {
+    use std::io::{Read, Write};
+    let heads: &'static [u8] = b"HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n".repeat(1000).leak();
+    let upstream = hostile_upstream(heads);
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let mut feed = tokentap.feed();
+    let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let request = format!(
+        "POST {CHAT} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n",
+        BODY.len()
+    );
+    client.write_all(request.as_bytes()).unwrap();
+    client.write_all(BODY).unwrap();
+    let mut got = Vec::new();
+    let _ = client.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got);
+    let heads: Vec<&str> = got.split("\r\n\r\n").filter_map(|part| part.lines().next()).collect();
+    let early = heads.iter().filter(|h| h.starts_with("HTTP/1.1 103")).count();
+    assert!((1..=16).contains(&early), "{early} informational heads passed on");
+    assert!(heads.iter().any(|h| h.starts_with("HTTP/1.1 502")), "{got}");
+    let record = feed.next_record_for(CHAT);
+    assert_eq!(record["outcome"], "upstream_error", "{record}");
+    let message = record["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("informational"), "{record}");
+}

@@ -94,6 +94,9 @@ pub fn render(report: &Report) -> String {
         text(report.since.as_deref().unwrap_or("first record")),
         text(report.until.as_deref().unwrap_or("last record"))
     );
+    if report.window_before_oldest_record {
+        let _ = writeln!(w, "- note: {}", window_note(report));
+    }
     let _ = writeln!(
         w,
         "- records: {} used of {} in the window ({} read); warm-up {}",
@@ -373,6 +376,17 @@ pub fn render_turns(summary: &crate::turns::TurnSummary) -> String {
     out
 }
 
+/// What a report whose window starts before its oldest record says about it.
+pub(crate) fn window_note(report: &Report) -> String {
+    match &report.oldest_record {
+        Some(oldest) => format!(
+            "the window starts before the oldest record ({oldest}): earlier records were rotated away or not \
+             recorded, so the report covers less than the window"
+        ),
+        None => "no records at all: the report covers nothing of the window".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +423,21 @@ mod tests {
         assert!(markdown.contains("0 used of 2") && markdown.contains("`--include-warmup` counts them"), "{markdown}");
         let options = ReportOptions { include_warmup: true, ..ReportOptions::default() };
         assert!(!render(&build_report(&records, &options)).contains("--include-warmup"));
+    }
+
+    #[test]
+    fn a_window_that_starts_before_the_oldest_record_says_so() {
+        let records: Vec<_> = (0..2).map(|_| tokentap_record::fixtures::stream_record(3)).collect();
+        let oldest = records.iter().map(|r| r.timeline.t0_unix_ns).min().unwrap();
+        let before = ReportOptions { since_unix_ns: Some(oldest - 3_600_000_000_000), ..ReportOptions::default() };
+        let report = build_report(&records, &before);
+        assert!(report.window_before_oldest_record && report.oldest_record.is_some());
+        let markdown = render(&report);
+        assert!(markdown.contains("the window starts before the oldest record"), "{markdown}");
+        assert!(crate::html::render(&report).contains("the window starts before the oldest record"));
+        let inside = ReportOptions { since_unix_ns: Some(oldest), ..ReportOptions::default() };
+        assert!(!render(&build_report(&records, &inside)).contains("oldest record"));
+        assert!(!render(&build_report(&records, &ReportOptions::default())).contains("oldest record"));
     }
 
     #[test]

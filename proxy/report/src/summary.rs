@@ -267,6 +267,11 @@ pub struct Report {
     pub records_total: u64,
     /// … of which inside the window.
     pub records_in_window: u64,
+    /// When the oldest record read started (none read: none).
+    pub oldest_record: Option<String>,
+    /// The window starts before the oldest record read: the records of its beginning are not
+    /// there (rotated away, or tokentap was not recording), so the report covers less than asked.
+    pub window_before_oldest_record: bool,
     /// … of which left out as warm-up.
     pub warm_up_excluded: u64,
     /// Records aggregated (in the window, warm-up rule applied).
@@ -297,9 +302,11 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
     let mut records_in_window = 0u64;
     let mut warm_up_excluded = 0u64;
     let mut used: Vec<&Record> = Vec::new();
+    let mut oldest: Option<u64> = None;
     for r in records {
         records_total += 1;
         let t0 = r.timeline.t0_unix_ns;
+        oldest = Some(oldest.map_or(t0, |o| o.min(t0)));
         if options.since_unix_ns.is_some_and(|s| t0 < s) || options.until_unix_ns.is_some_and(|u| t0 >= u) {
             continue;
         }
@@ -334,6 +341,8 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         slo: options.slo.clone(),
         records_total,
         records_in_window,
+        oldest_record: oldest.map(rfc3339),
+        window_before_oldest_record: options.since_unix_ns.is_some_and(|s| oldest.is_none_or(|o| s < o)),
         warm_up_excluded,
         records_used: used.len() as u64,
         overall: summarize(Vec::new(), &used, options),

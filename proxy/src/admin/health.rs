@@ -15,23 +15,32 @@ use super::{json, AdminState};
 /// `GET /_tokentap/api/health`: version, pipeline counters, telemetry export counters.
 pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
     let s = &state.stats;
-    let failing = state.store.write_failing();
+    let queued = s.queued.load(Ordering::Relaxed);
+    // `degraded` while records cannot be written to disk (they stay in memory and the feed), or
+    // while the record worker is stuck or not running.
+    let problems: Vec<String> = [
+        state.store.write_failing().map(|why| format!("records are not being written to disk: {why}")),
+        s.worker.problem(queued),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let body = serde_json::json!({
-        // `degraded` while records cannot be written to disk (they stay in memory and the feed).
-        "status": if failing.is_some() { "degraded" } else { "ok" },
-        "problem": failing.map(|why| format!("records are not being written to disk: {why}")),
+        "status": if problems.is_empty() { "ok" } else { "degraded" },
+        "problem": (!problems.is_empty()).then(|| problems.join("; ")),
         "version": env!("CARGO_PKG_VERSION"),
         "records": {
             "submitted": s.submitted.load(Ordering::Relaxed),
             "written": state.store.written(),
             "dropped": s.dropped.load(Ordering::Relaxed),
             "shed": s.shed.load(Ordering::Relaxed),
-            "queued": s.queued.load(Ordering::Relaxed),
+            "queued": queued,
             "store_errors": state.store.write_errors(),
             "journal_recreated": state.store.journal_recreated(),
             "journal_gap": state.store.journal_gap(),
             "restore_skipped_lines": state.store.restore_skipped_lines(),
             "worker_panics": s.worker_panics.load(Ordering::Relaxed),
+            "worker": s.worker.json(queued),
             "open": s.open_requests.load(Ordering::Relaxed),
             "kept_bytes": s.kept.used(),
             "kept_budget_hits": s.kept.hits(),

@@ -17,6 +17,9 @@ pub struct AnalysisConfig {
     pub queue_capacity: usize,
     /// CPU priority of the record worker (analysis, store, telemetry) against forwarding.
     pub worker_priority: WorkerPriority,
+    /// The record worker is reported stuck (health `degraded`) when it has made no progress for
+    /// this long while items wait in its queue.
+    pub worker_stuck_s: u64,
 }
 
 /// How the record worker shares the CPU with forwarding.
@@ -39,6 +42,7 @@ impl Default for AnalysisConfig {
             warmup_requests: 3,
             queue_capacity: 1024,
             worker_priority: WorkerPriority::Idle,
+            worker_stuck_s: 30,
         }
     }
 }
@@ -49,6 +53,7 @@ impl AnalysisConfig {
             ("analysis.stall_threshold_ms", self.stall_threshold_ms, 1..=HOUR_MS),
             ("analysis.warmup_requests", self.warmup_requests, 0..=1_000_000),
             ("analysis.queue_capacity", self.queue_capacity as u64, 1..=65_536),
+            ("analysis.worker_stuck_s", self.worker_stuck_s, 1..=86_400),
         ])?;
         Ok(self)
     }

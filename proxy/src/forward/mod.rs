@@ -43,6 +43,12 @@ pub(crate) const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
 /// The error kind of an upstream `101 Switching Protocols` answer to a request that asked for no
 /// upgrade (refused: it would make the connection a tunnel tokentap cannot read).
 const UNSOLICITED_UPGRADE: &str = "UnsolicitedUpgrade";
+/// More than [`MAX_INFORMATIONAL`] 1xx heads before the answer.
+const ENDLESS_INFORMATIONAL: &str = "EndlessInformational";
+
+/// At most this many informational (1xx) heads are passed on before the answer, on a plain
+/// request as on a WebSocket handshake; an upstream that sends more is answering nothing.
+pub(crate) const MAX_INFORMATIONAL: u32 = 16;
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that are not forwarded.
 const HOP_BY_HOP: &[&str] = &[
@@ -117,6 +123,8 @@ pub(crate) struct RequestCtx {
     closed_before_write: bool,
     /// Retried once on a fresh connection after a stale pooled one (never twice).
     retried_stale_connection: bool,
+    /// Informational (1xx) heads passed on so far (at most [`MAX_INFORMATIONAL`]).
+    informational: u32,
 }
 
 impl RequestCtx {
@@ -131,6 +139,7 @@ impl RequestCtx {
             stale_probe: None,
             closed_before_write: false,
             retried_stale_connection: false,
+            informational: 0,
         }
     }
 
@@ -506,6 +515,15 @@ impl ProxyHttp for TapProxy {
         // A response byte arrived: this attempt is never retried.
         ctx.stale_probe = None;
         if upstream_response.status.is_informational() && upstream_response.status.as_u16() != 101 {
+            // Passed on as it came, a few at most: an upstream that sends 1xx heads without end
+            // is answering nothing, and each one would cost the client a read.
+            ctx.informational += 1;
+            if ctx.informational > MAX_INFORMATIONAL {
+                return Err(upstream_error(
+                    ErrorType::Custom(ENDLESS_INFORMATIONAL),
+                    format!("more than {MAX_INFORMATIONAL} informational heads"),
+                ));
+            }
             return Ok(());
         }
         // A 101 the client did not ask for would turn the connection into a blind tunnel.
@@ -819,6 +837,7 @@ fn error_message(e: &Error) -> String {
         ErrorType::ConnectError | ErrorType::SocketError | ErrorType::BindError => "could not connect",
         ErrorType::InvalidHTTPHeader => "the response head is not valid HTTP",
         ErrorType::Custom(UNSOLICITED_UPGRADE) => "the upstream switched protocols without an upgrade request",
+        ErrorType::Custom(ENDLESS_INFORMATIONAL) => "too many informational (1xx) heads before the answer",
         ErrorType::H1Error => "HTTP/1 protocol error",
         ErrorType::H2Error | ErrorType::InvalidH2 | ErrorType::H2Downgrade => "HTTP/2 protocol error",
         ErrorType::ReadError => "reading failed",

@@ -15,6 +15,13 @@ pub(crate) const REDACTED_HEADERS: &[&str] = &[
     "cookie",
     "set-cookie",
     "x-amz-security-token",
+    // Provider account identifiers: not keys, but they name whose account a call bills, and a
+    // browser's Realtime session sends them as subprotocols next to the key.
+    "openai-organization",
+    "openai-project",
+    "anthropic-organization-id",
+    "x-goog-user-project",
+    "ocp-apim-subscription-key",
 ];
 
 /// Query parameter names whose values are redacted in recorded paths (lower case).
@@ -24,8 +31,8 @@ pub(crate) const REDACTED_QUERY_PARAMS: &[&str] =
 pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Parts of a lower-case header or query parameter name that make it secret, besides the lists
-/// above: `x-auth-token`, `client-secret`, `db-password`, `x-session-cookie`, …
-const SECRET_NAME_PARTS: &[&str] = &["auth", "secret", "passw", "cookie", "credential", "signature"];
+/// above: `x-auth-token`, `client-secret`, `db-password`, `x-session-cookie`, `x-organization-id`, …
+const SECRET_NAME_PARTS: &[&str] = &["auth", "secret", "passw", "cookie", "credential", "signature", "organization"];
 
 /// True when a lower-case name looks secret by the rule of [`SECRET_NAME_PARTS`], or ends in `key`
 /// or `token` (`x-custom-api-key`, `apikey`, `x-api-token`; not `x-ratelimit-remaining-tokens`).
@@ -136,7 +143,19 @@ mod tests {
     #[test]
     fn redacts_secret_headers_case_insensitively() {
         let r = Redactor::new(&["X-Internal-Token".to_string()]);
-        for name in ["Authorization", "x-api-key", "API-KEY", "Cookie", "set-cookie", "x-internal-token"] {
+        for name in [
+            "Authorization",
+            "x-api-key",
+            "API-KEY",
+            "Cookie",
+            "set-cookie",
+            "x-internal-token",
+            "OpenAI-Organization",
+            "openai-project",
+            "anthropic-organization-id",
+            "x-goog-user-project",
+            "Ocp-Apim-Subscription-Key",
+        ] {
             assert_eq!(r.header_value(name, b"sk-secret"), REDACTED, "{name}");
         }
         assert_eq!(r.header_value("content-type", b"application/json"), "application/json");
@@ -178,7 +197,8 @@ mod tests {
             "user-agent",
             "x-request-id",
             "anthropic-version",
-            "openai-organization",
+            "anthropic-beta",
+            "openai-beta",
             "x-max-tokens",
         ] {
             assert_eq!(r.header_value(name, b"plain"), "plain", "{name}");
@@ -195,7 +215,7 @@ mod tests {
             ),
             (
                 "realtime,openai-organization.org-1,openai-project.proj_2",
-                "realtime, openai-organization.org-1, openai-project.proj_2",
+                "realtime, openai-organization.[redacted], openai-project.[redacted]",
             ),
             ("OpenAI-Insecure-API-Key.sk-SECRET", "OpenAI-Insecure-API-Key.[redacted]"),
             ("x-api-key.a.b.c", "x-api-key.[redacted]"),
@@ -224,6 +244,8 @@ mod tests {
             ("/p?x-auth-token=S", "/p?x-auth-token=[redacted]"),
             ("/p?client_secret=S", "/p?client_secret=[redacted]"),
             ("/p?sig=S", "/p?sig=[redacted]"),
+            ("/p?X-Amz-Signature=S&X-Amz-Credential=C", "/p?X-Amz-Signature=[redacted]&X-Amz-Credential=[redacted]"),
+            ("/p?organization=S", "/p?organization=[redacted]"),
             ("/p?key+=S", "/p?key+=[redacted]"),
             // Not secret by name: kept.
             ("/p?alt=sse&model=m", "/p?alt=sse&model=m"),

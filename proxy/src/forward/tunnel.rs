@@ -23,7 +23,7 @@ use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
-use super::{RequestCtx, TapProxy};
+use super::{RequestCtx, TapProxy, MAX_INFORMATIONAL};
 
 /// The connector for upgrade requests: its own, since an upgraded connection is never pooled.
 pub(crate) struct Tunnels {
@@ -47,10 +47,6 @@ pub(crate) fn is_websocket_handshake(request: &RequestHeader) -> bool {
     request.version == http::Version::HTTP_11
         && request.headers.get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
 }
-
-/// At most this many informational (1xx) answers are passed on before the answer; an upstream
-/// that sends more is answering nothing.
-const MAX_INFORMATIONAL: u32 = 16;
 
 /// At most this many `Connection` tokens are read (a bound on a hostile header's work).
 const MAX_CONNECTION_TOKENS: usize = 16;

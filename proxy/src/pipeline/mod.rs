@@ -8,6 +8,7 @@
 //! down by analysis or disk writes.
 
 mod joins;
+mod liveness;
 mod queue;
 mod record;
 mod stats;
@@ -45,6 +46,7 @@ pub(crate) fn start(
     let (tx, rx) = sync_channel(config.analysis.queue_capacity);
     let shed_from = (config.analysis.queue_capacity as u64).div_ceil(2);
     let worker_stats = stats.clone();
+    stats.worker.start(Duration::from_secs(config.analysis.worker_stuck_s));
     let handle = std::thread::Builder::new()
         .name("tokentap-finalize".into())
         .spawn(move || run_worker(rx, shed_from, &config, &store, &worker_stats, observer, &telemetry))?;
@@ -65,8 +67,8 @@ pub(super) fn run_worker(
     observer: Option<RecordObserver>,
     telemetry: &Telemetry,
 ) {
-    let panic_path = std::env::var(TEST_PANIC_PATH_VAR).ok();
-    let delay = std::env::var(TEST_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
+    let _running = stats.worker.running();
+    let faults = Faults::from_env();
     set_priority(config.analysis.worker_priority);
     // Load the tokenizer's tables now, not on the first record.
     tokentap_analysis::load_encoding();
@@ -78,68 +80,144 @@ pub(super) fn run_worker(
             );
         }
     }
-    let mut state = WorkerState {
-        pending: VecDeque::new(),
-        turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
-        voice: VoiceLinker::default(),
-        mcp_sessions: McpSessions::default(),
-        mcp_calls: McpCalls::default(),
-    };
-    let mut ticked = Instant::now();
+    let liveness = &stats.worker;
+    let worker = Worker { shed_from, config, store, stats, observer: observer.as_ref(), telemetry, faults: &faults };
+    // The supervisor: each step is guarded on its own (below); a panic that escapes the loop
+    // anyway starts it again with fresh state, counted and shown in health.
     loop {
-        let mut item = match rx.recv_timeout(TURN_TICK) {
-            Ok(item) => item,
-            Err(RecvTimeoutError::Timeout) => {
-                tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
-                close_idle_sessions(&mut state.mcp_sessions, telemetry);
-                ticked = Instant::now();
-                continue;
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let backlog = stats.queued.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
-        if let WorkItem::Request(completed) = &mut item {
-            // The worker is the bottleneck: skip the analysis of what it is behind on.
-            if backlog >= shed_from {
-                completed.shed = true;
-            }
-            if let Some(delay) = delay {
-                std::thread::sleep(delay);
+        let mut state = WorkerState::new(config);
+        match std::panic::catch_unwind(AssertUnwindSafe(|| worker.run(&rx, &mut state))) {
+            Ok(()) => break,
+            Err(payload) => {
+                let message = panic_message(payload.as_ref());
+                let open_turns = state.turns.as_ref().map_or(0, TurnTracker::open_turns);
+                stats.worker_panics.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    panic = %message,
+                    open_turns_lost = open_turns,
+                    "the record worker panicked outside one item; it starts again with fresh state"
+                );
+                liveness.restarted(message);
             }
         }
-        // A panic while handling one item drops that item, is logged and counted, and the
-        // worker goes on with the next one.
-        let what = match &item {
-            WorkItem::Request(completed) => format!("request {}", completed.data.request_id),
-            WorkItem::BrowserReport(report) => format!("browser report for trace {}", report.trace_id),
-            WorkItem::CloseTurns(_) => "closing the open turns".to_owned(),
-        };
-        let handled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            if let (WorkItem::Request(completed), Some(path)) = (&item, &panic_path) {
-                if completed.data.path == *path {
-                    panic!("{TEST_PANIC_PATH_VAR}: injected panic");
+    }
+}
+
+/// What the worker reads on every item.
+struct Worker<'a> {
+    shed_from: u64,
+    config: &'a ValidConfig,
+    store: &'a RecordStore,
+    stats: &'a PipelineStats,
+    observer: Option<&'a RecordObserver>,
+    telemetry: &'a Telemetry,
+    faults: &'a Faults,
+}
+
+impl Worker<'_> {
+    /// Handles items until the queue's senders are gone.
+    fn run(&self, rx: &Receiver<WorkItem>, state: &mut WorkerState) {
+        let Self { shed_from, config, store, stats, observer, telemetry, faults } = *self;
+        let mut ticked = Instant::now();
+        loop {
+            let mut item = match rx.recv_timeout(TURN_TICK) {
+                Ok(item) => item,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.tick(state);
+                    ticked = Instant::now();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let backlog = stats.queued.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+            if let WorkItem::Request(completed) = &mut item {
+                // The worker is the bottleneck: skip the analysis of what it is behind on.
+                if backlog >= shed_from {
+                    completed.shed = true;
+                }
+                if let Some(delay) = faults.delay {
+                    std::thread::sleep(delay);
+                }
+                if faults.escape_path.as_deref() == Some(completed.data.path.as_str()) {
+                    panic!("{TEST_ESCAPE_PATH_VAR}: injected panic outside the item's guard");
                 }
             }
-            handle_item(item, config, store, stats, observer.as_ref(), telemetry, &mut state)
-        }));
-        if let Err(payload) = handled {
-            stats.worker_panics.fetch_add(1, Ordering::Relaxed);
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            tracing::error!(item = %what, panic = %message, "the record pipeline panicked; the item is dropped");
+            // A panic while handling one item drops that item, is logged and counted, and the
+            // worker goes on with the next one.
+            let what = match &item {
+                WorkItem::Request(completed) => format!("request {}", completed.data.request_id),
+                WorkItem::BrowserReport(report) => format!("browser report for trace {}", report.trace_id),
+                WorkItem::CloseTurns(_) => "closing the open turns".to_owned(),
+            };
+            guarded(stats, &what, || {
+                if let (WorkItem::Request(completed), Some(path)) = (&item, &faults.panic_path) {
+                    if completed.data.path == *path {
+                        panic!("{TEST_PANIC_PATH_VAR}: injected panic");
+                    }
+                }
+                handle_item(item, config, store, stats, observer, telemetry, state)
+            });
+            let pending = &mut state.pending;
+            while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
+                pending.pop_front();
+                stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
+            }
+            stats.worker.beat();
+            if ticked.elapsed() >= TURN_TICK {
+                self.tick(state);
+                ticked = Instant::now();
+            }
         }
-        let pending = &mut state.pending;
-        while pending.front().is_some_and(|(at, _)| at.elapsed() > PENDING_FOR) || pending.len() > PENDING_REPORTS {
-            pending.pop_front();
-            stats.browser_unmatched.fetch_add(1, Ordering::Relaxed);
-        }
-        if ticked.elapsed() >= TURN_TICK {
+    }
+
+    /// Idle turns closed and written, under the same guard as an item.
+    fn tick(&self, state: &mut WorkerState) {
+        let Self { store, stats, telemetry, .. } = *self;
+        guarded(stats, "closing idle turns", || {
+            if self.faults.tick_panic {
+                panic!("{TEST_TICK_PANIC_VAR}: injected panic");
+            }
             tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
             close_idle_sessions(&mut state.mcp_sessions, telemetry);
-            ticked = Instant::now();
+        });
+        stats.worker.beat();
+    }
+}
+
+/// Runs one step of the worker; a panic in it is logged and counted, and the worker goes on.
+fn guarded(stats: &PipelineStats, what: &str, step: impl FnOnce()) {
+    if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(step)) {
+        stats.worker_panics.fetch_add(1, Ordering::Relaxed);
+        let message = panic_message(payload.as_ref());
+        tracing::error!(item = %what, panic = %message, "the record pipeline panicked; the item is dropped");
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+/// Test-only fault injection, read once from the environment (unset in normal operation).
+#[derive(Default)]
+struct Faults {
+    panic_path: Option<String>,
+    escape_path: Option<String>,
+    tick_panic: bool,
+    delay: Option<Duration>,
+}
+
+impl Faults {
+    fn from_env() -> Self {
+        let var = |name| std::env::var(name).ok();
+        Self {
+            panic_path: var(TEST_PANIC_PATH_VAR),
+            escape_path: var(TEST_ESCAPE_PATH_VAR),
+            tick_panic: var(TEST_TICK_PANIC_VAR).is_some(),
+            delay: var(TEST_DELAY_VAR).and_then(|v| v.parse().ok()).map(Duration::from_millis),
         }
     }
 }
@@ -165,6 +243,18 @@ fn close_idle_sessions(sessions: &mut McpSessions, telemetry: &Telemetry) {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     for closed in sessions.close_idle(now) {
         telemetry.observe_mcp_session(&closed);
+    }
+}
+
+impl WorkerState {
+    fn new(config: &ValidConfig) -> Self {
+        Self {
+            pending: VecDeque::new(),
+            turns: config.turns.enabled.then(|| TurnTracker::new(config.turns.tracker_config())),
+            voice: VoiceLinker::default(),
+            mcp_sessions: McpSessions::default(),
+            mcp_calls: McpCalls::default(),
+        }
     }
 }
 
@@ -195,6 +285,13 @@ pub(super) fn set_priority(priority: crate::config::WorkerPriority) {
 /// Test-only fault injection: the worker panics on a request whose path is this variable's value
 /// (the fault tests and the fault table in BENCHMARKS.md use it). Unset in normal operation.
 pub(crate) const TEST_PANIC_PATH_VAR: &str = "TOKENTAP_TEST_WORKER_PANIC_PATH";
+
+/// Test-only fault injection: the worker's loop panics outside an item's guard after taking a
+/// request whose path is this variable's value (the supervisor starts the loop again).
+pub(crate) const TEST_ESCAPE_PATH_VAR: &str = "TOKENTAP_TEST_WORKER_ESCAPE_PATH";
+
+/// Test-only fault injection: closing idle turns panics on every tick while this variable is set.
+pub(crate) const TEST_TICK_PANIC_VAR: &str = "TOKENTAP_TEST_WORKER_TICK_PANIC";
 
 /// Test-only: the worker waits this many ms before each request (a deliberately slow worker, for
 /// the overload test and the fault table). Unset in normal operation.

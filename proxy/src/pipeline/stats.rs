@@ -25,6 +25,8 @@ pub(crate) struct PipelineStats {
     pub browser_over_budget: AtomicU64,
     /// Work items dropped because handling them panicked (the worker went on).
     pub worker_panics: AtomicU64,
+    /// Whether the worker makes progress (stuck, not running, restarted).
+    pub worker: super::liveness::WorkerLiveness,
     /// Requests sent again on a fresh connection after a stale pooled upstream connection.
     pub stale_connection_retries: AtomicU64,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).

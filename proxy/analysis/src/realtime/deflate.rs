@@ -116,11 +116,13 @@ impl Inflater {
     /// Inflates a whole compressed message payload. `payload_complete` is false when the
     /// compressed payload itself was cut by the frame cap (then the shared window is lost).
     pub fn inflate(&mut self, payload: &[u8], payload_complete: bool) -> Result<Inflated, InflateError> {
-        if self.context_lost {
-            return Err(InflateError::ContextLost);
-        }
+        // The budget first: spending it also loses the shared window, but what stops every later
+        // message is the budget (a deflate bomb), and the label says so.
         if self.budget_left == 0 {
             return Err(InflateError::BudgetSpent);
+        }
+        if self.context_lost {
+            return Err(InflateError::ContextLost);
         }
         if payload.is_empty() && payload_complete {
             // RFC 7692 §7.2.1 has every compressed message end in (part of) an empty stored
@@ -278,7 +280,10 @@ pub(crate) mod tests {
         let mut i = Inflater::new(true, 1000, 100_000);
         let got = i.inflate(&d.compress(&bomb), true).unwrap();
         assert!(got.truncated && got.len <= 100_000 + 8192);
-        assert_eq!(i.inflate(&d.compress(b"x"), true), Err(InflateError::ContextLost));
+        // Every later message says why: the budget, not the window it took with it.
+        for _ in 0..2 {
+            assert_eq!(i.inflate(&d.compress(b"x"), true), Err(InflateError::BudgetSpent));
+        }
     }
 
     #[test]

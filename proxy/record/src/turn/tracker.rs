@@ -81,16 +81,44 @@ enum LinkKey {
     ConversationHeader(String),
 }
 
+/// What one heap allocation of `n` bytes takes from the allocator: glibc's chunks carry an 8-byte
+/// header, are 16-byte aligned and at least 32 bytes.
+fn heap(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (n + 8).next_multiple_of(16).max(32)
+    }
+}
+
+fn heap_str(s: &str) -> usize {
+    heap(s.len())
+}
+
+/// What one entry of a `HashMap<K, V>` takes in its table: the pair and a control byte, at the
+/// table's load (7/8 at most; a table doubles, so it is 0.44–0.875 full): counted at half full.
+fn table_entry<K, V>() -> usize {
+    (std::mem::size_of::<(K, V)>() + 1) * 2
+}
+
 impl LinkKey {
-    fn bytes(&self) -> usize {
-        48 + match self {
+    fn text(&self) -> Option<&str> {
+        match self {
             LinkKey::Call(s)
             | LinkKey::Response(s)
             | LinkKey::Trace(s)
             | LinkKey::TurnHeader(s)
-            | LinkKey::ConversationHeader(s) => s.len(),
-            LinkKey::Prefix(_) => 0,
+            | LinkKey::ConversationHeader(s) => Some(s),
+            LinkKey::Prefix(_) => None,
         }
+    }
+
+    /// A key's memory outside its conversation's key list: its entry in the index (the key
+    /// again, its own copy of the text, and the list of conversations it names) and the text of
+    /// the copy in the conversation's list.
+    fn bytes(&self) -> usize {
+        let text = self.text().map_or(0, heap_str);
+        2 * text + table_entry::<LinkKey, Vec<u64>>() + heap(4 * std::mem::size_of::<u64>())
     }
 }
 
@@ -132,21 +160,36 @@ struct Conversation {
 }
 
 impl Conversation {
+    /// Its memory, as the allocator sees it: its entries in the tracker's tables, its key list
+    /// and keys, its open turn's steps and calls with their strings.
     fn estimate(&self) -> usize {
-        let keys: usize = self.keys.iter().map(LinkKey::bytes).sum();
+        let keys: usize = self.keys.iter().map(LinkKey::bytes).sum::<usize>()
+            + heap(self.keys.capacity() * std::mem::size_of::<LinkKey>());
         let turn = self.open.as_ref().map_or(0, |t| {
-            256 + t.steps.len() * 320
+            let strings = [Some(&t.turn_id), Some(&t.trace_id), t.parent_span_id.as_ref(), t.agent_span_id.as_ref()]
+                .into_iter()
+                .flatten()
+                .chain([&t.started_at, &t.route])
+                .map(|s| heap_str(s))
+                .sum::<usize>();
+            let steps = heap(t.steps.capacity() * std::mem::size_of::<StepSpan>())
                 + t.steps
                     .iter()
-                    .map(|s| s.step.request_id.len() + s.step.model.as_ref().map_or(0, String::len))
-                    .sum::<usize>()
-                + t.calls.len() * 128
+                    .map(|s| {
+                        heap_str(&s.step.request_id)
+                            + heap_str(&s.step.span_id)
+                            + s.step.model.as_deref().map_or(0, heap_str)
+                    })
+                    .sum::<usize>();
+            let calls = heap(t.calls.capacity() * std::mem::size_of::<CallSpan>())
                 + t.calls
                     .iter()
-                    .map(|c| c.call_id.as_ref().map_or(0, String::len) + c.name.as_ref().map_or(0, String::len))
-                    .sum::<usize>()
+                    .map(|c| c.call_id.as_deref().map_or(0, heap_str) + c.name.as_deref().map_or(0, heap_str))
+                    .sum::<usize>();
+            strings + steps + calls
         });
-        256 + self.id.len() + keys + turn
+        // Its entry in `conversations` and in `by_age` (a B-tree: about twice the pair).
+        table_entry::<u64, Conversation>() + 2 * std::mem::size_of::<(u64, u64)>() + heap_str(&self.id) + keys + turn
     }
 }
 
@@ -209,7 +252,8 @@ impl TurnTracker {
         self.conversations.len()
     }
 
-    /// Estimated bytes of tracker state.
+    /// The tracker's memory as the allocator sees it (estimated from sizes and capacities; within
+    /// a few tens of percent of the heap it holds, see `tests/turn_state_memory.rs`).
     pub fn state_bytes(&self) -> usize {
         self.bytes
     }

@@ -1,0 +1,94 @@
+//! What tokentap keeps for analysis is bounded by `[timeline] max_kept_bytes` in memory, not only
+//! in bytes: a response of one-byte chunks (each one a separate piece) cannot grow tokentap's
+//! resident memory past the budget plus a constant.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use tokentap_e2e::Tokentap;
+
+const CHUNKS: usize = 400_000;
+const BUDGET: u64 = 4 << 20;
+/// What the test allows besides the budget: allocator slack, the runtime's buffers, the small
+/// warm-up's leftovers (measured growth with the budget spent: about 6 MiB on the debug build).
+const CONSTANT: u64 = 12 << 20;
+
+/// An upstream that answers `/big` with `CHUNKS` one-byte chunks of a chunked body and anything
+/// else with ten; one response per connection.
+fn one_byte_chunks_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let chunks = if head.starts_with(b"GET /big") { CHUNKS } else { 10 };
+            let mut answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\
+                               connection: close\r\n\r\n"
+                .to_vec();
+            answer.extend_from_slice(&b"1\r\nx\r\n".repeat(chunks));
+            answer.extend_from_slice(b"0\r\n\r\n");
+            let _ = conn.write_all(&answer);
+        }
+    });
+    addr
+}
+
+/// Sends `GET path` and reads the whole answer; returns its size in bytes.
+fn get(proxy: SocketAddr, path: &str) -> usize {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).unwrap();
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got[..got.len().min(200)]));
+    got.len()
+}
+
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS");
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn a_response_of_one_byte_chunks_keeps_no_more_memory_than_the_budget() {
+    let upstream = one_byte_chunks_upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    // Few chunk entries, so that what grows is the kept pieces.
+    std::fs::write(&config, format!("[timeline]\nmax_kept_bytes = {BUDGET}\nmax_chunks = 1000\n")).unwrap();
+    // The worker holds each finished request 5 s before building its record: the big response's
+    // kept pieces are still in memory when the client has read the whole answer.
+    let tokentap = Tokentap::start_with_env(
+        &["--upstream", &format!("http://{upstream}"), "--config", config.to_str().unwrap()],
+        &[("TOKENTAP_TEST_WORKER_DELAY_MS", "5000")],
+    );
+    let mut feed = tokentap.feed();
+    get(tokentap.addr, "/small");
+    feed.next_record_for("/small");
+    let pid = tokentap.proc.pid();
+    let before = resident_bytes(pid);
+    let answer = get(tokentap.addr, "/big");
+    assert!(answer > CHUNKS, "the whole answer was forwarded ({answer} bytes)");
+    let held = resident_bytes(pid);
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    let grown = held.saturating_sub(before);
+    assert!(
+        grown <= BUDGET + CONSTANT,
+        "resident memory grew {grown} bytes for {CHUNKS} one-byte chunks; budget {BUDGET} + {CONSTANT}: {health}"
+    );
+    assert!(health["records"]["kept_bytes"].as_u64().unwrap() <= BUDGET, "{health}");
+    assert!(health["records"]["kept_budget_hits"].as_u64().unwrap() >= 1, "the budget stopped the pieces: {health}");
+    // The record says its analysis saw a prefix, and every byte was counted.
+    let record = feed.next_record_for("/big");
+    assert_eq!(record["timeline"]["body_bytes"], CHUNKS, "{}", record["timeline"]);
+    assert_eq!(record["timeline"]["chunk_count"], CHUNKS, "{}", record["timeline"]);
+}
