@@ -295,6 +295,10 @@ fn a_realtime_session_on_the_voice_page_is_heard_after_its_first_audio_arrived()
     let result = &out["result"];
     assert_eq!(result["mode"], "realtime", "{out:#}");
     assert_reads_cleanly(result);
+    // "You said" shows the session's input transcription; the status followed the answer.
+    // (the mock's fixed input transcript, `INPUT_TRANSCRIPT` in its realtime module)
+    assert_eq!(result["transcript"], "What is the weather in Paris today?", "{result:#}");
+    assert!(!result["status"].as_str().unwrap_or_default().contains("the server decides"), "{result:#}");
     let record = &result["record"];
     assert!(!record.is_null(), "the page never got the session's record: {out:#}");
     // The page named the trace; tokentap continued it from the socket's URL.

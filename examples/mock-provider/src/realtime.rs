@@ -17,6 +17,9 @@
 //!   tools, the first response after a user item in the session is a function call to the first
 //!   tool instead (arguments done at `first_audio_ms`); after the client's
 //!   `function_call_output` and `response.create`, the answer is audio.
+//! - With `audio.input.transcription` in the session, each committed user item is followed by
+//!   `conversation.item.input_audio_transcription.completed` with [`INPUT_TRANSCRIPT`] (the mock
+//!   recognises no speech; the text only lets a page show what "you said").
 //! - `response.cancel` ends the open response at once (`cancelled`, `client_cancelled`);
 //!   `conversation.item.truncate` is acknowledged with `conversation.item.truncated`.
 //!
@@ -36,6 +39,9 @@ use tokio_tungstenite::tungstenite::protocol::{Message, Role};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::body::MockBody;
+
+/// What the mock's input transcription "hears", whatever the audio.
+pub const INPUT_TRANSCRIPT: &str = "What is the weather in Paris today?";
 
 /// The response schedule (ms from the trigger).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,6 +299,7 @@ impl Session {
                 let rate = num(input["format"].get("rate"), 24_000);
                 let td = &input["turn_detection"];
                 let vad_on = td.is_object();
+                let transcribe = input["transcription"].is_object();
                 if vad_on {
                     let silence = num(td.get("silence_duration_ms"), 500);
                     let padding = num(td.get("prefix_padding_ms"), 300);
@@ -313,6 +320,9 @@ impl Session {
                                 out.push(json!({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": audio_end_ms, "item_id": item}));
                                 out.push(json!({"type": "input_audio_buffer.committed", "item_id": item, "previous_item_id": null}));
                                 out.push(json!({"type": "conversation.item.added", "item": {"id": item, "type": "message", "role": "user", "content": [{"type": "input_audio"}]}}));
+                                if transcribe {
+                                    out.push(json!({"type": "conversation.item.input_audio_transcription.completed", "item_id": item, "content_index": 0, "transcript": INPUT_TRANSCRIPT}));
+                                }
                                 self.last_item_is_user = true;
                                 if create {
                                     self.start_response(now);
