@@ -32,6 +32,23 @@ impl Nginx {
     /// buffers). The Host header is passed through (`$http_host`), so tokentap sees the origin
     /// the page was loaded from, as with a same-origin deployment.
     pub fn start(upstream: SocketAddr, location_directives: &str) -> Nginx {
+        Self::start_with(|prefix, port| config_text(prefix, port, upstream, location_directives))
+    }
+
+    /// Starts nginx from a whole config template (`@PREFIX@`, `@PORT@` and `@SERVERS@` filled in:
+    /// one `server ADDR;` line per upstream), as the examples ship them.
+    pub fn start_from_template(template: &Path, upstreams: &[SocketAddr]) -> Nginx {
+        let text = std::fs::read_to_string(template).unwrap_or_else(|e| panic!("{}: {e}", template.display()));
+        let servers: String = upstreams.iter().map(|a| format!("server {a}; ")).collect();
+        Self::start_with(|prefix, port| {
+            text.replace("@PREFIX@", &prefix.display().to_string())
+                .replace("@PORT@", &port.to_string())
+                .replace("@SERVERS@", &servers)
+        })
+    }
+
+    /// Starts nginx with the config `render` writes for a prefix folder and a free port.
+    fn start_with(render: impl Fn(&Path, u16) -> String) -> Nginx {
         let bin = nginx_bin();
         assert!(bin.exists(), "{} not found: run scripts/setup.sh test (it installs nginx)", bin.display());
         // Another process can take the port between the probe bind and nginx's; try again then.
@@ -39,39 +56,7 @@ impl Nginx {
             let prefix = tempfile::tempdir().expect("tempdir");
             let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
             let config = prefix.path().join("nginx.conf");
-            std::fs::write(&config, config_text(prefix.path(), port, upstream, location_directives))
-                .expect("write nginx.conf");
-            let mut cmd = Command::new(&bin);
-            cmd.arg("-p").arg(prefix.path()).arg("-c").arg(&config).arg("-e").arg("stderr");
-            let mut proc = Proc::spawn(cmd);
-            let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-            if let Err(error) = wait_for_start(&mut proc, addr) {
-                if error.contains("Address already in use") {
-                    continue;
-                }
-                panic!("nginx did not start: {error}");
-            }
-            return Nginx { proc, addr, prefix };
-        }
-        panic!("nginx could not bind a free port in five tries");
-    }
-
-    /// Starts nginx from a whole config template (`@PREFIX@`, `@PORT@` and `@SERVERS@` filled in:
-    /// one `server ADDR;` line per upstream), as the examples ship them.
-    pub fn start_from_template(template: &Path, upstreams: &[SocketAddr]) -> Nginx {
-        let bin = nginx_bin();
-        assert!(bin.exists(), "{} not found: run scripts/setup.sh test (it installs nginx)", bin.display());
-        let text = std::fs::read_to_string(template).unwrap_or_else(|e| panic!("{}: {e}", template.display()));
-        let servers: String = upstreams.iter().map(|a| format!("server {a}; ")).collect();
-        for _ in 0..5 {
-            let prefix = tempfile::tempdir().expect("tempdir");
-            let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-            let config = prefix.path().join("nginx.conf");
-            let filled = text
-                .replace("@PREFIX@", &prefix.path().display().to_string())
-                .replace("@PORT@", &port.to_string())
-                .replace("@SERVERS@", &servers);
-            std::fs::write(&config, filled).expect("write nginx.conf");
+            std::fs::write(&config, render(prefix.path(), port)).expect("write nginx.conf");
             let mut cmd = Command::new(&bin);
             cmd.arg("-p").arg(prefix.path()).arg("-c").arg(&config).arg("-e").arg("stderr");
             let mut proc = Proc::spawn(cmd);

@@ -131,7 +131,6 @@ fn closes_with_the_next_request_unreceived() -> (SocketAddr, std::sync::Arc<std:
             }
         };
         let body_read = (got.len() - end) as u64;
-        answer(&mut first);
         let tokentap_side = first.peer_addr().unwrap();
         // Every byte of request 1's body was read here, waits unread here, or waits unacknowledged
         // on tokentap's side (/proc/net/tcp, polled, no sleep). Received-but-unacknowledged bytes
@@ -146,6 +145,10 @@ fn closes_with_the_next_request_unreceived() -> (SocketAddr, std::sync::Arc<std:
         while total() != BIG_BODY_LEN as u64 {
             std::thread::yield_now();
         }
+        // Answered only once tokentap has written all of request 1: a response that ends while
+        // the request body is still being written leaves the connection out of the pool (and
+        // request 2 would go to a new connection, with nothing stale to retry).
+        answer(&mut first);
         while total() <= BIG_BODY_LEN as u64 {
             std::thread::yield_now();
         }
