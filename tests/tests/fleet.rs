@@ -175,3 +175,58 @@ fn the_affinity_recipe_keeps_a_conversation_on_one_instance() {
         assert_eq!(status, 200, "step {id} on the same instance: {record}");
     }
 }
+
+/// The issue a user meets first: an unmodified openai-agents run behind nginx's plain round robin
+/// (the recipe without its `hash` line), three instances with a fleet key. The model call that
+/// asks for the tools and the one that carries their results land on different instances; both
+/// name the same turn and trace, and `report --records` rebuilds the turn with both tool runs.
+#[test]
+fn an_openai_agents_run_behind_round_robin_is_one_turn_across_the_fleet() {
+    let mock = Mock::start(&[]);
+    let instances = fleet(&mock, Some(FLEET_KEY));
+    let recipe = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet/nginx-affinity.conf"),
+    )
+    .unwrap();
+    assert!(recipe.contains("hash $tokentap_affinity consistent;"), "the recipe's affinity line moved");
+    let dir = tempfile::tempdir().unwrap();
+    let round_robin = dir.path().join("nginx-round-robin.conf");
+    std::fs::write(&round_robin, recipe.replace("hash $tokentap_affinity consistent;", "")).unwrap();
+    let nginx = Nginx::start_from_template(&round_robin, &instances.iter().map(|t| t.addr).collect::<Vec<_>>());
+    let out = run_sdk_script("agent_openai_agents.py", &["--base-url", &format!("http://{}/v1", nginx.addr)]);
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "the agent called both tools: {out}");
+
+    // Both model calls recorded, on two instances (round robin); wait for the records.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let records = loop {
+        let records: Vec<(usize, Value)> = instances
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| {
+                let (_, list) = t.admin_get("/_tokentap/api/requests?limit=10");
+                list["records"].as_array().cloned().unwrap_or_default().into_iter().map(move |r| (i, r))
+            })
+            .filter(|(_, r)| r["path"] == CHAT)
+            .collect();
+        if records.len() >= 2 {
+            break records;
+        }
+        assert!(std::time::Instant::now() < deadline, "model calls recorded: {records:?}");
+    };
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_ne!(records[0].0, records[1].0, "round robin sent the two calls to two instances");
+    let ids: BTreeSet<_> = records.iter().map(|(_, r)| turn_of(r)).collect();
+    assert_eq!(ids.len(), 1, "one turn, one trace, one agent span across the fleet: {ids:?}");
+
+    let files: Vec<String> = instances.iter().map(|t| t.records_file().display().to_string()).collect();
+    let mut args = vec!["report", "--json", "--include-warmup", "--records"];
+    args.extend(files.iter().map(String::as_str));
+    let (status, stdout, stderr) = run_tokentap(&args);
+    assert!(status.success(), "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let turns = &report["turns"];
+    assert_eq!(turns["by_status"]["complete"], 1, "{turns}");
+    assert_eq!(turns["rebuilt"]["split_turns"], 1, "{turns}");
+    assert_eq!(turns["tool_run_ms"]["count"], 2, "both tool runs: {turns}");
+}
