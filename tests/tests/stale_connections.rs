@@ -170,8 +170,17 @@ fn stale_retries(tokentap: &Tokentap) -> serde_json::Value {
     health["upstream"]["stale_connection_retries"].clone()
 }
 
-#[test]
-fn a_request_on_a_pooled_connection_the_server_closed_before_receiving_it_is_retried_once() {
+/// Whether request 2 met the stale pooled connection at all. Now and then pingora does not put
+/// request 1's connection back in the pool (seen only on loaded machines; its reuse decision races
+/// with the end of request 1's body), and request 2 goes to a new connection: nothing is stale, the
+/// scenario did not happen, and it is set up again (at most five times: the test must exercise the
+/// retry, never pass without it).
+enum Attempt {
+    Exercised,
+    NoPooledConnection,
+}
+
+fn stale_connection_attempt() -> Attempt {
     let (upstream, served) = closes_with_the_next_request_unreceived();
     let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
     let mut feed = tokentap.feed();
@@ -196,11 +205,27 @@ fn a_request_on_a_pooled_connection_the_server_closed_before_receiving_it_is_ret
     assert_eq!(second.body, ANSWER);
     let record = feed.next_record_for(CHAT);
     assert_eq!(record["outcome"], "ok", "{record}");
-    assert_eq!(record["timeline"]["connection"]["retried_stale_connection"], true, "{record}");
-    assert_eq!(record["timeline"]["connection"]["reused"], false, "{record}");
+    let connection = &record["timeline"]["connection"];
+    if connection["retried_stale_connection"].is_null() && connection["reused"] == false {
+        assert_eq!(stale_retries(&tokentap), 0);
+        return Attempt::NoPooledConnection;
+    }
+    assert_eq!(connection["retried_stale_connection"], true, "{record}");
+    assert_eq!(connection["reused"], false, "{record}");
     // The upstream read request 2 once, on the new connection.
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(stale_retries(&tokentap), 1);
+    Attempt::Exercised
+}
+
+#[test]
+fn a_request_on_a_pooled_connection_the_server_closed_before_receiving_it_is_retried_once() {
+    for _ in 0..5 {
+        if let Attempt::Exercised = stale_connection_attempt() {
+            return;
+        }
+    }
+    panic!("in five attempts, request 2 never met request 1's pooled connection");
 }
 
 #[test]
