@@ -52,6 +52,16 @@ fn run_split_conversation(instances: &[Tokentap]) -> (Value, Vec<Value>) {
     (out, records)
 }
 
+/// `tokentap report --json --records` over every instance's journal.
+fn report_over(instances: &[Tokentap]) -> Value {
+    let files: Vec<String> = instances.iter().map(|t| t.records_file().display().to_string()).collect();
+    let mut args = vec!["report", "--json", "--include-warmup", "--records"];
+    args.extend(files.iter().map(String::as_str));
+    let (status, stdout, stderr) = run_tokentap(&args);
+    assert!(status.success(), "{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
 fn turn_of(record: &Value) -> (&str, &str, &str, &str) {
     let t = &record["turn"];
     let s = |k: &str| t[k].as_str().unwrap_or_else(|| panic!("turn.{k} in {t}"));
@@ -88,12 +98,7 @@ fn a_turn_split_across_instances_keeps_one_identity_and_report_rebuilds_it() {
     }
 
     // The three journals together: both turns whole again, with every tool run.
-    let files: Vec<String> = instances.iter().map(|t| t.records_file().display().to_string()).collect();
-    let mut args = vec!["report", "--json", "--include-warmup", "--records"];
-    args.extend(files.iter().map(String::as_str));
-    let (status, stdout, stderr) = run_tokentap(&args);
-    assert!(status.success(), "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let report = report_over(&instances);
     let turns = &report["turns"];
     assert_eq!(turns["turns"], 2, "{turns}");
     assert_eq!(turns["by_status"]["complete"], 2, "{turns}");
@@ -112,12 +117,7 @@ fn without_a_fleet_key_each_instance_names_the_turn_its_own_way_and_report_still
     let (_, records) = run_split_conversation(&instances);
     let ids: BTreeSet<_> = records[..3].iter().map(|r| turn_of(r).0.to_owned()).collect();
     assert_eq!(ids.len(), 3, "per-instance ids: {ids:?}");
-    let files: Vec<String> = instances.iter().map(|t| t.records_file().display().to_string()).collect();
-    let mut args = vec!["report", "--json", "--include-warmup", "--records"];
-    args.extend(files.iter().map(String::as_str));
-    let (status, stdout, stderr) = run_tokentap(&args);
-    assert!(status.success(), "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = report_over(&instances);
     // Tool results link to their calls by id, whichever instance recorded each.
     assert_eq!(report["turns"]["by_status"]["complete"], 2, "{}", report["turns"]);
     assert_eq!(report["turns"]["rebuilt"]["fleet_keyed"], false, "{}", report["turns"]);
@@ -219,12 +219,7 @@ fn an_openai_agents_run_behind_round_robin_is_one_turn_across_the_fleet() {
     let ids: BTreeSet<_> = records.iter().map(|(_, r)| turn_of(r)).collect();
     assert_eq!(ids.len(), 1, "one turn, one trace, one agent span across the fleet: {ids:?}");
 
-    let files: Vec<String> = instances.iter().map(|t| t.records_file().display().to_string()).collect();
-    let mut args = vec!["report", "--json", "--include-warmup", "--records"];
-    args.extend(files.iter().map(String::as_str));
-    let (status, stdout, stderr) = run_tokentap(&args);
-    assert!(status.success(), "{stderr}");
-    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let report = report_over(&instances);
     let turns = &report["turns"];
     assert_eq!(turns["by_status"]["complete"], 1, "{turns}");
     assert_eq!(turns["rebuilt"]["split_turns"], 1, "{turns}");
