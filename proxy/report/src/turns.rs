@@ -53,16 +53,13 @@ pub fn rebuild_turns(
     config.max_state_bytes = usize::MAX;
     let headers = config.headers.clone();
     let mut tracker = TurnTracker::new(config);
-    let mut origin_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    let mut turns = Vec::new();
-    let mut steps: Vec<(&tokentap_record::Record, StepInput)> =
-        records.iter().filter_map(|r| Some((r, StepInput::from_record(r, &headers)?))).collect();
+    let origin_of: std::collections::HashMap<&str, usize> =
+        records.iter().zip(origins).map(|(r, o)| (r.request_id.as_str(), *o)).collect();
+    let mut steps: Vec<StepInput> = records.iter().filter_map(|r| StepInput::from_record(r, &headers)).collect();
     // In the order the instances placed them: when each step's record was complete.
-    steps.sort_by_key(|(_, s)| (s.end_unix_ns, s.t0_unix_ns));
-    for (i, record) in records.iter().enumerate() {
-        origin_of.insert(record.request_id.as_str(), origins.get(i).copied().unwrap_or(0));
-    }
-    for (_, step) in steps {
+    steps.sort_by_key(|s| (s.end_unix_ns, s.t0_unix_ns));
+    let mut turns = Vec::new();
+    for step in steps {
         turns.extend(tracker.tick(step.end_unix_ns));
         turns.extend(tracker.observe(step).closed);
     }
