@@ -8,18 +8,26 @@
 //! the forwarding path never parses. Malformed frames, unknown events and hostile sizes are
 //! counted, never fatal, and every buffer is capped in bytes.
 
+mod analyzer;
 pub mod deflate;
 pub mod event;
 pub mod frame;
+mod response;
 pub mod session;
 
+pub use analyzer::RealtimeAnalyzer;
 pub use deflate::DeflateParams;
 pub use event::{EventKind, RealtimeAudioFormat, RealtimeUsage, ResponseStatus, TurnDetection, TurnDetectionKind};
 pub use frame::FrameError;
 pub use session::{
-    Direction, RealtimeAnalyzer, RealtimeContext, RealtimeLimits, RealtimeResponse, RealtimeSession, RealtimeToolCall,
-    ResponseTrigger, SessionEnd, REALTIME_VERSION,
+    Direction, RealtimeContext, RealtimeLimits, RealtimeResponse, RealtimeSession, RealtimeToolCall, ResponseTrigger,
+    SessionEnd, REALTIME_VERSION,
 };
+
+/// Nanoseconds since t0 as milliseconds.
+fn ms(t_ns: u64) -> f64 {
+    t_ns as f64 / 1e6
+}
 
 #[cfg(test)]
 mod tests;

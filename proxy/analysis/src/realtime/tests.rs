@@ -2,13 +2,12 @@
 //! fragmented, compressed or not), each checked whole and again with every piece split at
 //! pseudo-random byte positions (the result must not change).
 
+use super::analyzer::RealtimeAnalyzer;
 use super::deflate::tests::Deflater;
 use super::deflate::DeflateParams;
 use super::event::{EventKind, RealtimeAudioFormat, ResponseStatus};
 use super::frame::encode_frame;
-use super::session::{
-    Direction, RealtimeAnalyzer, RealtimeContext, RealtimeLimits, RealtimeSession, ResponseTrigger, SessionEnd,
-};
+use super::session::{Direction, RealtimeContext, RealtimeLimits, RealtimeSession, ResponseTrigger, SessionEnd};
 
 const MS: u64 = 1_000_000;
 
