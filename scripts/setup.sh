@@ -187,5 +187,10 @@ if [ "$mode" = test ]; then
     say "installing cargo-nextest"
     cargo install --quiet cargo-nextest --locked
   fi
+  # Unused dependencies are an error in the test command (scripts/test.sh).
+  if [[ "$(cargo machete --version 2>/dev/null)" != *0.9.2* ]]; then
+    say "installing cargo-machete 0.9.2"
+    cargo install --quiet cargo-machete --version 0.9.2 --locked
+  fi
 fi
 say "ready ($mode)"

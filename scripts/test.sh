@@ -22,6 +22,8 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 python3 scripts/check-module-cycles.py --self-test
 python3 scripts/check-module-cycles.py
+echo "[test] checking for unused dependencies"
+cargo machete
 echo "[test] building the workspace (binaries and tests)"
 cargo build --workspace --bins --tests --locked
 echo "[test] running the suite"
