@@ -24,6 +24,9 @@ pub mod row;
 pub mod summary;
 pub mod turns;
 
+#[cfg(test)]
+mod snapshots;
+
 pub use explain::explain;
 pub use load::{for_each_line, journal_files, load_data_dir, load_files, records_files, LoadedRecords};
 pub use row::ListRow;
