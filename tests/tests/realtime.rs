@@ -588,6 +588,17 @@ fn the_openai_sdk_realtime_client_through_tokentap() {
     let rt = &record["realtime"];
     let responses = rt["responses"].as_array().expect("responses");
     assert_eq!(responses.len(), 3, "{rt}");
+    // The Summary's realtime section: per response, over the session's responses.
+    let (status, summary) = tokentap.admin_get("/_tokentap/api/summary?window=all&group_by=traffic");
+    assert_eq!(status, 200);
+    let section = &summary["realtime"];
+    assert_eq!((section["sessions"].as_u64(), section["responses"].as_u64()), (Some(1), Some(3)), "{summary:#}");
+    let with_ttfa = responses.iter().filter(|r| r["time_to_first_audio_from_speech_stopped_ms"].is_number()).count();
+    assert!(with_ttfa > 0, "{rt}");
+    assert_eq!(section["time_to_first_audio_from_speech_stopped_ms"]["count"], with_ttfa, "{section:#}");
+    let interrupted = responses.iter().filter(|r| r["interruption"].as_object().is_some_and(|i| !i.is_empty())).count();
+    assert!(interrupted > 0, "{rt}");
+    assert_eq!(section["responses_interrupted"], interrupted, "{section:#}");
     for (r, s) in responses.iter().zip(sdk) {
         assert_eq!(r["response_id"], s["id"]);
     }

@@ -514,8 +514,19 @@ const TRAFFIC = {
   non_streaming: { title: "Non-streaming requests (whole answers, embeddings…)", words: { ttft_answer_ms: "first answer byte ms", time_to_first_paint_ms: "first paint in the browser ms", tpot_ms: "time per output token ms", output_tps: "output tokens/s", e2e_ms: "response complete ms" } },
   speech: { title: "Text to speech", words: { e2e_ms: "all audio received ms" }, note: "First audible sample, leading silence and underruns per request: open a request, or its voice turn." },
   transcription: { title: "Speech to text", words: { ttft_answer_ms: "first transcript text ms", e2e_ms: "transcript done ms" } },
-  realtime: { title: "Realtime sessions (WebSocket)", words: {}, note: "A session's latency is per response (end of speech → first audio delta → heard): open a session. Counts and goodput are below." },
+  realtime: { title: "Realtime sessions (WebSocket)", words: {}, note: "A session's latency is per response: the rows are over every response of every session (open a session for its own). Counts and goodput are below." },
 };
+
+/// The realtime section's rows (the summary's `realtime`, per response), in words.
+const REALTIME_ROWS = [
+  ["time_to_first_audio_from_speech_end_ms", "end of speech (estimated) → first audio ms"],
+  ["time_to_first_audio_from_speech_stopped_ms", "speech_stopped → first audio ms"],
+  ["time_to_first_audio_from_create_ms", "response.create → first audio ms"],
+  ["real_time_factor", "audio real-time factor"],
+  ["tool_gap_ms", "tool call ready → next response.create ms"],
+  ["voice_to_voice_ms", "end of speech → heard in the browser ms"],
+  ["heard_after_first_audio_ms", "first audio → heard in the browser ms"],
+];
 
 /// An inline ECDF of one metric's samples (quantile points from the summary), with p50, p90 and
 /// p99 marked.
@@ -581,6 +592,15 @@ async function loadSummary() {
         ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))),
         el("td", { class: "plot" }, ecdfPlot(g.ecdf?.[key], d)));
     }));
+    if (kind === "realtime" && r.realtime) {
+      const rt = r.realtime;
+      rows.push(...REALTIME_ROWS.filter(([key]) => rt[key]).map(([key, words]) => {
+        const d = rt[key];
+        return el("tr", { "data-group": "responses", "data-traffic": kind, "data-metric": key },
+          el("td", {}, `${rt.responses} responses of ${rt.sessions} sessions`), el("td", {}, words), el("td", { class: "n", "data-count": d.count }, d.count),
+          ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))), el("td", { class: "plot" }, ""));
+      }));
+    }
     return el("section", { class: "traffic", "data-traffic": kind },
       el("h4", {}, `${t.title}: ${requests} request${requests === 1 ? "" : "s"}`),
       t.note ? el("p", { class: "muted" }, t.note) : null,

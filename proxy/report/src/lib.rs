@@ -12,6 +12,7 @@
 //! - [`explain`]: the text `tokentap explain` prints for one record.
 //! - [`one_line`]: the one-line summary `tokentap demo` prints per record.
 //! - [`mcp`]: MCP operations per method and tool (count, errors, duration percentiles).
+//! - [`realtime`]: realtime sessions' responses (time to first audio, heard in the browser).
 //! - [`turns`]: turn percentiles over `turns.jsonl` and the text `tokentap explain` prints for a turn.
 
 pub mod explain;
@@ -20,6 +21,7 @@ pub mod load;
 pub mod markdown;
 pub mod mcp;
 pub mod one_line;
+pub mod realtime;
 pub mod row;
 pub mod summary;
 pub mod turns;

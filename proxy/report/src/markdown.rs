@@ -256,11 +256,40 @@ pub fn render(report: &Report) -> String {
     ] {
         let _ = writeln!(w, "| {name} | {} |", distribution_cells(d.as_ref()));
     }
+    if let Some(realtime) = &report.realtime {
+        out.push_str(&render_realtime(realtime));
+    }
     if let Some(mcp) = &report.mcp {
         out.push_str(&render_mcp(mcp));
     }
     if let Some(turns) = &report.turns {
         out.push_str(&render_turns(turns));
+    }
+    out
+}
+
+/// The report's "Realtime sessions" section (markdown): per response, over every session.
+pub fn render_realtime(summary: &crate::realtime::RealtimeSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n## Realtime sessions\n");
+    let _ = writeln!(
+        w,
+        "- sessions: {} ({} ended without a close frame), responses: {} ({} interrupted), error events: {}",
+        summary.sessions,
+        summary.sessions_ended_abruptly,
+        summary.responses,
+        summary.responses_interrupted,
+        summary.error_events
+    );
+    let _ = writeln!(
+        w,
+        "- per response, times at tokentap except the rows \"heard in the browser\" (the browser probe's first audible sample)\n"
+    );
+    let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    for (name, d) in summary.rows() {
+        let _ = writeln!(w, "| {name} | {} |", distribution_cells(d));
     }
     out
 }

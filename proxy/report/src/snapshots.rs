@@ -80,3 +80,43 @@ fn markdown_turns_section() {
     let summary = crate::turns::summarize_turns(&turns, None, None);
     insta::assert_snapshot!(crate::markdown::render_turns(&summary));
 }
+
+/// A realtime session's record with two responses: one after the user's speech (server VAD), one
+/// the client asked for after a tool call.
+fn realtime_record() -> tokentap_record::Record {
+    use tokentap_analysis::realtime::{RealtimeAnalyzer, RealtimeContext, RealtimeResponse};
+    let response = |json: serde_json::Value| -> RealtimeResponse {
+        serde_json::from_value(json).expect("the response fixture parses")
+    };
+    let mut session =
+        RealtimeAnalyzer::new(RealtimeContext { deflate: None, limits: Default::default() }).finish(9_000_000_000);
+    session.responses = vec![
+        response(serde_json::json!({
+            "response_id": "resp_1", "trigger": "server_vad", "created_ms": 1_210.0, "first_audio_ms": 1_480.0,
+            "audio_deltas": 12, "audio_ms": 2_400.0, "real_time_factor": 0.4,
+            "user": {"speech_stopped_ms": 1_200.0, "speech_end_estimated_ms": 700.0},
+            "time_to_first_audio_from_speech_stopped_ms": 280.0, "time_to_first_audio_from_speech_end_ms": 780.0,
+            "tool_calls": [{"call_id": "call_1", "name": "lookup", "ready_ms": 3_000.0, "tool_gap_ms": 350.0}],
+            "interruption": {}
+        })),
+        response(serde_json::json!({
+            "response_id": "resp_2", "trigger": "client", "create_sent_ms": 3_350.0, "created_ms": 3_360.0,
+            "first_audio_ms": 3_700.0, "audio_deltas": 8, "audio_ms": 1_600.0, "real_time_factor": 0.5,
+            "time_to_first_audio_from_create_ms": 350.0,
+            "interruption": {"speech_started_ms": 4_100.0, "truncated_at_audio_ms": 400.0}
+        })),
+    ];
+    let mut record = stream_record(1);
+    record.realtime = Some(session);
+    record
+}
+
+#[test]
+fn markdown_realtime_section() {
+    let records = [realtime_record()];
+    let used: Vec<_> = records.iter().collect();
+    let summary = crate::realtime::summarize_realtime(&used).expect("a realtime session is in the records");
+    assert_eq!((summary.sessions, summary.responses, summary.responses_interrupted), (1, 2, 1));
+    insta::assert_snapshot!(crate::markdown::render_realtime(&summary));
+    assert!(crate::realtime::summarize_realtime(&[&stream_record(2)]).is_none());
+}

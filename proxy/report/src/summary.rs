@@ -282,6 +282,9 @@ pub struct Report {
     /// MCP operations per method and tool, when records of MCP exchanges are in the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcp: Option<crate::mcp::McpSummary>,
+    /// Realtime sessions' responses, when records of realtime sessions are in the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<crate::realtime::RealtimeSummary>,
     /// Turn percentiles, when the store has turns (`turns.jsonl`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turns: Option<crate::turns::TurnSummary>,
@@ -349,6 +352,7 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         groups,
         conditions: conditions_summary(&used),
         mcp: crate::mcp::summarize_mcp(&used),
+        realtime: crate::realtime::summarize_realtime(&used),
         turns: None,
     }
 }
