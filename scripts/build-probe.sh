@@ -3,7 +3,7 @@
 # serves at /_tokentap/probe/: probe.js (the module apps import), tokentap_probe.js (wasm-bindgen's
 # glue) and tokentap_probe_bg.wasm. Prints their sizes, raw and gzipped.
 #
-#   scripts/build-probe.sh                 # writes proxy/assets/probe/ (commit the result)
+#   scripts/build-probe.sh                 # writes proxy/server/assets/probe/ (commit the result)
 #   scripts/build-probe.sh --out-dir DIR   # writes DIR instead (the staleness test does this)
 #
 # Needs: the wasm32-unknown-unknown target, wasm-bindgen-cli at the exact version the crate pins,
@@ -12,7 +12,7 @@
 # a fresh build can be compared byte for byte with the committed artifacts.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out_dir="$root/proxy/assets/probe"
+out_dir="$root/proxy/server/assets/probe"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out-dir) out_dir="$2"; shift 2 ;;

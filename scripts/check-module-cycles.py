@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATES = [
-    "proxy",
+    "proxy/server",
     "proxy/analysis",
     "proxy/record",
     "proxy/probe-protocol",

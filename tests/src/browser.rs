@@ -7,7 +7,7 @@
 //! - `reports`: the probe reports the page sent, parsed;
 //! - `report_answers`: tokentap's answers to them (`{status, body}`), in `Observe` mode;
 //! - `probe_source`: `"tokentap"`, or `"disk"` when tokentap did not serve the probe and the
-//!   driver served `proxy/assets/probe/` instead (only with [`PageRun::probe_fallback`]);
+//!   driver served `proxy/server/assets/probe/` instead (only with [`PageRun::probe_fallback`]);
 //! - `console`, `page_errors`, `failed_requests`, and `error` when the run failed.
 //!
 //! Nothing here waits on a timer: the driver resolves when the page's promise and the reports
@@ -34,7 +34,7 @@ pub struct PageRun {
     pub path: String,
     /// Serve this file (under `tests/browser/pages/`) at `path` instead of asking tokentap.
     pub page_file: Option<String>,
-    /// Serve `proxy/assets/probe/` when tokentap answers 404 for the probe.
+    /// Serve `proxy/server/assets/probe/` when tokentap answers 404 for the probe.
     pub probe_fallback: bool,
     /// Probe reports to wait for.
     pub reports: usize,
@@ -116,7 +116,7 @@ pub fn run_page(run: &PageRun) -> serde_json::Value {
         options["chromium_args"] = run.chromium_args.clone().into();
     }
     if run.probe_fallback {
-        options["probe_dir"] = root.join("proxy/assets/probe").display().to_string().into();
+        options["probe_dir"] = root.join("proxy/server/assets/probe").display().to_string().into();
     }
     let output = Command::new("node")
         .arg(browser_dir.join("run-page.mjs"))

@@ -280,7 +280,7 @@ fn env_default(value: &Value) -> String {
 
 /// tokentap's default `[turns] idle_close_s`, read from its config source.
 fn turn_idle_close_s() -> u64 {
-    let source = read("proxy/src/config/turns.rs");
+    let source = read("proxy/server/src/config/turns.rs");
     let line = source.lines().find_map(|l| l.trim().strip_prefix("idle_close_s: ")).expect("idle_close_s default");
     line.trim_end_matches(',').parse().expect("idle_close_s default is a number")
 }

@@ -1,4 +1,4 @@
-//! The browser probe artifacts committed in proxy/assets/probe/ (embedded in tokentap) are what
+//! The browser probe artifacts committed in proxy/server/assets/probe/ (embedded in tokentap) are what
 //! the sources build to, fit the size budget, and are what tokentap serves.
 
 use std::path::Path;
@@ -16,7 +16,7 @@ const ARTIFACTS: [(&str, &str); 3] = [
 const BUDGET_GZIP_BYTES: usize = 64 * 1024;
 
 fn committed(name: &str) -> Vec<u8> {
-    let path = repo_root().join("proxy/assets/probe").join(name);
+    let path = repo_root().join("proxy/server/assets/probe").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-probe.sh)", path.display()))
 }
 
@@ -44,7 +44,7 @@ fn committed_probe_matches_a_fresh_build() {
         let fresh = std::fs::read(out_dir.path().join(name)).unwrap();
         assert!(
             fresh == committed(name),
-            "proxy/assets/probe/{name} is stale ({} bytes committed, {} bytes built): run scripts/build-probe.sh and commit the result",
+            "proxy/server/assets/probe/{name} is stale ({} bytes committed, {} bytes built): run scripts/build-probe.sh and commit the result",
             committed(name).len(),
             fresh.len()
         );
@@ -53,7 +53,7 @@ fn committed_probe_matches_a_fresh_build() {
 
 #[test]
 fn probe_fits_the_size_budget() {
-    let dir = repo_root().join("proxy/assets/probe");
+    let dir = repo_root().join("proxy/server/assets/probe");
     let sizes: Vec<(&str, usize, usize)> =
         ARTIFACTS.iter().map(|(name, _)| (*name, committed(name).len(), gzip_len(&dir.join(name)))).collect();
     let total: usize = sizes.iter().map(|s| s.2).sum();
@@ -75,7 +75,7 @@ fn tokentap_serves_the_committed_probe() {
         assert!(served_type.starts_with(content_type), "{name}: content-type {served_type}");
         assert!(
             resp.body[..] == committed(name)[..],
-            "tokentap serves a different {name} than proxy/assets/probe/ (rebuild tokentap)"
+            "tokentap serves a different {name} than proxy/server/assets/probe/ (rebuild tokentap)"
         );
     }
 }

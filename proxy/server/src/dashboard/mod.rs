@@ -1,6 +1,6 @@
 //! The built-in dashboard, served by the admin API at `/_tokentap/`.
 //!
-//! Three hand-written files (`proxy/assets/dashboard/`) are compiled into the binary, so the page
+//! Three hand-written files (`proxy/server/assets/dashboard/`) are compiled into the binary, so the page
 //! works offline and never loads anything from elsewhere. Charts are SVG drawn by `app.js`; the
 //! numbers come from the admin API, which aggregates on the server (`report`), so the page stays
 //! fast with thousands of records:
