@@ -364,6 +364,18 @@ fn every_view_reads_cleanly_with_every_kind_of_traffic() {
         s["latency"].as_array().unwrap().iter().all(|row| row["count"].as_u64() > Some(0)),
         "rows only for metrics a group has samples of: {s:#}"
     );
+    // Every row drawn: the latency rows of every kind (the realtime section's per response) and
+    // the turn sections' rows.
+    for row in s["latency"].as_array().unwrap().iter().chain(s["turns"].as_array().unwrap()) {
+        assert_eq!(row["plotted"], true, "{row}: {s:#}");
+    }
+    let realtime_rows: Vec<&Value> =
+        s["latency"].as_array().unwrap().iter().filter(|r| r["traffic"] == "realtime").collect();
+    assert!(!realtime_rows.is_empty(), "the realtime section has per-response rows: {s:#}");
+    let turn_fields: Vec<&str> = s["turns"].as_array().unwrap().iter().filter_map(|r| r["field"].as_str()).collect();
+    for field in ["e2e_ms", "model_share", "tool_run_ms", "voice_to_first_audible_ms"] {
+        assert!(turn_fields.contains(&field), "{field} in the turn sections: {s:#}");
+    }
     let summary_text = out["texts"]["summary"].as_str().unwrap();
     assert!(
         summary_text.contains("Agent turns (with tool calls)") && summary_text.contains("Voice turns"),

@@ -5,6 +5,8 @@
 //! A session's own latency is per response, so the rows here are over responses; the counts say
 //! how many sessions and responses they come from.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use tokentap_analysis::realtime::SessionEnd;
 use tokentap_analysis::Distribution;
@@ -35,6 +37,9 @@ pub struct RealtimeSummary {
     pub voice_to_voice_ms: Option<Distribution>,
     /// First audio delta at tokentap → first audible sample in the page.
     pub heard_after_first_audio_ms: Option<Distribution>,
+    /// Each distribution's samples by its field's name (for plots; not serialized).
+    #[serde(skip)]
+    pub samples: BTreeMap<&'static str, Vec<f64>>,
 }
 
 /// The realtime section over `records`, `None` when none of them is a realtime session.
@@ -46,27 +51,46 @@ pub fn summarize_realtime(records: &[&Record]) -> Option<RealtimeSummary> {
     let responses = || sessions.iter().flat_map(|(_, s)| s.responses.iter());
     let heard =
         || sessions.iter().flat_map(|(r, _)| r.browser.as_ref().map(|b| b.realtime.as_slice()).unwrap_or_default());
-    let of = |values: Vec<f64>| Distribution::from_samples(&values);
-    Some(RealtimeSummary {
+    let mut samples = BTreeMap::new();
+    let mut of = |name: &'static str, values: Vec<f64>| {
+        let d = Distribution::from_samples(&values);
+        if d.is_some() {
+            samples.insert(name, values);
+        }
+        d
+    };
+    let mut summary = RealtimeSummary {
         sessions: sessions.len() as u64,
         sessions_ended_abruptly: sessions.iter().filter(|(_, s)| s.end == SessionEnd::Abrupt).count() as u64,
         responses: responses().count() as u64,
         responses_interrupted: responses().filter(|r| !r.interruption.is_empty()).count() as u64,
         error_events: sessions.iter().map(|(_, s)| s.errors.len() as u64).sum(),
-        time_to_first_audio_from_speech_end_ms: of(responses()
-            .filter_map(|r| r.time_to_first_audio_from_speech_end_ms)
-            .collect()),
-        time_to_first_audio_from_speech_stopped_ms: of(responses()
-            .filter_map(|r| r.time_to_first_audio_from_speech_stopped_ms)
-            .collect()),
-        time_to_first_audio_from_create_ms: of(responses()
-            .filter_map(|r| r.time_to_first_audio_from_create_ms)
-            .collect()),
-        real_time_factor: of(responses().filter_map(|r| r.real_time_factor).collect()),
-        tool_gap_ms: of(responses().flat_map(|r| r.tool_calls.iter().filter_map(|c| c.tool_gap_ms)).collect()),
-        voice_to_voice_ms: of(heard().filter_map(|h| h.voice_to_voice_ms).collect()),
-        heard_after_first_audio_ms: of(heard().filter_map(|h| h.heard_after_first_audio_ms).collect()),
-    })
+        time_to_first_audio_from_speech_end_ms: of(
+            "time_to_first_audio_from_speech_end_ms",
+            responses().filter_map(|r| r.time_to_first_audio_from_speech_end_ms).collect(),
+        ),
+        time_to_first_audio_from_speech_stopped_ms: of(
+            "time_to_first_audio_from_speech_stopped_ms",
+            responses().filter_map(|r| r.time_to_first_audio_from_speech_stopped_ms).collect(),
+        ),
+        time_to_first_audio_from_create_ms: of(
+            "time_to_first_audio_from_create_ms",
+            responses().filter_map(|r| r.time_to_first_audio_from_create_ms).collect(),
+        ),
+        real_time_factor: of("real_time_factor", responses().filter_map(|r| r.real_time_factor).collect()),
+        tool_gap_ms: of(
+            "tool_gap_ms",
+            responses().flat_map(|r| r.tool_calls.iter().filter_map(|c| c.tool_gap_ms)).collect(),
+        ),
+        voice_to_voice_ms: of("voice_to_voice_ms", heard().filter_map(|h| h.voice_to_voice_ms).collect()),
+        heard_after_first_audio_ms: of(
+            "heard_after_first_audio_ms",
+            heard().filter_map(|h| h.heard_after_first_audio_ms).collect(),
+        ),
+        samples: BTreeMap::new(),
+    };
+    summary.samples = samples;
+    Some(summary)
 }
 
 impl RealtimeSummary {

@@ -124,6 +124,9 @@ pub struct TurnSummary {
     /// Set when the turns were rebuilt from several instances' records (`report --records`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebuilt: Option<RebuiltNote>,
+    /// Each distribution's samples by its field's name (for plots; not serialized).
+    #[serde(skip)]
+    pub samples: BTreeMap<&'static str, Vec<f64>>,
 }
 
 /// How turns were rebuilt from records.
@@ -153,71 +156,59 @@ pub fn summarize_turns(turns: &[TurnRecord], since_unix_ns: Option<u64>, until_u
         in_window.iter().copied().filter(|t| t.status == tokentap_record::turn::TurnStatus::Complete).collect();
     let agent: Vec<&TurnRecord> =
         complete.iter().copied().filter(|t| t.totals.tool_calls > 0 && t.totals.e2e_ms > 0.0).collect();
-    let collect = |turns: &[&TurnRecord], f: &dyn Fn(&TurnRecord) -> f64| -> Option<Distribution> {
-        Distribution::from_samples(&turns.iter().map(|t| f(t)).collect::<Vec<_>>())
-    };
     let voice: Vec<&tokentap_record::turn::TurnVoice> = in_window.iter().filter_map(|t| t.voice.as_ref()).collect();
-    let runs: Vec<f64> =
-        in_window.iter().flat_map(|t| t.tool_runs.iter().filter_map(|r| r.duration_ms)).collect::<Vec<_>>();
-    TurnSummary {
+    let speech = || voice.iter().flat_map(|v| v.speech.iter());
+    let mcp = || in_window.iter().flat_map(|t| t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()));
+    let per_turn = |turns: &[&TurnRecord], f: &dyn Fn(&TurnRecord) -> f64| turns.iter().map(|t| f(t)).collect();
+    // Each distribution's samples are kept too, by the field's name, for plots.
+    let mut samples = BTreeMap::new();
+    let mut dist = |name: &'static str, values: Vec<f64>| {
+        let d = Distribution::from_samples(&values);
+        if d.is_some() {
+            samples.insert(name, values);
+        }
+        d
+    };
+    let mut summary = TurnSummary {
         turns: in_window.len() as u64,
         agent_turns: in_window.iter().filter(|t| t.totals.tool_calls > 0).count() as u64,
         by_status,
-        e2e_ms: collect(&complete, &|t| t.totals.e2e_ms),
-        model_share: collect(&agent, &|t| t.totals.model_ms / t.totals.e2e_ms),
-        tool_share: collect(&agent, &|t| t.totals.tool_ms / t.totals.e2e_ms),
-        client_share: collect(&agent, &|t| t.totals.client_ms / t.totals.e2e_ms),
-        steps: collect(&complete, &|t| f64::from(t.totals.steps)),
-        tool_calls: collect(&complete, &|t| f64::from(t.totals.tool_calls)),
-        tool_run_ms: Distribution::from_samples(&runs),
-        tool_server_ms: Distribution::from_samples(
-            &in_window
-                .iter()
-                .flat_map(|t| t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()).map(|m| m.server_ms))
-                .collect::<Vec<_>>(),
+        e2e_ms: dist("e2e_ms", per_turn(&complete, &|t| t.totals.e2e_ms)),
+        model_share: dist("model_share", per_turn(&agent, &|t| t.totals.model_ms / t.totals.e2e_ms)),
+        tool_share: dist("tool_share", per_turn(&agent, &|t| t.totals.tool_ms / t.totals.e2e_ms)),
+        client_share: dist("client_share", per_turn(&agent, &|t| t.totals.client_ms / t.totals.e2e_ms)),
+        steps: dist("steps", per_turn(&complete, &|t| f64::from(t.totals.steps))),
+        tool_calls: dist("tool_calls", per_turn(&complete, &|t| f64::from(t.totals.tool_calls))),
+        tool_run_ms: dist(
+            "tool_run_ms",
+            in_window.iter().flat_map(|t| t.tool_runs.iter().filter_map(|r| r.duration_ms)).collect(),
         ),
-        tool_harness_ms: Distribution::from_samples(
-            &in_window
-                .iter()
-                .flat_map(|t| {
-                    t.tool_runs.iter().filter_map(|r| r.mcp.as_ref()).map(|m| m.harness_before_ms + m.harness_after_ms)
-                })
-                .collect::<Vec<_>>(),
-        ),
+        tool_server_ms: dist("tool_server_ms", mcp().map(|m| m.server_ms).collect()),
+        tool_harness_ms: dist("tool_harness_ms", mcp().map(|m| m.harness_before_ms + m.harness_after_ms).collect()),
         voice_turns: voice.len() as u64,
-        voice_to_first_audible_ms: Distribution::from_samples(
-            &voice.iter().filter_map(|v| v.first_audible_ms).collect::<Vec<_>>(),
+        voice_to_first_audible_ms: dist(
+            "voice_to_first_audible_ms",
+            voice.iter().filter_map(|v| v.first_audible_ms).collect(),
         ),
-        transcription_ms: Distribution::from_samples(
-            &voice.iter().filter_map(|v| v.transcription.as_ref()?.transcript_done_ms).collect::<Vec<_>>(),
+        transcription_ms: dist(
+            "transcription_ms",
+            voice.iter().filter_map(|v| v.transcription.as_ref()?.transcript_done_ms).collect(),
         ),
-        speech_to_first_audible_ms: Distribution::from_samples(
-            &voice
-                .iter()
-                .flat_map(|v| v.speech.iter().filter_map(|s| Some(s.first_audible_ms? - s.start_ms)))
-                .collect::<Vec<_>>(),
+        speech_to_first_audible_ms: dist(
+            "speech_to_first_audible_ms",
+            speech().filter_map(|s| Some(s.first_audible_ms? - s.start_ms)).collect(),
         ),
-        speech_with_underruns: voice
-            .iter()
-            .flat_map(|v| v.speech.iter())
-            .filter(|s| s.predicted_underruns.is_some_and(|n| n > 0))
-            .count() as u64,
-        voice_to_voice_ms: Distribution::from_samples(
-            &voice.iter().filter_map(|v| v.voice_to_voice_ms).collect::<Vec<_>>(),
-        ),
-        speech_with_observed_underruns: voice
-            .iter()
-            .flat_map(|v| v.speech.iter())
-            .filter(|s| s.playout.as_ref().is_some_and(|p| p.underruns > 0))
-            .count() as u64,
-        speech_interrupted: voice
-            .iter()
-            .flat_map(|v| v.speech.iter())
-            .filter(|s| s.playout.as_ref().is_some_and(|p| p.interrupted))
-            .count() as u64,
+        speech_with_underruns: speech().filter(|s| s.predicted_underruns.is_some_and(|n| n > 0)).count() as u64,
+        voice_to_voice_ms: dist("voice_to_voice_ms", voice.iter().filter_map(|v| v.voice_to_voice_ms).collect()),
+        speech_with_observed_underruns: speech().filter(|s| s.playout.as_ref().is_some_and(|p| p.underruns > 0)).count()
+            as u64,
+        speech_interrupted: speech().filter(|s| s.playout.as_ref().is_some_and(|p| p.interrupted)).count() as u64,
         fragments: fragments.len() as u64,
         rebuilt: None,
-    }
+        samples: BTreeMap::new(),
+    };
+    summary.samples = samples;
+    summary
 }
 
 #[cfg(test)]

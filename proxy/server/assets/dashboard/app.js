@@ -598,7 +598,7 @@ async function loadSummary() {
         const d = rt[key];
         return el("tr", { "data-group": "responses", "data-traffic": kind, "data-metric": key },
           el("td", {}, `${rt.responses} responses of ${rt.sessions} sessions`), el("td", {}, words), el("td", { class: "n", "data-count": d.count }, d.count),
-          ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))), el("td", { class: "plot" }, ""));
+          ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))), el("td", { class: "plot" }, ecdfPlot(rt.ecdf?.[key], d)));
       }));
     }
     return el("section", { class: "traffic", "data-traffic": kind },
@@ -649,23 +649,28 @@ async function loadSummary() {
 /// the rows it has samples of.
 function turnSummary(t) {
   if (!t || (!t.agent_turns && !t.voice_turns)) return null;
+  // Each row: [words, the summary's field name, share?]; the plot from the field's ECDF points.
   const table = (rows) => {
-    const present = rows.filter(([, d]) => d);
+    const present = rows.filter(([, key]) => t[key]);
     return present.length ? el("table", {},
-      el("thead", {}, el("tr", {}, ["metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i ? "n" : "" }, h)))),
-      el("tbody", {}, present.map(([label, d, share]) => el("tr", { "data-metric": label },
-        el("td", {}, label), el("td", { class: "n" }, d.count),
-        ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, share ? pct(v) : fmt(v, 2))))))) : el("p", { class: "muted" }, "No complete turn yet.");
+      el("thead", {}, el("tr", {}, ["metric", "n", "p50", "p90", "p95", "p99", "max", "distribution (p50, p90, p99 marked)"].map((h, i) => el("th", { class: i && i < 7 ? "n" : "" }, h)))),
+      el("tbody", {}, present.map(([label, key, share]) => {
+        const d = t[key];
+        return el("tr", { "data-metric": label, "data-field": key },
+          el("td", {}, label), el("td", { class: "n" }, d.count),
+          ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, share ? pct(v) : fmt(v, 2))),
+          el("td", { class: "plot" }, ecdfPlot(t.ecdf?.[key], d)));
+      }))) : el("p", { class: "muted" }, "No complete turn yet.");
   };
   return el("div", { id: "summary-turns" },
     t.agent_turns ? el("section", { class: "traffic", "data-traffic": "agent_turns" },
       el("h4", {}, `Agent turns (with tool calls): ${t.agent_turns} of ${t.turns} turns`),
       el("p", { class: "muted" }, "Where a turn's time went, per complete agent turn; tool runs include the client's own work and network. Each turn is on the Turns page."),
-      table([["model share", t.model_share, true], ["tool share", t.tool_share, true], ["client share", t.client_share, true], ["tool run ms", t.tool_run_ms]])) : null,
+      table([["turn e2e ms", "e2e_ms"], ["model share", "model_share", true], ["tool share", "tool_share", true], ["client share", "client_share", true], ["tool run ms", "tool_run_ms"], ["tool server ms (MCP)", "tool_server_ms"], ["harness around the MCP call ms", "tool_harness_ms"]])) : null,
     t.voice_turns ? el("section", { class: "traffic", "data-traffic": "voice_turns" },
       el("h4", {}, `Voice turns: ${t.voice_turns}`),
       el("p", { class: "muted" }, `Voice to voice needs the browser probe; the other times are the wire's, from the transcription request's start. Speech requests with predicted underruns: ${t.speech_with_underruns}.`),
-      table([["voice to voice: end of speech → heard ms", t.voice_to_voice_ms], ["voice to first audible sample ms", t.voice_to_first_audible_ms], ["transcription ms", t.transcription_ms], ["speech request → first audible ms", t.speech_to_first_audible_ms]])) : null);
+      table([["voice to voice: end of speech → heard ms", "voice_to_voice_ms"], ["voice to first audible sample ms", "voice_to_first_audible_ms"], ["transcription ms", "transcription_ms"], ["speech request → first audible ms", "speech_to_first_audible_ms"]])) : null);
 }
 
 /// Said where it changes what the tables show: requests left out as warm-up, with a way to

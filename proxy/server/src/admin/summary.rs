@@ -45,6 +45,15 @@ pub(super) async fn report(
         if let Some(overall) = object.get_mut("overall").and_then(|g| g.as_object_mut()) {
             overall.insert("ecdf".into(), ecdf(&report.overall.samples));
         }
+        // The turn and realtime sections' distributions, by their field names.
+        if let (Some(json), Some(turns)) = (object.get_mut("turns").and_then(|t| t.as_object_mut()), &report.turns) {
+            json.insert("ecdf".into(), ecdf(&turns.samples));
+        }
+        if let (Some(json), Some(realtime)) =
+            (object.get_mut("realtime").and_then(|t| t.as_object_mut()), &report.realtime)
+        {
+            json.insert("ecdf".into(), ecdf(&realtime.samples));
+        }
     }
     Ok(json(StatusCode::OK, body.to_string()))
 }
