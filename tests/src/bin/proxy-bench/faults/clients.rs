@@ -118,6 +118,101 @@ pub(super) async fn keepalive_slowloris(bin: &Path, upstream: SocketAddr, plan: 
     out
 }
 
+/// `admin_head_timeout_s` of the admin fault (the cap stays at its default).
+pub(super) const ADMIN_HEAD_TIMEOUT_S: u64 = 2;
+
+/// One slow client of the admin listener: nothing at all (`trickle` false), or a head a byte a
+/// second. Returns how long tokentap took to close it (`None`: still open after `limit`).
+pub(super) async fn slow_admin_client(admin: SocketAddr, trickle: bool, limit: Duration) -> Option<Duration> {
+    let mut stream = TcpStream::connect(admin).await.ok()?;
+    let connected = Instant::now();
+    let head = b"GET /_tokentap/api/health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: ";
+    let mut sent = 0;
+    let mut tmp = [0u8; 4096];
+    while connected.elapsed() < limit {
+        let wait = if trickle { Duration::from_secs(1) } else { limit };
+        match tokio::time::timeout(wait, stream.read(&mut tmp)).await {
+            // Closed, or refused with an answer and then closed.
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(connected.elapsed()),
+            Ok(Ok(_)) => {}
+            Err(_) => {
+                if trickle {
+                    if stream.write_all(&head[sent % head.len()..sent % head.len() + 1]).await.is_err() {
+                        return Some(connected.elapsed());
+                    }
+                    sent += 1;
+                }
+            }
+        }
+    }
+    None
+}
+
+pub(super) async fn admin_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let top = format!("admin_head_timeout_s = {ADMIN_HEAD_TIMEOUT_S}\n");
+    let target = start_with_top(bin, dir.path(), &data, upstream, &top, "", &[]);
+    let admin = target.admin;
+    let limit = plan.during + plan.after;
+    let attackers: std::sync::Mutex<Vec<SlowClient>> = Default::default();
+    let answered_again: std::sync::Mutex<Option<Duration>> = Default::default();
+    let tally = phases(
+        &target,
+        plan,
+        async {
+            let spawned: Vec<SlowClient> = (0..ATTACKERS)
+                .map(|k| {
+                    let trickle = k % 2 == 1;
+                    tokio::spawn(async move { (trickle, slow_admin_client(admin, trickle, limit).await) })
+                })
+                .collect();
+            attackers.lock().expect("attackers").extend(spawned);
+            // How long until the admin API answers a real client again.
+            let injected = Instant::now();
+            let answered = wait_health(admin, limit, |h| h.get("status").is_some()).await;
+            *answered_again.lock().expect("answered") = answered.map(|_| injected.elapsed());
+        },
+        async {},
+    )
+    .await;
+    let handles = std::mem::take(&mut *attackers.lock().expect("attackers"));
+    let (mut idle_max, mut trickle_max, mut open, mut failed) = (Duration::ZERO, Duration::ZERO, 0, 0);
+    for handle in handles {
+        match handle.await {
+            Ok((trickle, Some(took))) => {
+                let max = if trickle { &mut trickle_max } else { &mut idle_max };
+                *max = (*max).max(took);
+            }
+            Ok((_, None)) => open += 1,
+            Err(_) => failed += 1,
+        }
+    }
+    let h = health(admin).await;
+    let (records, unreadable) = journal_records(&data, LOAD_PATH);
+    let mut out = row(Fault::AdminSlowloris, &plan, tally);
+    out.expected = proxied(tally);
+    out.lost = out.expected.saturating_sub(records);
+    out.counted = format!(
+        "admin refused_over_cap {}, admin open at the end {} (cap {})",
+        count(&h, &["admin_connections", "refused_over_cap"]),
+        count(&h, &["admin_connections", "open"]),
+        count(&h, &["admin_connections", "max_open"])
+    );
+    let answered = *answered_again.lock().expect("answered");
+    out.recovery = format!(
+        "the admin API answered again {} after the attack began; silent ones closed ≤ {:.2} s, trickling ones ≤ {:.2} s",
+        show(answered, limit),
+        idle_max.as_secs_f64(),
+        trickle_max.as_secs_f64()
+    );
+    out.note = format!(
+        "slow admin connections still open after {} s: {open} (not connected: {failed}); unreadable lines: {unreadable}",
+        limit.as_secs()
+    );
+    out
+}
+
 /// WebSocket sessions of the subprotocol fault, and the key they carry.
 pub(super) const WS_SESSIONS: usize = 100;
 pub(super) const SUBPROTOCOL_SECRET: &str = "sk-proj-BENCH-SUBPROTOCOL-SECRET-5f1e";

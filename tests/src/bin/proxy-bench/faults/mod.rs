@@ -51,10 +51,12 @@ pub(crate) enum Fault {
     /// Browser-style WebSocket sessions with the API key in `Sec-WebSocket-Protocol`, logging at
     /// `trace`.
     SubprotocolKey,
+    /// Connections to the admin listener that send nothing, or trickle a head a byte a second.
+    AdminSlowloris,
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 11] = [
+    pub(crate) const ALL: [Fault; 12] = [
         Fault::CollectorDown,
         Fault::CollectorSilent,
         Fault::DiskFull,
@@ -66,6 +68,7 @@ impl Fault {
         Fault::JournalFifo,
         Fault::JournalTornLine,
         Fault::SubprotocolKey,
+        Fault::AdminSlowloris,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -81,6 +84,7 @@ impl Fault {
             Fault::JournalFifo => "journal-fifo",
             Fault::JournalTornLine => "journal-torn-line",
             Fault::SubprotocolKey => "subprotocol-key",
+            Fault::AdminSlowloris => "admin-slowloris",
         }
     }
 
@@ -122,6 +126,10 @@ impl Fault {
             Fault::JournalTornLine => "a line that is not UTF-8 appended to records.jsonl mid-run; then `tokentap report` and a restart".into(),
             Fault::SubprotocolKey => format!(
                 "{WS_SESSIONS} WebSocket sessions with the key in `Sec-WebSocket-Protocol` (`TOKENTAP_LOG=trace`)"
+            ),
+            Fault::AdminSlowloris => format!(
+                "{ATTACKERS} connections to the admin listener: half send nothing, half trickle a head at 1 byte/s \
+(`admin_head_timeout_s` = {ADMIN_HEAD_TIMEOUT_S}, `admin_max_connections` at its default)"
             ),
         }
     }
@@ -166,7 +174,10 @@ mod streams;
 mod target;
 mod worker;
 
-use clients::{keepalive_slowloris, subprotocol_key, ATTACKERS, SLOWLORIS_TIMEOUT_S, WS_SESSIONS};
+use clients::{
+    admin_slowloris, keepalive_slowloris, subprotocol_key, ADMIN_HEAD_TIMEOUT_S, ATTACKERS, SLOWLORIS_TIMEOUT_S,
+    WS_SESSIONS,
+};
 use collector::collector;
 use store::{disk_full, journal_replaced, journal_torn_line, store_removed};
 use streams::*;
@@ -198,6 +209,7 @@ pub(crate) fn run(
             Fault::JournalSymlink | Fault::JournalFifo => rt.block_on(journal_replaced(bin, upstream, fault, plan)),
             Fault::JournalTornLine => rt.block_on(journal_torn_line(bin, upstream, plan)),
             Fault::SubprotocolKey => rt.block_on(subprotocol_key(bin, upstream, plan)),
+            Fault::AdminSlowloris => rt.block_on(admin_slowloris(bin, upstream, plan)),
         };
         eprintln!(
             "[faults] {}: {} sent, {} failed, {} altered, {} lost of {}",
@@ -325,7 +337,7 @@ mod tests {
 
     #[test]
     fn fault_names_parse() {
-        assert_eq!(Fault::parse_list("all").unwrap().len(), 11);
+        assert_eq!(Fault::parse_list("all").unwrap().len(), Fault::ALL.len());
         assert_eq!(Fault::parse_list("journal-fifo").unwrap(), vec![Fault::JournalFifo]);
         assert_eq!(Fault::parse_list("disk-full,sigterm").unwrap(), vec![Fault::DiskFull, Fault::Sigterm]);
         assert!(Fault::parse_list("meteor").is_err());

@@ -27,9 +27,22 @@ pub(super) fn start(
     extra: &str,
     env: &[(&str, &str)],
 ) -> Target {
+    start_with_top(bin, dir, data, upstream, "", extra, env)
+}
+
+/// [`start`] with `top` among the file's top-level keys (before the route), `extra` after it.
+pub(super) fn start_with_top(
+    bin: &Path,
+    dir: &Path,
+    data: &Path,
+    upstream: SocketAddr,
+    top: &str,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> Target {
     let config = dir.join("tokentap.toml");
     let text = format!(
-        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\ndata_dir = {:?}\nthreads = 1\n\n\
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\ndata_dir = {:?}\nthreads = 1\n{top}\n\
 [[route]]\nprefix = \"/\"\nupstream = \"http://{upstream}\"\n\n{extra}",
         data.display().to_string()
     );
