@@ -28,6 +28,7 @@ mod mcp;
 pub use mcp::{mcp_observations, mcp_session_observation, mcp_spans};
 mod realtime;
 pub use realtime::realtime_browser_observations;
+mod webrtc;
 mod turn;
 pub use turn::{turn_observations, turn_spans, voice_turn_observations};
 

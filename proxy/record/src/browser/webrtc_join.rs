@@ -69,14 +69,15 @@ pub struct WebrtcEventCount {
     pub count: u64,
 }
 
-/// Where the end of speech came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpeechEndSource {
-    /// The page's `user_speech_end` mark.
-    Mark,
-    /// The probe's energy detector on the microphone track.
-    Vad,
+tokentap_analysis::named_enum! {
+    /// Where the end of speech came from.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum SpeechEndSource {
+        /// The page's `user_speech_end` mark.
+        Mark = "mark",
+        /// The probe's energy detector on the microphone track.
+        Vad = "vad",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -62,15 +62,17 @@ pub struct ReportedWebrtc {
     pub events_dropped: u64,
 }
 
-/// How an answer's first audible sample was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnsetMethod {
-    /// `getSynchronizationSources()`: delivery time of the first frame whose sender-reported level
-    /// is audible (±one poll, 20 ms).
-    Ssrc,
-    /// `getStats()` energy: the midpoint of the first audible reading interval (±half a reading).
-    Stats,
+tokentap_analysis::named_enum! {
+    /// How an answer's first audible sample was found.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum OnsetMethod {
+        /// `getSynchronizationSources()`: delivery time of the first frame whose sender-reported
+        /// level is audible (within one poll, 20 ms, late).
+        Ssrc = "ssrc",
+        /// `getStats()` energy: the midpoint of the first audible reading interval (±half a
+        /// reading, 30 ms).
+        Stats = "stats",
+    }
 }
 
 /// One answer: a stretch of audible received audio after at least 250 ms of silence.
