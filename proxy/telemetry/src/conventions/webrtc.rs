@@ -88,3 +88,33 @@ pub(super) fn webrtc_turn_spans(
     }
     spans
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_a_span_with_its_parts_as_children() {
+        let webrtc: BrowserWebrtc = serde_json::from_value(serde_json::json!({
+            "turns": [
+                {"speech_end_ms": 100.0, "speech_end_source": "vad",
+                 "events": [{"name": "response.created", "t_ms": 400.0}],
+                 "first_packet_ms": 700.0, "delivered_ms": 760.0, "heard_ms": 790.0, "onset_method": "ssrc",
+                 "jitter_buffer_ms": 60.0, "playout_delay_ms": 30.0, "voice_to_ear_ms": 690.0},
+                {"delivered_ms": 2000.0, "heard_ms": 2000.0, "onset_method": "stats"}
+            ]
+        }))
+        .unwrap();
+        let spans = webrtc_turn_spans(&webrtc, [1; 16], [2; 8], |ms| (ms * 1e6) as u64, 64);
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        // The second turn knows neither its end of speech nor its first packet: playout only.
+        assert_eq!(names, ["voice turn", "webrtc response", "jitter buffer", "playout", "voice turn", "playout"]);
+        let turn = &spans[0];
+        assert_eq!(turn.parent_span_id, Some([2; 8]));
+        assert_eq!((turn.start_unix_ns, turn.end_unix_ns), (100_000_000, 790_000_000));
+        assert_eq!(turn.events.len(), 1);
+        assert!(spans[1..4].iter().all(|s| s.parent_span_id == Some(turn.span_id)));
+        assert_eq!((spans[2].start_unix_ns, spans[2].end_unix_ns), (700_000_000, 760_000_000));
+        assert!(turn.attributes.iter().any(|(k, v)| *k == attr::WEBRTC_VOICE_TO_EAR_MS && *v == AttrValue::F64(690.0)));
+    }
+}
