@@ -28,8 +28,8 @@ mod mcp;
 pub use mcp::{mcp_observations, mcp_session_observation, mcp_spans};
 mod realtime;
 pub use realtime::realtime_browser_observations;
-mod webrtc;
 mod turn;
+mod webrtc;
 pub use turn::{turn_observations, turn_spans, voice_turn_observations};
 
 #[cfg(test)]
