@@ -13,6 +13,8 @@ pub const AUDIBLE_RMS: f64 = 0.01;
 /// Silence that ends an answer (or a stretch of speech) and lets the next audible sample start a
 /// new one.
 pub const ANSWER_GAP_MS: f64 = 250.0;
+/// Within a stretch of speech, a reading under its peak divided by this is not voiced.
+pub const SPEECH_TAIL_FACTOR: f64 = 3.0;
 /// Silence after the last voiced reading that confirms the user's end of speech.
 pub const SPEECH_HANGOVER_MS: f64 = 500.0;
 
@@ -177,6 +179,8 @@ pub struct WebRtcSeen {
     /// The microphone's cumulative energy and duration at the last reading.
     local: Option<(f64, f64)>,
     last_voiced_ms: Option<f64>,
+    /// The loudest reading of the open stretch of speech.
+    speech_peak: f64,
     pub events: Vec<ChannelEvent>,
     pub event_counts: Vec<(String, u64)>,
     pub events_dropped: u64,
@@ -263,8 +267,12 @@ impl WebRtcSeen {
         let Some((e0, d0)) = before else { return };
         let Some(level) = rms(energy - e0, duration_s - d0) else { return };
         let open = self.speech.last().is_some_and(|s| s.end_ms.is_none());
-        if level > AUDIBLE_RMS {
+        // libwebrtc's level holds the peak of the last 100 ms and then falls by 4 per 100 ms: within
+        // a stretch of speech, a reading under a third of its peak is that tail, not speech.
+        let voiced = level > AUDIBLE_RMS && (!open || level > self.speech_peak / SPEECH_TAIL_FACTOR);
+        if voiced {
             self.last_voiced_ms = Some(t_ms);
+            self.speech_peak = if open { self.speech_peak.max(level) } else { level };
             if !open {
                 if self.speech.len() < MAX_WEBRTC_ANSWERS {
                     // The reading covers the interval before it: speech started within it.
@@ -408,6 +416,29 @@ mod tests {
         assert_eq!((s.speech[0].start_ms, s.speech[0].end_ms), (150.0, Some(600.0)));
         assert_eq!(s.speech[1].end_ms, None);
         assert_eq!(s.answers[0].barge_in_ms, Some(2050.0));
+    }
+
+    #[test]
+    fn the_levels_decaying_tail_is_not_speech() {
+        // libwebrtc's level after loud speech that ended at 1000 ms: held until the next 100 ms
+        // update, then a quarter of it per update; 50 ms readings.
+        let mut s = WebRtcSeen::default();
+        let (mut e, mut t) = (0.0, 0.0);
+        s.local(t, e, 0.0);
+        for step in 1..=40 {
+            t = f64::from(step) * 50.0;
+            let level: f64 = match t {
+                t if t <= 500.0 => 0.0,
+                t if t <= 1100.0 => 0.25,
+                t if t <= 1200.0 => 0.0625,
+                t if t <= 1300.0 => 0.0156,
+                _ => 0.0039,
+            };
+            e += level * level * 0.05;
+            s.local(t, e, t / 1000.0);
+        }
+        assert_eq!(s.speech.len(), 1);
+        assert_eq!(s.speech[0].end_ms, Some(1100.0), "the end of the held peak, not of the tail");
     }
 
     #[test]
