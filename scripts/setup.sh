@@ -166,6 +166,11 @@ if [ "$mode" = test ]; then
   ensure_apt espeak-ng
   # The official Python SDKs the tests drive tokentap with.
   ensure_requirements "$root/.cache/venv" "$root/tests/sdk/requirements.txt" "Python SDKs"
+  # A WebRTC peer (aiortc) for the WebRTC voice tests (tests/tests/webrtc_voice.rs), in its own
+  # virtualenv (PyAV's wheels stay out of the SDK tests' environment), and nftables for the random
+  # loss those tests inject on the media path (this kernel has no tc netem).
+  ensure_requirements "$root/.cache/venv-webrtc" "$root/tests/webrtc/requirements.txt" "aiortc"
+  ensure_apt nftables
   # The FastAPI app server example (examples/app-fastapi, tests/tests/app_topologies.rs) in its own
   # virtualenv: its Starlette pin (< 0.46, whose GZipMiddleware still compresses event streams) is
   # not the SDK tests'.

@@ -39,6 +39,7 @@ pub mod realtime;
 pub mod report;
 pub mod trace;
 pub mod turn;
+pub mod webrtc;
 
 /// The browser side and the exported JS API (wasm32 only; see README.md for its use).
 #[cfg(target_arch = "wasm32")]

@@ -9,6 +9,7 @@ use crate::clock::ClockEstimate;
 use crate::playout::Playout;
 use crate::realtime::RealtimeSeen;
 use crate::turn::Turn;
+use crate::webrtc::{Delays, WebRtcSeen};
 
 /// The schema name and the largest report body (a bigger report is thinned, see
 /// [`report_json`]): the protocol's.
@@ -170,8 +171,110 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
     if let Some(realtime) = &turn.realtime {
         write_realtime(&mut w, realtime, now_ms);
     }
+    if let Some(webrtc) = &turn.webrtc {
+        write_webrtc(&mut w, webrtc);
+    }
     w.raw("}");
     w.0
+}
+
+/// Writes `,"key":value` for each pair.
+fn fields(w: &mut Json, pairs: &[(&str, Option<f64>)]) {
+    for (key, value) in pairs {
+        w.raw(",\"");
+        w.raw(key);
+        w.raw("\":");
+        w.opt_number(*value);
+    }
+}
+
+fn delays(w: &mut Json, d: &Delays) {
+    fields(
+        w,
+        &[
+            ("jitter_buffer_ms", d.jitter_buffer_ms),
+            ("jitter_buffer_target_ms", d.jitter_buffer_target_ms),
+            ("playout_delay_ms", d.playout_ms),
+        ],
+    );
+}
+
+/// The `webrtc` section: a peer connection's received audio, the user's speech and the data
+/// channel's events.
+fn write_webrtc(w: &mut Json, s: &WebRtcSeen) {
+    let last = s.last.unwrap_or_default();
+    w.raw(",\"webrtc\":{\"connected_ms\":");
+    w.opt_number(s.connected_ms);
+    fields(
+        w,
+        &[
+            ("closed_ms", s.closed_ms),
+            ("first_packet_ms", s.first_packet_ms),
+            ("rtt_ms", s.rtt_ms),
+            ("jitter_ms", s.last.map(|l| l.jitter_s * 1000.0)),
+            ("packets_received", Some(last.packets_received)),
+            ("packets_lost", Some(last.packets_lost)),
+            ("samples_received", Some(last.samples_received)),
+            ("concealed_samples", Some(last.concealed_samples)),
+            ("silent_concealed_samples", Some(last.silent_concealed_samples)),
+            ("concealment_events", Some(last.concealment_events)),
+        ],
+    );
+    delays(w, &s.session_delays());
+    w.raw(",\"answers\":[");
+    for (i, a) in s.answers.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"delivered_ms\":");
+        w.number(a.delivered_ms);
+        w.raw(",\"method\":");
+        w.string(a.method.as_str());
+        delays(w, &a.delays);
+        fields(
+            w,
+            &[
+                ("end_ms", a.end_ms),
+                ("samples", Some(a.samples)),
+                ("concealed_samples", Some(a.concealed)),
+                ("concealment_events", Some(a.concealment_events)),
+                ("barge_in_ms", a.barge_in_ms),
+            ],
+        );
+        w.raw("}");
+    }
+    w.raw("]");
+    w.dropped("answers_dropped", s.answers_dropped);
+    w.raw(",\"speech\":[");
+    for (i, sp) in s.speech.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"start_ms\":");
+        w.number(sp.start_ms);
+        w.raw(",\"end_ms\":");
+        w.opt_number(sp.end_ms);
+        w.raw("}");
+    }
+    w.raw("]");
+    w.dropped("speech_dropped", s.speech_dropped);
+    w.raw(",\"events\":[");
+    for (i, e) in s.events.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"name\":");
+        w.string(&e.name);
+        w.raw(",\"t_ms\":");
+        w.number(e.t_ms);
+        w.raw("}");
+    }
+    w.raw("],\"event_counts\":[");
+    for (i, (name, count)) in s.event_counts.iter().enumerate() {
+        w.comma(i);
+        w.raw("{\"name\":");
+        w.string(name);
+        w.raw(",\"count\":");
+        w.uint(*count);
+        w.raw("}");
+    }
+    w.raw("]");
+    w.dropped("events_dropped", s.events_dropped);
+    w.raw("}");
 }
 
 /// One heard playback (an `audio` entry).

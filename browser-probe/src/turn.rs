@@ -9,6 +9,7 @@
 pub use crate::playout::AudioKind;
 use crate::playout::Playout;
 use crate::realtime::RealtimeSeen;
+use crate::webrtc::WebRtcSeen;
 
 /// What a turn keeps of each list (the protocol's caps): chunk arrivals, paints, marks (also
 /// those waiting for the next turn), long animation frames and audio playbacks.
@@ -98,6 +99,9 @@ pub struct Turn {
     /// A tracked realtime `WebSocket` (then `start_ms` is its creation, `response_ms` its `open`
     /// and `end_ms` its close): the responses as the page saw them, each with its own playback.
     pub realtime: Option<RealtimeSeen>,
+    /// A WebRTC peer connection whose offer this request carried (the SDP exchange): held until
+    /// the connection closes.
+    pub webrtc: Option<WebRtcSeen>,
     /// What the page's response said about the path it took (`Content-Encoding`, `Via`), and the
     /// format its answer characters were counted in.
     pub response_path: ResponsePath,
@@ -154,7 +158,13 @@ impl Turn {
             audio_response: false,
             response_path: ResponsePath::default(),
             realtime: None,
+            webrtc: None,
         }
+    }
+
+    /// A WebRTC session rides on this turn and is still open.
+    pub fn webrtc_open(&self) -> bool {
+        self.webrtc.as_ref().is_some_and(|w| w.closed_ms.is_none())
     }
 
     pub fn record_response(&mut self, t_ms: f64, status: u16) {
@@ -274,6 +284,10 @@ impl Turn {
     /// open.
     pub fn quiet_since(&self) -> Option<f64> {
         let end = self.end_ms?;
+        if self.webrtc_open() {
+            return None;
+        }
+        let end = self.webrtc.as_ref().and_then(|w| w.closed_ms).map_or(end, |c| end.max(c));
         let last_paint = self.paints.last().map_or(end, |p| p.t_ms);
         let realtime = self.realtime.iter().flat_map(RealtimeSeen::playouts);
         let audio = self.audio.iter().chain(realtime).filter_map(Playout::busy_until).fold(end, f64::max);
@@ -352,7 +366,7 @@ impl Turns {
     }
 
     pub fn mark(&mut self, mark: Mark) {
-        match self.open.iter_mut().rev().find(|t| t.stream_open()) {
+        match self.open.iter_mut().rev().find(|t| t.stream_open() || t.webrtc_open()) {
             Some(turn) => turn.record_mark(mark),
             None => push_capped(&mut self.waiting_marks, &mut self.waiting_marks_dropped, MAX_MARKS, mark),
         }
@@ -398,6 +412,12 @@ impl Turns {
         } else if turn.is_none() && self.waiting_audio.len() < MAX_AUDIO {
             self.waiting_audio.push(audio);
         }
+    }
+
+    /// The oldest unreported request that started at or after `t_ms` and carries no session yet:
+    /// the one that carried a WebRTC offer set at `t_ms`.
+    pub fn first_started_after(&mut self, t_ms: f64) -> Option<&mut Turn> {
+        self.open.iter_mut().find(|t| t.start_ms >= t_ms && t.webrtc.is_none() && t.realtime.is_none())
     }
 
     /// The turn with id `turn` while it is unreported (`None` once reported: its audio is not

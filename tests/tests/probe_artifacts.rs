@@ -12,8 +12,9 @@ const ARTIFACTS: [(&str, &str); 3] = [
     ("tokentap_probe.js", "text/javascript"),
     ("tokentap_probe_bg.wasm", "application/wasm"),
 ];
-/// wasm + JS glue, gzipped.
-const BUDGET_GZIP_BYTES: usize = 64 * 1024;
+/// wasm + JS glue, gzipped (64 KiB until the WebRTC peer connection watch added 8.3 KB:
+/// browser-probe/README.md, "Size").
+const BUDGET_GZIP_BYTES: usize = 72 * 1024;
 
 fn committed(name: &str) -> Vec<u8> {
     let path = repo_root().join("proxy/server/assets/probe").join(name);

@@ -12,11 +12,15 @@
 //! - `body_text`: the body chunks kept per turn and counted for answer characters at report time.
 //! - `socket`: the `window.WebSocket` wrapper: a tracked socket gets a trace context in its URL and
 //!   becomes a turn whose realtime responses the probe follows.
+//! - `peer`: the `window.RTCPeerConnection` wrapper: a peer connection joins the turn of the request
+//!   that carried its offer, and its received audio, the user's speech and its data channels'
+//!   events are read on one timer until it closes.
 
 mod audio;
 mod body_text;
 mod fetch;
 mod paint;
+mod peer;
 mod send;
 mod socket;
 
@@ -139,6 +143,7 @@ pub fn init(options: JsValue) -> Promise {
     if first_time {
         fetch::install();
         socket::install();
+        peer::install();
         paint::watch_long_frames();
         let on_pagehide = Closure::<dyn FnMut()>::new(flush);
         let window = with_probe(|p| p.window.clone());

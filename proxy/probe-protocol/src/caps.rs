@@ -21,3 +21,11 @@ pub const MAX_HEADER_VALUE_LEN: usize = 128;
 pub const MAX_REALTIME_RESPONSES: usize = 256;
 /// Longest realtime `session_id` and `response_id` (bytes).
 pub const MAX_ID_LEN: usize = 128;
+/// Answers (audible stretches of received audio) and stretches of the user's speech per peer
+/// connection, each.
+pub const MAX_WEBRTC_ANSWERS: usize = 256;
+/// Data channel events kept with their time per peer connection (a name is at most
+/// [`MAX_NAME_LEN`] bytes).
+pub const MAX_WEBRTC_EVENTS: usize = 512;
+/// Other data channel event names counted per peer connection.
+pub const MAX_WEBRTC_EVENT_NAMES: usize = 64;

@@ -142,6 +142,7 @@ pub fn with_browser(
         marks_dropped: 0,
         long_frames_dropped: 0,
         realtime: vec![],
+        webrtc: None,
     });
     record
 }

@@ -17,6 +17,7 @@ use tokentap_analysis::{Distribution, EventClass};
 use crate::browser::arrival::{Arrivals, RecordSide};
 use crate::browser::report::{BrowserChunk, Paint, ProbeReport};
 use crate::browser::timeline::*;
+use crate::browser::webrtc_join::join_webrtc;
 use crate::realtime_join::{browser_audio, join_realtime};
 use crate::schema::Record;
 
@@ -150,6 +151,7 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
             (Some(session), Some(page)) => join_realtime(session, page, rel),
             _ => Vec::new(),
         },
+        webrtc: report.webrtc.as_ref().map(|w| join_webrtc(w, &report.marks, rel)),
     }
 }
 
@@ -212,6 +214,7 @@ mod tests {
             long_frames_dropped: 0,
             audio_dropped: 0,
             realtime: None,
+            webrtc: None,
         }
     }
 

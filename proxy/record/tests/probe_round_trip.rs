@@ -287,3 +287,68 @@ fn a_turn_filled_past_every_cap_is_accepted() {
     assert_eq!(report.marks.len(), caps::MAX_MARKS);
     assert_eq!(report.long_frames.len(), caps::MAX_LONG_FRAMES);
 }
+
+/// A WebRTC session filled past its caps (answers, speech, timed and counted events) makes a
+/// report the ingest accepts and reads back.
+#[test]
+fn a_webrtc_session_past_its_caps_is_read_back() {
+    use tokentap_browser_probe::webrtc::{Inbound, WebRtcSeen};
+    use tokentap_probe_protocol::caps;
+    let request = RequestInfo {
+        trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+        span_id: "b7ad6b7169203331".into(),
+        page_path: "/voice".into(),
+        method: "POST".into(),
+        path: "/v1/realtime/calls".into(),
+    };
+    let t0 = 1.7e12;
+    let mut turn = Turn::new(1, request, t0);
+    turn.record_response(t0 + 50.0, 201);
+    turn.record_end(t0 + 60.0);
+    let mut seen = WebRtcSeen::default();
+    seen.connected_ms = Some(t0 + 100.0);
+    let mut energy = 0.0;
+    let mut local = 0.0;
+    for i in 0..(caps::MAX_WEBRTC_ANSWERS + 5) * 20 {
+        let t = t0 + 200.0 + i as f64 * 50.0;
+        // Alternating 500 ms of answer audio and 500 ms of silence; speech in the silences.
+        let answer = (i / 10) % 2 == 0;
+        energy += if answer { 0.01 * 0.05 } else { 0.0 };
+        local += if answer { 0.0 } else { 0.01 * 0.05 };
+        let samples = i as f64 * 2400.0;
+        let inbound = Inbound {
+            packets_received: i as f64 * 2.5,
+            packets_lost: 1.0,
+            samples_received: samples,
+            concealed_samples: samples / 100.0,
+            jitter_buffer_emitted: samples,
+            jitter_buffer_delay_s: samples * 0.05,
+            energy,
+            energy_duration_s: i as f64 * 0.05,
+            ..Inbound::default()
+        };
+        seen.inbound(t, inbound, Some(0.003));
+        seen.local(t, local, i as f64 * 0.05);
+        seen.event(t, if answer { "response.created" } else { "input_audio_buffer.speech_stopped" });
+        seen.event(t, &format!("other.{}", i % (caps::MAX_WEBRTC_EVENT_NAMES + 3)));
+    }
+    seen.close(t0 + 600_000.0);
+    turn.webrtc = Some(seen.clone());
+    let json = report_json(&turn, None, t0 + 600_001.0);
+    assert!(json.len() <= caps::MAX_REPORT_BYTES, "{} bytes", json.len());
+    let report = ProbeReport::parse(json.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let webrtc = report.webrtc.expect("a webrtc section");
+    assert_eq!(webrtc.answers.len(), caps::MAX_WEBRTC_ANSWERS);
+    assert!(webrtc.answers_dropped > 0);
+    assert_eq!(webrtc.events.len(), caps::MAX_WEBRTC_EVENTS);
+    assert_eq!(webrtc.event_counts.len(), caps::MAX_WEBRTC_EVENT_NAMES);
+    assert!(webrtc.events_dropped > 0);
+    for (written, read) in seen.answers.iter().zip(&webrtc.answers) {
+        assert!(same_time(written.delivered_ms, read.delivered_ms));
+        assert!(same_opt_time(written.end_ms, read.end_ms));
+        assert!(same_opt_time(written.delays.jitter_buffer_ms, read.jitter_buffer_ms));
+    }
+    assert!(same_opt_time(seen.closed_ms, webrtc.closed_ms));
+    assert!((webrtc.jitter_buffer_ms.unwrap() - 50.0).abs() < 1e-3);
+    assert_eq!(webrtc.rtt_ms, Some(3.0));
+}

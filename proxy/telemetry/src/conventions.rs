@@ -29,6 +29,7 @@ pub use mcp::{mcp_observations, mcp_session_observation, mcp_spans};
 mod realtime;
 pub use realtime::realtime_browser_observations;
 mod turn;
+mod webrtc;
 pub use turn::{turn_observations, turn_spans, voice_turn_observations};
 
 #[cfg(test)]

@@ -11,16 +11,10 @@ pub use tokentap_probe_protocol::caps::{
 };
 pub use tokentap_probe_protocol::{TextFormat, SCHEMA};
 
-/// Largest browser time accepted (ms since the Unix epoch, about the year 2286).
-pub const MAX_TIME_MS: f64 = 1e13;
-/// All browser times of one report lie within this span (one hour), and every duration is at most it.
-pub const MAX_SPAN_MS: f64 = 3_600_000.0;
-/// Largest clock offset accepted (± one year) between the browser's clock and tokentap's.
-pub const MAX_CLOCK_OFFSET_MS: f64 = 365.0 * 86_400_000.0;
-/// Largest count accepted (bytes, characters, dropped entries, clock samples).
-pub const MAX_COUNT: u64 = 1 << 40;
-/// Longest `page_path` and `request.path`.
-pub const MAX_PATH_LEN: usize = 2048;
+pub use super::webrtc_report::ReportedWebrtc;
+
+use super::checks::{count, duration, header_value, invalid, name, Span};
+pub use super::checks::{ReportError, MAX_CLOCK_OFFSET_MS, MAX_COUNT, MAX_PATH_LEN, MAX_SPAN_MS, MAX_TIME_MS};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +53,9 @@ pub struct ProbeReport {
     /// closed): what the page saw of each response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub realtime: Option<ReportedRealtime>,
+    /// A WebRTC peer connection whose SDP offer this request carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webrtc: Option<ReportedWebrtc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -170,80 +167,6 @@ pub struct AudioStart {
     /// Audio the app scheduled on an AudioContext (ms of audio).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_audio_ms: Option<f64>,
-}
-
-/// Why a report was refused; the message goes back to the sender.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ReportError {
-    #[error("report is not valid JSON for schema {SCHEMA}: {0}")]
-    Malformed(String),
-    #[error("unsupported schema {0:?}; expected {SCHEMA:?}")]
-    Schema(String),
-    #[error("{field} is invalid: {reason}")]
-    Invalid { field: &'static str, reason: String },
-}
-
-fn invalid(field: &'static str, reason: impl Into<String>) -> ReportError {
-    ReportError::Invalid { field, reason: reason.into() }
-}
-
-/// A browser time: finite, non-negative and at most [`MAX_TIME_MS`].
-fn time(field: &'static str, v: f64) -> Result<f64, ReportError> {
-    if v.is_finite() && (0.0..=MAX_TIME_MS).contains(&v) {
-        Ok(v)
-    } else {
-        Err(invalid(field, format!("{v} is not a time between 0 and {MAX_TIME_MS} ms")))
-    }
-}
-
-/// A duration: finite, non-negative and at most [`MAX_SPAN_MS`].
-fn duration(field: &'static str, v: f64) -> Result<(), ReportError> {
-    if v.is_finite() && (0.0..=MAX_SPAN_MS).contains(&v) {
-        Ok(())
-    } else {
-        Err(invalid(field, format!("{v} is not a duration between 0 and {MAX_SPAN_MS} ms")))
-    }
-}
-
-fn count(field: &'static str, v: u64) -> Result<(), ReportError> {
-    if v <= MAX_COUNT {
-        Ok(())
-    } else {
-        Err(invalid(field, format!("{v} is larger than {MAX_COUNT}")))
-    }
-}
-
-fn name(field: &'static str, v: &str) -> Result<(), ReportError> {
-    if v.is_empty() || v.len() > MAX_NAME_LEN || v.chars().any(char::is_control) {
-        Err(invalid(field, format!("1 to {MAX_NAME_LEN} bytes without control characters")))
-    } else {
-        Ok(())
-    }
-}
-
-/// A response header value the page read: 1 to [`MAX_HEADER_VALUE_LEN`] printable ASCII bytes.
-fn header_value(field: &'static str, v: &str) -> Result<(), ReportError> {
-    if v.is_empty() || v.len() > MAX_HEADER_VALUE_LEN || !v.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        Err(invalid(field, format!("1 to {MAX_HEADER_VALUE_LEN} printable ASCII bytes")))
-    } else {
-        Ok(())
-    }
-}
-
-/// The earliest and latest browser time seen, to bound the report's span.
-#[derive(Default)]
-struct Span(Option<(f64, f64)>);
-
-impl Span {
-    fn time(&mut self, field: &'static str, v: f64) -> Result<(), ReportError> {
-        let v = time(field, v)?;
-        let (lo, hi) = self.0.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v)));
-        if hi - lo > MAX_SPAN_MS {
-            return Err(invalid(field, format!("{v} is more than {MAX_SPAN_MS} ms from the report's other times")));
-        }
-        self.0 = Some((lo, hi));
-        Ok(())
-    }
 }
 
 impl ProbeReport {
@@ -364,6 +287,9 @@ impl ProbeReport {
         }
         if let Some(realtime) = &self.realtime {
             realtime.validate(&mut span)?;
+        }
+        if let Some(webrtc) = &self.webrtc {
+            webrtc.validate(&mut span)?;
         }
         for path in
             [self.page_path.as_deref(), self.request.as_ref().and_then(|r| r.path.as_deref())].into_iter().flatten()

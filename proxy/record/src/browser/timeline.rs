@@ -142,6 +142,9 @@ pub struct BrowserTimeline {
     /// `realtime.responses` of the record; a response the page never saw is absent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub realtime: Vec<BrowserRealtimeResponse>,
+    /// A WebRTC peer connection whose offer this request carried: its voice turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webrtc: Option<super::webrtc_join::BrowserWebrtc>,
 }
 
 /// One realtime response in the page, on tokentap's timeline (ms since t0).

@@ -229,6 +229,7 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
         audio: vec![],
         audio_dropped: 0,
         realtime: None,
+        webrtc: None,
     }
 }
 

@@ -70,6 +70,19 @@ pub mod attr {
     pub const VOICE_TIME_TO_FIRST_AUDIO_FROM_SPEECH_END_MS: &str =
         "tokentap.voice.time_to_first_audio_from_speech_end_ms";
     pub const VOICE_TIME_TO_FIRST_AUDIO_FROM_CREATE_MS: &str = "tokentap.voice.time_to_first_audio_from_create_ms";
+    /// A WebRTC voice turn (the page's view of a peer connection's answer): heard − end of speech.
+    pub const WEBRTC_VOICE_TO_EAR_MS: &str = "tokentap.webrtc.voice_to_ear_ms";
+    pub const WEBRTC_JITTER_BUFFER_MS: &str = "tokentap.webrtc.jitter_buffer_ms";
+    pub const WEBRTC_JITTER_BUFFER_TARGET_MS: &str = "tokentap.webrtc.jitter_buffer_target_ms";
+    pub const WEBRTC_PLAYOUT_DELAY_MS: &str = "tokentap.webrtc.playout_delay_ms";
+    pub const WEBRTC_ONSET_METHOD: &str = "tokentap.webrtc.onset_method";
+    pub const WEBRTC_SPEECH_END_SOURCE: &str = "tokentap.webrtc.speech_end_source";
+    pub const WEBRTC_CONCEALED_RATIO: &str = "tokentap.webrtc.concealed_ratio";
+    pub const WEBRTC_CHOPPY: &str = "tokentap.webrtc.choppy";
+    pub const WEBRTC_BARGE_IN: &str = "tokentap.webrtc.barge_in";
+    pub const WEBRTC_STOPPED_AFTER_BARGE_IN_MS: &str = "tokentap.webrtc.stopped_after_barge_in_ms";
+    pub const WEBRTC_TURN_INDEX: &str = "tokentap.webrtc.turn_index";
+    pub const WEBRTC_EVENT_NAME: &str = "tokentap.webrtc.event";
     pub const REALTIME_RESPONSE_INDEX: &str = "tokentap.realtime.response_index";
     pub const REALTIME_TRIGGER: &str = "tokentap.realtime.trigger";
     pub const REALTIME_INTERRUPTED: &str = "tokentap.realtime.interrupted";

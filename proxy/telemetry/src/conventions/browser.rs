@@ -26,7 +26,10 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
     let Some(start_ms) = b.fetch_start_ms.or_else(|| b.marks.iter().map(|m| m.t_ms).reduce(f64::min)) else {
         return Vec::new();
     };
-    let end_ms = [b.fetch_end_ms, b.last_paint_ms, Some(start_ms)].into_iter().flatten().fold(start_ms, f64::max);
+    // A WebRTC session's page span lasts until the connection closed.
+    let webrtc_end = b.webrtc.as_ref().and_then(|w| w.closed_ms.or(w.turns.last().map(|t| t.heard_ms)));
+    let end_ms =
+        [b.fetch_end_ms, b.last_paint_ms, webrtc_end, Some(start_ms)].into_iter().flatten().fold(start_ms, f64::max);
 
     let mut attributes: Attributes = vec![(attr::REQUEST_ID, AttrValue::Str(record.request_id.clone()))];
     if let Some(path) = &b.page_path {
@@ -132,6 +135,10 @@ pub fn browser_spans(record: &Record, options: &SpanOptions) -> Vec<SpanPlan> {
         }
         attributes
     };
+    // A WebRTC session's voice turns, under the page's span of the request that carried the offer.
+    if let Some(webrtc) = &b.webrtc {
+        spans.extend(super::webrtc::webrtc_turn_spans(webrtc, trace_id, fetch_span, at, options.max_events_per_span));
+    }
     // A realtime session's playbacks are per response, each under its `realtime_inference` span.
     spans.extend(super::realtime::realtime_playout_spans(record, b, trace_id, at, playout_attributes));
     for (i, a) in b.audio.iter().enumerate() {

@@ -127,6 +127,7 @@ pub mod event {
     pub const CHUNK: &str = "tokentap.chunk";
     pub const STALL: &str = "tokentap.stall";
     pub const STREAM_ERROR: &str = "tokentap.stream_error";
+    pub const WEBRTC_EVENT: &str = "tokentap.webrtc.data_channel_event";
 }
 
 pub(super) fn ms_to_ns(ms: f64) -> u64 {
