@@ -357,5 +357,28 @@ mod shapes {
             prop_assert_eq!(counted.counts.last().unwrap().1, expected);
             prop_assert!(counted.counts.windows(2).all(|w| w[0].1 <= w[1].1));
         }
+
+        /// The same events as whole messages (an EventSource's data, a socket's text messages):
+        /// every message counted at once, in the inferred fields.
+        #[test]
+        fn generated_messages_align(
+            text in "[a-z]{1,6}[0-9]",
+            meta in "[a-z]{1,6}[0-9]",
+            id in "[a-z]{1,6}[0-9]",
+            deltas in proptest::collection::vec("[a-zA-Z0-9 é😀\"\\\\\n.,]{1,6}", 3..40),
+            nest in any::<bool>(),
+        ) {
+            prop_assume!(text != meta && text != id && meta != id);
+            prop_assume!(deltas.windows(2).all(|w| w[0] != w[1]));
+            let lines = body(Framing::JsonLines, &text, &meta, &id, &deltas, nest);
+            let messages: Vec<Vec<u8>> = lines.lines().map(|l| l.as_bytes().to_vec()).collect();
+            let counted = count_messages(TextFormat::Messages, &messages);
+            prop_assert!(counted.inferred);
+            let mut sum = 0;
+            for (d, c) in deltas.iter().zip(&counted.counts) {
+                sum += d.chars().count() as u64;
+                prop_assert_eq!(c.1, sum);
+            }
+        }
     }
 }
