@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use js_sys::{Array, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
+use super::with_probe;
 use crate::answer_text::{count_chunks, count_messages, TextFormat};
 use crate::turn::Turn;
 
@@ -81,12 +82,30 @@ pub(super) fn keep(turn: u32, chunk: &JsValue, len: u64) {
 }
 
 /// Keeps one whole message's bytes.
-pub(super) fn keep_message(turn: u32, message: Vec<u8>) {
+fn keep_message(turn: u32, message: Vec<u8>) {
     with_room(turn, message.len() as u64, |body| {
         if let Body::Messages(_, messages) = body {
             messages.push(message);
         }
     });
+}
+
+/// One whole message of a tracked stream arrived (an event's data, a socket's text message): a
+/// read of its UTF-8 bytes, kept for the count. Binary messages and messages after the stream's
+/// end are not the answer's reads.
+pub(super) fn message_arrived(turn: u32, t_ms: f64, data: &JsValue) {
+    let Some(text) = data.as_string() else { return };
+    let bytes = text.into_bytes();
+    let open = with_probe(|p| match p.turns.get_mut(turn) {
+        Some(t) if t.end_ms.is_none() => {
+            t.record_chunk(t_ms, bytes.len() as u64);
+            true
+        }
+        _ => false,
+    });
+    if open {
+        keep_message(turn, bytes);
+    }
 }
 
 /// Counts the answer characters of `turn`'s kept body and sets them on its arrivals.

@@ -78,10 +78,11 @@ fn listen(source: &JsValue, turn: u32) {
             }
         });
     });
-    let on_event: Function =
-        Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| message_arrived(turn, now_ms(), &get(&event, "data")))
-            .into_js_value()
-            .unchecked_into();
+    let on_event: Function = Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
+        body_text::message_arrived(turn, now_ms(), &get(&event, "data"))
+    })
+    .into_js_value()
+    .unchecked_into();
     let on_end: Function = Closure::<dyn FnMut()>::new(move || end_turn(turn)).into_js_value().unchecked_into();
     let _ = target.add_event_listener_with_callback("open", on_open.as_ref().unchecked_ref());
     let _ = target.add_event_listener_with_callback("message", &on_event);
@@ -106,22 +107,4 @@ fn listen(source: &JsValue, turn: u32) {
         close.call0(&this)
     });
     let _ = Reflect::set(source, &"close".into(), &wrapped_close.into_js_value());
-}
-
-/// One whole message of a tracked stream arrived (an event's data, a socket's text message): a
-/// read of its UTF-8 bytes, kept for the count. Binary messages and messages after the stream's
-/// end are not the answer's reads.
-pub(super) fn message_arrived(turn: u32, t_ms: f64, data: &JsValue) {
-    let Some(text) = data.as_string() else { return };
-    let bytes = text.into_bytes();
-    let open = with_probe(|p| match p.turns.get_mut(turn) {
-        Some(t) if t.end_ms.is_none() => {
-            t.record_chunk(t_ms, bytes.len() as u64);
-            true
-        }
-        _ => false,
-    });
-    if open {
-        body_text::keep_message(turn, bytes);
-    }
 }

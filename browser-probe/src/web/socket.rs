@@ -20,7 +20,6 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{EventTarget, Url};
 
-use super::event_source::message_arrived;
 use super::fetch::new_ids;
 use super::{body_text, get, now_ms, schedule_settle, send_reports, with_probe};
 use crate::answer_text::TextFormat;
@@ -180,7 +179,7 @@ fn on_message(turn: u32, event: &JsValue) {
     let t_ms = now_ms();
     let data = get(event, "data");
     if with_probe(|p| p.turns.get_mut(turn).is_some_and(|t| t.realtime.is_none())) {
-        message_arrived(turn, t_ms, &data);
+        body_text::message_arrived(turn, t_ms, &data);
         return;
     }
     let (kind, id) = match data.dyn_ref::<JsString>() {
