@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Builds the browser probe (browser-probe/, Rust → wasm32) into the artifacts tokentap embeds and
 # serves at /_tokentap/probe/: probe.js (the module apps import), tokentap_probe.js (wasm-bindgen's
-# glue) and tokentap_probe_bg.wasm. Prints their sizes, raw and gzipped.
+# glue) and tokentap_probe_bg.wasm. Prints their sizes, raw and gzipped. The same three files are
+# the npm package's (browser-probe/npm/, whose package.json, types and README are committed): one
+# build serves both.
 #
-#   scripts/build-probe.sh                 # writes proxy/server/assets/probe/ (commit the result)
+#   scripts/build-probe.sh                 # writes proxy/server/assets/probe/ (commit the result) and
+#                                          # copies it into browser-probe/npm/
 #   scripts/build-probe.sh --out-dir DIR   # writes DIR instead (the staleness test does this)
+#   scripts/build-probe.sh --package-only  # copies the committed proxy/server/assets/probe/ into
+#                                          # browser-probe/npm/ without building (no toolchain)
 #
 # Needs: the wasm32-unknown-unknown target, wasm-bindgen-cli at the exact version the crate pins,
 # and binaryen's wasm-opt from tests/browser/node_modules. `scripts/setup.sh probe` installs them.
@@ -12,16 +17,32 @@
 # a fresh build can be compared byte for byte with the committed artifacts.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out_dir="$root/proxy/server/assets/probe"
+assets="$root/proxy/server/assets/probe"
+out_dir="$assets"
+package_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out-dir) out_dir="$2"; shift 2 ;;
-    *) echo "usage: $0 [--out-dir DIR]" >&2; exit 2 ;;
+    --package-only) package_only=1; shift ;;
+    *) echo "usage: $0 [--out-dir DIR | --package-only]" >&2; exit 2 ;;
   esac
 done
 
 say() { printf '[build-probe] %s\n' "$*" >&2; }
 fail() { say "$*"; exit 1; }
+
+# The npm package's built files: those tokentap embeds, byte for byte.
+package_dir="$root/browser-probe/npm"
+fill_package() {
+  for f in probe.js tokentap_probe.js tokentap_probe_bg.wasm; do
+    cp "$assets/$f" "$package_dir/$f"
+  done
+  say "copied the build into ${package_dir#"$root"/}"
+}
+if [ "$package_only" = 1 ]; then
+  fill_package
+  exit 0
+fi
 
 # The wasm-bindgen CLI must match the crate's exact pin, or the glue and the module disagree.
 want_bindgen="$(sed -n 's/^wasm-bindgen = "=\([0-9.]*\)".*/\1/p' "$root/browser-probe/Cargo.toml")"
@@ -67,5 +88,8 @@ for f in probe.js tokentap_probe.js tokentap_probe_bg.wasm; do
   total_gz=$((total_gz + gz))
   printf '%-24s %7d bytes  %6d gzip\n' "$f" "$raw" "$gz"
 done
-printf '%-24s %7d bytes  %6d gzip (budget 73728)\n' "total" "$total_raw" "$total_gz"
+printf '%-24s %7d bytes  %6d gzip (budget 75776)\n' "total" "$total_raw" "$total_gz"
 say "wrote $out_dir"
+if [ "$out_dir" = "$assets" ]; then
+  fill_package
+fi

@@ -179,6 +179,12 @@ if [ "$mode" = test ]; then
   # The Express app server example (examples/app-express: express, compression, the Vercel AI SDK),
   # pinned by its own package-lock.json.
   ensure_npm_ci "$root/examples/app-express" "the Express example's packages"
+  # The React page (examples/app-react: Vite, React, the AI SDK's useChat) and the probe's npm
+  # package, installed from its folder: first the package's built files (copied from the committed
+  # build in proxy/assets/probe/; no toolchain), then the app's packages from its package-lock.json.
+  # The tests build the page with Vite, offline.
+  "$root/scripts/build-probe.sh" --package-only
+  ensure_npm_ci "$root/examples/app-react" "the React example's packages"
   # A real inference server for tests/tests/real_llm.rs.
   ensure_llm
   # Arize Phoenix, a GenAI trace backend tokentap exports to in tests/tests/phoenix.rs, in its own

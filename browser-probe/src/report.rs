@@ -125,6 +125,10 @@ fn write_report(turn: &Turn, clock: Option<&ClockEstimate>, now_ms: f64) -> Stri
     if path.text_inferred {
         w.raw(",\"text_inferred\":true");
     }
+    if let Some(transport) = path.transport {
+        w.raw(",\"transport\":");
+        w.string(transport.as_str());
+    }
     for (key, value) in [("content_encoding", &path.content_encoding), ("via", &path.via), ("server", &path.server)] {
         if let Some(v) = value {
             w.raw(",\"");
@@ -468,6 +472,7 @@ mod tests {
             server: None,
             text_format: Some(crate::answer_text::TextFormat::Sse),
             text_inferred: false,
+            transport: None,
         };
         let json = report_json(&t, None, 1795938041000.0);
         assert!(

@@ -118,6 +118,8 @@ pub struct ResponsePath {
     pub text_format: Option<crate::answer_text::TextFormat>,
     /// The answer characters were counted in fields the probe inferred (`answer_text::infer`).
     pub text_inferred: bool,
+    /// How the page received the stream; `None`: `fetch` (not written in the report).
+    pub transport: Option<tokentap_probe_protocol::Transport>,
 }
 
 /// Longest response header value kept (longer values are cut).

@@ -8,6 +8,7 @@
 //
 //   TOKENTAP_URL=http://127.0.0.1:8787 node server.mjs --port 3000
 //   APP_COMPRESSION=1 ...   # the classic mistake: Express's compression() on the event stream
+//   APP_PAGE=react ...      # serve the React page of examples/app-react (its dist/, `npm run build` there)
 //
 // Environment: TOKENTAP_URL (tokentap's proxy origin; the model's base URL is TOKENTAP_URL/v1, the
 // page loads the probe from there), OPENAI_API_KEY (passed on to the provider; tokentap never
@@ -17,6 +18,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import compression from "compression";
 import express from "express";
@@ -31,7 +33,13 @@ const modelName = process.env.APP_MODEL ?? "gpt-4o-mini";
 const compressed = process.env.APP_COMPRESSION === "1";
 const streamWith = process.env.APP_STREAM === "pipe" ? "pipe" : "response";
 const escapeAttr = (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-const page = readFileSync(new URL("./index.html", import.meta.url), "utf8").replaceAll("{{TOKENTAP_URL}}", escapeAttr(tokentapUrl));
+// APP_REACT_DIST: another build folder of the React page (the tests build into their own).
+const reactDist = process.env.APP_REACT_DIST
+  ? new URL(`file://${process.env.APP_REACT_DIST.replace(/\/?$/, "/")}`)
+  : new URL("../app-react/dist/", import.meta.url);
+const reactPage = process.env.APP_PAGE === "react";
+const pageFile = reactPage ? new URL("index.html", reactDist) : new URL("./index.html", import.meta.url);
+const page = readFileSync(pageFile, "utf8").replaceAll("{{TOKENTAP_URL}}", escapeAttr(tokentapUrl));
 
 const openai = createOpenAI({ baseURL: `${tokentapUrl}/v1`, apiKey: process.env.OPENAI_API_KEY ?? "sk-example" });
 
@@ -54,6 +62,10 @@ if (compressed) {
 app.use(express.json({ limit: "256kb" }));
 
 app.get("/", (_req, res) => res.type("html").send(page));
+if (reactPage) {
+  // The bundle and the probe's wasm, which Vite emitted next to it.
+  app.use("/assets", express.static(fileURLToPath(new URL("assets/", reactDist)), { immutable: true, maxAge: "1y" }));
+}
 
 app.post("/api/chat", async (req, res) => {
   const traceparent = childTraceparent(req.get("traceparent"));

@@ -16,6 +16,9 @@ pub enum AppKind {
     FastApi,
     /// `examples/app-express`: Express and the Vercel AI SDK's UI message stream.
     Express,
+    /// The same Express server serving `examples/app-react`'s page (React, the AI SDK's
+    /// `useChat`, the probe from its npm package), built by Vite for this run.
+    ExpressReact,
 }
 
 /// The classic buffering mistake the example can turn on.
@@ -31,6 +34,8 @@ pub struct AppServer {
     pub proc: Proc,
     /// The page's origin, e.g. `http://127.0.0.1:43121`.
     pub origin: String,
+    /// The React page's build folder, removed with the server.
+    _page_build: Option<tempfile::TempDir>,
 }
 
 /// A port that was free a moment ago (bound on port 0 and released), for a server whose origin
@@ -61,10 +66,18 @@ impl AppServer {
         env: &[(&str, &str)],
         mut tokentap_for: impl FnMut(&str) -> (T, String),
     ) -> (AppServer, T) {
+        let page_build = (kind == AppKind::ExpressReact).then(build_react_page);
+        let mut env: Vec<(&str, &str)> = env.to_vec();
+        let dist = page_build.as_ref().map(|d| d.path().to_str().expect("utf-8 temp path").to_string());
+        if let Some(dist) = &dist {
+            env.extend([("APP_PAGE", "react"), ("APP_REACT_DIST", dist.as_str())]);
+        }
+        let mut page_build = page_build;
         for _ in 0..5 {
             let port = free_port();
             let (tokentap, url) = tokentap_for(&format!("http://127.0.0.1:{port}"));
-            if let Some(app) = Self::try_start(kind, port, &url, compression, env) {
+            if let Some(mut app) = Self::try_start(kind, port, &url, compression, &env) {
+                app._page_build = page_build.take();
                 return (app, tokentap);
             }
         }
@@ -89,7 +102,7 @@ impl AppServer {
                 cmd.arg(root.join("examples/app-fastapi/app.py")).env("APP_GZIP", on);
                 cmd
             }
-            AppKind::Express => {
+            AppKind::Express | AppKind::ExpressReact => {
                 let dir = root.join("examples/app-express");
                 assert!(
                     dir.join("node_modules/ai").exists(),
@@ -120,6 +133,33 @@ impl AppServer {
         };
         let origin = line.trim_start_matches("app listening on ").split(' ').next().unwrap_or("").to_string();
         assert_eq!(origin, format!("http://127.0.0.1:{port}"), "{line}");
-        Some(AppServer { proc, origin })
+        Some(AppServer { proc, origin, _page_build: None })
     }
+}
+
+/// Builds `examples/app-react` with its own Vite into a fresh folder (offline: `scripts/setup.sh
+/// test` installed its packages, and the probe's package from `browser-probe/npm/`), after
+/// checking that the package holds the probe tokentap embeds.
+fn build_react_page() -> tempfile::TempDir {
+    let root = repo_root();
+    let dir = root.join("examples/app-react");
+    let vite = dir.join("node_modules/.bin/vite");
+    assert!(vite.exists(), "examples/app-react/node_modules is missing: run scripts/setup.sh test");
+    for name in ["probe.js", "tokentap_probe.js", "tokentap_probe_bg.wasm"] {
+        let packaged = std::fs::read(root.join("browser-probe/npm").join(name)).unwrap_or_default();
+        let embedded = std::fs::read(root.join("proxy/assets/probe").join(name)).expect("the committed probe build");
+        assert!(
+            packaged == embedded,
+            "browser-probe/npm/{name} is not tokentap's build: run scripts/build-probe.sh --package-only"
+        );
+    }
+    let out = tempfile::tempdir().expect("temp dir");
+    let status = Command::new(&vite)
+        .args(["build", "--logLevel", "warn", "--outDir"])
+        .arg(out.path())
+        .current_dir(&dir)
+        .status()
+        .expect("run vite");
+    assert!(status.success(), "vite build of examples/app-react failed: {status}");
+    out
 }

@@ -37,6 +37,51 @@ fn one_turn(kind: AppKind, compression: Compression, app_env: &[(&str, &str)]) -
 /// [`one_turn`], with nginx between the app and the browser when `nginx` gives its location
 /// directives (the page then loads from nginx's origin).
 fn one_turn_behind(kind: AppKind, compression: Compression, app_env: &[(&str, &str)], nginx: Option<&str>) -> Turn {
+    one_turn_by(kind, compression, app_env, nginx, Transport::Fetch)
+}
+
+/// How the page asks for its answer (the FastAPI page's `sendMessage(message, transport)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    /// fetch, SSE events (`POST /api/chat`).
+    Fetch,
+    /// An `EventSource` with named events (`GET /api/chat/events`).
+    EventSource,
+    /// A WebSocket to the app server, one message per delta (`/api/chat/ws`).
+    WebSocket,
+    /// fetch, JSON lines of the app's own shape (`POST /api/chat/lines`).
+    Lines,
+}
+
+impl Transport {
+    fn page_name(self) -> &'static str {
+        match self {
+            Transport::Fetch => "fetch",
+            Transport::EventSource => "events",
+            Transport::WebSocket => "ws",
+            Transport::Lines => "lines",
+        }
+    }
+
+    /// The page's request path, the format the probe reads and the transport the report names.
+    fn expected(self) -> (&'static str, &'static str, Value) {
+        match self {
+            Transport::Fetch => ("/api/chat", "sse", Value::Null),
+            Transport::EventSource => ("/api/chat/events", "sse", "event_source".into()),
+            Transport::WebSocket => ("/api/chat/ws", "messages", "websocket".into()),
+            Transport::Lines => ("/api/chat/lines", "ndjson", Value::Null),
+        }
+    }
+}
+
+/// [`one_turn_behind`], the page asking by `transport`.
+fn one_turn_by(
+    kind: AppKind,
+    compression: Compression,
+    app_env: &[(&str, &str)],
+    nginx: Option<&str>,
+    transport: Transport,
+) -> Turn {
     // 40 deltas 30 ms apart: a clean app shows them one by one.
     let mock = Mock::start(&["--tokens", "40", "--itl-ms", "30", "--ttft-ms", "100"]);
     let config = tempfile::NamedTempFile::new().unwrap();
@@ -64,12 +109,13 @@ fn one_turn_behind(kind: AppKind, compression: Compression, app_env: &[(&str, &s
         reports: 1,
         report_mode: Reports::Observe,
         timeout_ms: 60_000,
-        result_expr: Some("window.sendMessage('Hello')".into()),
+        result_expr: Some(format!("window.sendMessage('Hello', '{}')", transport.page_name())),
         chromium_args: Vec::new(),
     });
     assert!(out["error"].is_null(), "browser run failed: {out:#}\napp stderr:\n{}", app.proc.stderr());
     assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
-    assert_eq!(out["result"]["status"], 200, "{out:#}");
+    let status = if transport == Transport::WebSocket { 101 } else { 200 };
+    assert_eq!(out["result"]["status"], status, "{out:#}");
     let reports = out["reports"].as_array().expect("reports");
     assert_eq!(reports.len(), 1, "one turn, one report: {out:#}");
     let report = reports[0].clone();
@@ -104,10 +150,16 @@ fn check_turn_joined_by(turn: &Turn, kind: AppKind, joined_by: &str) {
 
 /// `alignment`: `answer_chars` (a shape the probe reads) or `inferred` (one it has no reader for).
 fn check_turn_aligned(turn: &Turn, kind: AppKind, joined_by: &str, alignment: &str) {
+    check_turn_by(turn, kind, joined_by, alignment, Transport::Fetch);
+}
+
+fn check_turn_by(turn: &Turn, kind: AppKind, joined_by: &str, alignment: &str, transport: Transport) {
     let Turn { out, report, record } = turn;
     let result = &out["result"];
+    let (path, text_format, transport_name) = transport.expected();
     assert_eq!(report["page_path"], "/");
-    assert_eq!(report["request"]["path"], "/api/chat");
+    assert_eq!(report["request"]["path"], path);
+    assert_eq!(report["fetch"]["transport"], transport_name, "{report:#}");
     let clock = &report["clock"];
     assert_eq!(clock["samples"], 5, "the clock sync ran across origins: {clock}");
     let uncertainty = f64_at(&clock["uncertainty_ms"], "clock.uncertainty_ms");
@@ -135,7 +187,8 @@ fn check_turn_aligned(turn: &Turn, kind: AppKind, joined_by: &str, alignment: &s
     let bytes = &browser["byte_arrival"];
     assert_eq!(bytes["bytes"], browser["browser_bytes"], "{browser:#}");
     assert!(bytes["reads"].as_u64().unwrap_or(0) >= 1, "{browser:#}");
-    assert_eq!(browser["text_format"], "sse", "{browser:#}");
+    assert_eq!(browser["text_format"], text_format, "{browser:#}");
+    assert_eq!(browser["transport"], transport_name, "{browser:#}");
     assert_eq!(browser["time_to_first_paint_from"], "user_send", "{browser:#}");
     let chars = result["chars"].as_u64().expect("chars");
     assert!(chars > 0);
@@ -336,6 +389,85 @@ fn nginx_without_buffering_in_front_of_the_app_is_not_blamed() {
     check_turn(&turn, AppKind::FastApi);
     print_margins("nginx proxy_buffering off in front of FastAPI", &turn.record);
     assert!(turn.record["browser"]["server"].as_str().is_some_and(|s| s.starts_with("nginx")), "{:#}", turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "no_rebuffering", "{diagnosis:#}");
+}
+
+/// Runs one clean turn by `transport` (the app's field `field`, when given) and checks every
+/// answer chunk from upstream to paint, the alignment and a verdict of none.
+fn clean_turn_by(transport: Transport, field: Option<&str>, alignment: &str) -> Turn {
+    let env: Vec<(&str, &str)> = field.map(|f| ("APP_FIELD", f)).into_iter().collect();
+    let turn = one_turn_by(AppKind::FastApi, Compression::Off, &env, None, transport);
+    check_turn_by(&turn, AppKind::FastApi, "trace", alignment, transport);
+    print_margins(&format!("FastAPI {transport:?} clean"), &turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "no_rebuffering", "{diagnosis:#}");
+    turn
+}
+
+/// An `EventSource` with named events (`event: delta`): the probe hears the type the page listens
+/// to, takes the trace context to the app in the URL, and aligns every event.
+#[test]
+fn event_source_page_is_aligned_and_clean() {
+    clean_turn_by(Transport::EventSource, None, "answer_chars");
+}
+
+/// The same `EventSource`, its events in a field of the app's own (random) name: inferred.
+#[test]
+fn event_source_with_own_field_name_is_aligned_by_inference() {
+    let field = random_field();
+    eprintln!("field name this run: {field}");
+    clean_turn_by(Transport::EventSource, Some(&field), "inferred");
+}
+
+/// A WebSocket the page opens to its app server, one message per delta: aligned like a fetch
+/// stream, message by message.
+#[test]
+fn websocket_text_relay_is_aligned_and_clean() {
+    clean_turn_by(Transport::WebSocket, None, "answer_chars");
+}
+
+/// The same socket relaying a field of the app's own (random) name: inferred.
+#[test]
+fn websocket_with_own_field_name_is_aligned_by_inference() {
+    let field = random_field();
+    eprintln!("field name this run: {field}");
+    clean_turn_by(Transport::WebSocket, Some(&field), "inferred");
+}
+
+/// A plain page reading JSON lines of the app's own shape (`{"seq":N,"piece":"..."}`) with fetch:
+/// the probe has no reader for the field, infers it, and aligns every line.
+#[test]
+fn json_lines_page_is_aligned_by_inference() {
+    clean_turn_by(Transport::Lines, None, "inferred");
+}
+
+/// Starlette's GZipMiddleware on the `EventSource` stream: the whole answer is held. The page
+/// cannot see the response's headers through an EventSource, so the verdict places the hold
+/// between tokentap's handoff and the browser and says compression or a proxy is unobserved;
+/// it never blames the browser.
+#[test]
+fn event_source_held_by_gzip_is_placed_before_the_browser_with_headers_unobserved() {
+    let turn = one_turn_by(AppKind::FastApi, Compression::On, &[], None, Transport::EventSource);
+    check_turn_by(&turn, AppKind::FastApi, "trace", "answer_chars", Transport::EventSource);
+    print_margins("FastAPI EventSource gzip", &turn.record);
+    let diagnosis = &turn.record["diagnosis"];
+    assert_eq!(diagnosis["kind"], "app_server_buffering", "{diagnosis:#}");
+    assert_eq!(diagnosis["hop"], "browser_arrival", "{diagnosis:#}");
+    assert!(diagnosis["evidence"]["content_encoding"].is_null(), "{diagnosis:#}");
+    let verdict = diagnosis["verdict"].as_str().unwrap();
+    assert!(verdict.contains("EventSource") && verdict.contains("unobserved"), "{verdict}");
+}
+
+/// A React page built by Vite, using the AI SDK's `useChat` against the Express example's AI SDK
+/// route, with the probe installed from its npm package folder and initialised in one line: every
+/// answer chunk reaches the page and is painted, in order, aligned by the UI message stream's
+/// characters, and nothing is blamed.
+#[test]
+fn react_use_chat_page_is_aligned_and_clean() {
+    let turn = one_turn(AppKind::ExpressReact, Compression::Off, &[]);
+    check_turn(&turn, AppKind::ExpressReact);
+    print_margins("React useChat clean", &turn.record);
     let diagnosis = &turn.record["diagnosis"];
     assert_eq!(diagnosis["kind"], "no_rebuffering", "{diagnosis:#}");
 }

@@ -186,6 +186,46 @@ fn streamed_answer_is_stamped_from_arrival_to_paint() {
     assert!(uncertainty >= 0.0 && offset.abs() <= uncertainty + 20.0, "{clock}");
 }
 
+/// However the app reads the body (`getReader()` above; here `text()`, async iteration, a
+/// `TextDecoderStream` pipe), the probe's stream is the one it reads: every chunk is stamped,
+/// aligned by bytes, and painted after it arrived. Streaming reads paint as the text comes, and
+/// nothing is held; `text()` paints once at the end, and the verdict names the page's paint, not
+/// the network.
+#[test]
+fn every_way_of_reading_the_body_is_stamped() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    for read in ["iterate", "decoder_stream", "text"] {
+        let (out, report) = stream_page(
+            &tokentap,
+            &query(
+                &[("x-mock-tokens", "40"), ("x-mock-itl-ms", "15"), ("x-mock-ttft-ms", "100")],
+                &format!("&read={read}"),
+            ),
+        );
+        check_stream_timeline(&out, &report);
+        check_answer_chars(&out, &report);
+        let record = joined_record(&mut feed, &out);
+        check_joined_record(&record);
+        let browser = &record["browser"];
+        assert_eq!(browser["alignment"], "bytes", "{read}: {browser:#}");
+        assert!(browser["transport"].is_null(), "{read}: fetch is the default transport: {browser:#}");
+        let paints: Vec<f64> =
+            browser["chunks"].as_array().unwrap().iter().filter_map(|c| c["t_paint_ms"].as_f64()).collect();
+        let distinct = paints.windows(2).filter(|w| w[1] > w[0]).count() + 1;
+        let diagnosis = &record["diagnosis"];
+        eprintln!("read {read}: {} painted chunks in {distinct} paints, verdict {}", paints.len(), diagnosis["kind"]);
+        if read == "text" {
+            assert_eq!(distinct, 1, "text() shows the answer once: {browser:#}");
+            assert_eq!(diagnosis["kind"], "browser_paint", "{diagnosis:#}");
+        } else {
+            assert!(distinct > 1, "{read}: the text was painted as it came: {browser:#}");
+            assert_eq!(diagnosis["kind"], "no_rebuffering", "{read}: {diagnosis:#}");
+        }
+    }
+}
+
 #[test]
 fn app_traceparent_is_kept_and_its_trace_reported() {
     let mock = Mock::start(&[]);

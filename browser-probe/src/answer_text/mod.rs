@@ -284,6 +284,15 @@ fn count(s: &str) -> u64 {
 }
 
 impl AnswerText {
+    /// One whole message (an event's data): its answer characters count at once.
+    pub fn message(&mut self, data: &[u8]) {
+        if data.len() > MAX_EVENT_BYTES {
+            self.skipped_events += 1;
+        } else {
+            self.chars += self.sse_data_text(data);
+        }
+    }
+
     /// Answer characters of one SSE event's data.
     fn sse_data_text(&mut self, data: &[u8]) -> u64 {
         let trimmed = data.trim_ascii();
@@ -313,7 +322,7 @@ pub struct Counted {
 /// last line without its line end counts). When no known shape yields text, a second pass counts
 /// the fields inferred from the first.
 pub fn count_chunks(format: Option<TextFormat>, chunks: &[Vec<u8>], ended: bool) -> Counted {
-    let pass = |counter: &mut AnswerText| {
+    two_passes(format, |counter| {
         let mut counts = Vec::with_capacity(chunks.len());
         let mut total = 0u64;
         for chunk in chunks {
@@ -328,7 +337,30 @@ pub fn count_chunks(format: Option<TextFormat>, chunks: &[Vec<u8>], ended: bool)
             }
         }
         counts
-    };
+    })
+}
+
+/// Counts the answer characters of a stream the page received as whole messages (the data of
+/// each `EventSource` event, each WebSocket text message): every message is one complete event,
+/// read like an SSE event's data (JSON by the known shapes, `[DONE]` none, anything else text).
+/// `format` is what the report names (`sse` for an `EventSource`, `messages` for a socket).
+pub fn count_messages(format: TextFormat, messages: &[Vec<u8>]) -> Counted {
+    two_passes(Some(format), |counter| {
+        let mut total = 0u64;
+        messages
+            .iter()
+            .map(|m| {
+                counter.message(m);
+                total += m.len() as u64;
+                (total, counter.chars())
+            })
+            .collect()
+    })
+}
+
+/// Runs `pass` with a counter of the known shapes; when those found no text, again with the
+/// fields the first pass inferred.
+fn two_passes(format: Option<TextFormat>, pass: impl Fn(&mut AnswerText) -> Vec<(u64, u64)>) -> Counted {
     let mut first = AnswerText::new(format);
     let counts = pass(&mut first);
     if first.chars() == 0 {

@@ -253,6 +253,38 @@ fn infers_the_answer_fields_of_unknown_shapes() {
     assert_eq!(known.counts[0].1, CASES[0].chars);
 }
 
+/// Messages (EventSource events, WebSocket messages): each one whole event, counted when it
+/// arrives; known shapes by their reader, unknown ones inferred, text as text.
+#[test]
+fn counts_whole_messages() {
+    let m = |items: &[&str]| items.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+    let known = count_messages(
+        TextFormat::Sse,
+        &m(&[r#"{"type":"text-delta","id":"0","delta":"Hé"}"#, "[DONE]", r#"{"type":"text-delta","delta":"llo"}"#]),
+    );
+    assert!(!known.inferred);
+    assert_eq!(known.format, Some(TextFormat::Sse));
+    assert_eq!(known.counts, vec![(44, 2), (50, 2), (85, 5)]);
+    // An app's own field, a constant type and a fixed-length id: the field is inferred.
+    let own: Vec<String> = ["Hel", "lo ", "wör", "ld"]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!(r#"{{"kind":"piece","seq":"{:08}","zqx7":"{d}"}}"#, 10_000_000 + i))
+        .collect();
+    let own = count_messages(TextFormat::Messages, &own.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>());
+    assert!(own.inferred);
+    assert_eq!(own.format, Some(TextFormat::Messages));
+    assert_eq!(own.counts.iter().map(|c| c.1).collect::<Vec<_>>(), vec![3, 6, 9, 11]);
+    // Plain text messages, with a message in two lines (an EventSource joins data lines).
+    let text = count_messages(TextFormat::Messages, &m(&["Hello", " big\nworld", "!"]));
+    assert!(!text.inferred);
+    assert_eq!(text.counts.last().unwrap().1, 5 + 10 + 1);
+    // An oversized message is skipped; the count goes on after it.
+    let big = vec![b'x'; MAX_EVENT_BYTES + 1];
+    let skipped = count_messages(TextFormat::Messages, &[b"ab".to_vec(), big, b"cd".to_vec()]);
+    assert_eq!(skipped.counts.iter().map(|c| c.1).collect::<Vec<_>>(), vec![2, 2, 4]);
+}
+
 mod shapes {
     //! Generated stream shapes: random field names (never one the probe knows), metadata fields
     //! (constant, or a fixed-length id), random framing, random splits.
@@ -324,6 +356,29 @@ mod shapes {
             prop_assert!(counted.inferred);
             prop_assert_eq!(counted.counts.last().unwrap().1, expected);
             prop_assert!(counted.counts.windows(2).all(|w| w[0].1 <= w[1].1));
+        }
+
+        /// The same events as whole messages (an EventSource's data, a socket's text messages):
+        /// every message counted at once, in the inferred fields.
+        #[test]
+        fn generated_messages_align(
+            text in "[a-z]{1,6}[0-9]",
+            meta in "[a-z]{1,6}[0-9]",
+            id in "[a-z]{1,6}[0-9]",
+            deltas in proptest::collection::vec("[a-zA-Z0-9 é😀\"\\\\\n.,]{1,6}", 3..40),
+            nest in any::<bool>(),
+        ) {
+            prop_assume!(text != meta && text != id && meta != id);
+            prop_assume!(deltas.windows(2).all(|w| w[0] != w[1]));
+            let lines = body(Framing::JsonLines, &text, &meta, &id, &deltas, nest);
+            let messages: Vec<Vec<u8>> = lines.lines().map(|l| l.as_bytes().to_vec()).collect();
+            let counted = count_messages(TextFormat::Messages, &messages);
+            prop_assert!(counted.inferred);
+            let mut sum = 0;
+            for (d, c) in deltas.iter().zip(&counted.counts) {
+                sum += d.chars().count() as u64;
+                prop_assert_eq!(c.1, sum);
+            }
         }
     }
 }

@@ -128,7 +128,7 @@ pub(super) fn new_ids(window: &web_sys::Window) -> (String, String) {
     }
 }
 
-fn end_turn(turn: u32) {
+pub(super) fn end_turn(turn: u32) {
     with_probe(|p| {
         let now = p.now_ms();
         if let Some(t) = p.turns.get_mut(turn) {

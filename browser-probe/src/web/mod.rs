@@ -10,14 +10,18 @@
 //! - `audio`: `trackAudio()` and `observeMedia()`.
 //! - `send`: `sendBeacon`, with a `fetch` fallback.
 //! - `body_text`: the body chunks kept per turn and counted for answer characters at report time.
+//! - `event_source`: the `window.EventSource` wrapper: a tracked event stream gets a trace context
+//!   in its URL and becomes a turn whose events are its reads.
 //! - `socket`: the `window.WebSocket` wrapper: a tracked socket gets a trace context in its URL and
-//!   becomes a turn whose realtime responses the probe follows.
+//!   becomes a turn: a realtime session whose responses the probe follows, or the app's own socket
+//!   relaying the answer's text, whose messages are its reads.
 //! - `peer`: the `window.RTCPeerConnection` wrapper: a peer connection joins the turn of the request
 //!   that carried its offer, and its received audio, the user's speech and its data channels'
 //!   events are read on one timer until it closes.
 
 mod audio;
 mod body_text;
+mod event_source;
 mod fetch;
 mod paint;
 mod peer;
@@ -119,7 +123,7 @@ fn get(target: &JsValue, key: &str) -> JsValue {
     Reflect::get(target, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
 }
 
-/// Starts the probe: wraps `fetch`, watches long frames, reports on `pagehide`, and measures the
+/// Starts the probe: wraps `fetch`, `EventSource` and `WebSocket`, watches long frames, reports on `pagehide`, and measures the
 /// clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`,
 /// `trackWebSocket`.
 /// The promise resolves when the clock round trips are done; tracking starts at once.
@@ -142,6 +146,7 @@ pub fn init(options: JsValue) -> Promise {
     });
     if first_time {
         fetch::install();
+        event_source::install();
         socket::install();
         peer::install();
         paint::watch_long_frames();

@@ -1,4 +1,7 @@
-//! The `window.WebSocket` wrapper: a tracked socket (a realtime voice session) becomes a turn.
+//! The `window.WebSocket` wrapper: a tracked socket becomes a turn. A socket to a realtime
+//! endpoint is a voice session (below); any other tracked socket (the app's own, relaying the
+//! answer's text) is read like a fetch stream: each text message is one read, stamped on arrival
+//! and kept to count its answer characters (`body_text`), and the socket's close ends the turn.
 //!
 //! A browser's `WebSocket` cannot send headers, so the trace context goes in the URL as the
 //! `tokentap_traceparent` query parameter; tokentap reads it, continues the trace and never
@@ -18,10 +21,12 @@ use wasm_bindgen::JsCast;
 use web_sys::{EventTarget, Url};
 
 use super::fetch::new_ids;
-use super::{get, now_ms, schedule_settle, send_reports, with_probe};
+use super::{body_text, get, now_ms, schedule_settle, send_reports, with_probe};
+use crate::answer_text::TextFormat;
 use crate::realtime::{classify, RealtimeSeen, ServerEventKind, HEAD_CHARS};
 use crate::trace;
 use crate::turn::RequestInfo;
+use tokentap_probe_protocol::Transport;
 
 /// The query parameter tokentap reads the trace context from (and strips).
 const TRACEPARENT_QUERY: &str = "tokentap_traceparent";
@@ -52,15 +57,25 @@ fn construct(target: Function, args: Array, new_target: JsValue) -> Result<JsVal
     tracked_args.set(0, url.into());
     // A URL the browser refuses throws here, before any turn exists.
     let socket = Reflect::construct_with_new_target(&target, &tracked_args, &new_target)?;
+    // A socket to a realtime endpoint is a voice session; any other tracked socket relays the
+    // answer's text (the app's own protocol), read like a fetch stream, one message per read.
+    let realtime = names_path_realtime(&info.path);
     let (turn, evicted) = with_probe(|p| {
         let now = p.now_ms();
         let (id, evicted) = p.turns.start(info, now);
         if let Some(t) = p.turns.get_mut(id) {
-            t.realtime = Some(RealtimeSeen::default());
-            t.audio_response = true;
+            if realtime {
+                t.realtime = Some(RealtimeSeen::default());
+                t.audio_response = true;
+            } else {
+                t.response_path.transport = Some(Transport::WebSocket);
+            }
         }
         (id, evicted)
     });
+    if !realtime {
+        body_text::start_messages(turn, TextFormat::Messages);
+    }
     send_reports(evicted.into_iter().collect());
     listen(&socket, turn);
     Ok(socket)
@@ -68,25 +83,42 @@ fn construct(target: Function, args: Array, new_target: JsValue) -> Result<JsVal
 
 /// The URL with the trace context, and the turn's request, when the socket is tracked.
 fn tracked(url: &JsValue) -> Option<(String, RequestInfo)> {
-    let (window, predicate) = with_probe(|p| (p.window.clone(), p.track_websocket.clone()));
-    let page = window.location();
-    let page_href = page.href().ok()?;
-    let text: String = JsString::from(url.clone()).into();
-    let url = Url::new_with_base(&text, &page_href).ok()?;
-    let tracked = match &predicate {
+    let predicate = with_probe(|p| p.track_websocket.clone());
+    traced_url(url, |page, url| match &predicate {
         // The app's predicate runs without the probe borrowed; it may call mark().
         Some(f) => f.call1(&JsValue::NULL, &url.href().into()).is_ok_and(|v| v.is_truthy()),
         // Only realtime endpoints: a page's other sockets (a dev server's reload channel, the app's
         // own protocol) keep their URLs untouched.
-        // (A byte search: `str::contains` would bring a substring searcher into the module.)
-        None => {
-            page.host().is_ok_and(|h| h == url.host()) && url.pathname().as_bytes().windows(8).any(|w| w == b"realtime")
-        }
-    };
-    if !tracked {
+        None => page.host().is_ok_and(|h| h == url.host()) && names_realtime(url),
+    })
+}
+
+/// The socket's path names a realtime endpoint (`/v1/realtime`, `/openai/realtime`, …).
+fn names_realtime(url: &Url) -> bool {
+    names_path_realtime(&url.pathname())
+}
+
+/// (A byte search: `str::contains` would bring a substring searcher into the module.)
+fn names_path_realtime(path: &str) -> bool {
+    path.as_bytes().windows(8).any(|w| w == b"realtime")
+}
+
+/// For a stream the page opens by URL (a WebSocket, an EventSource), which cannot carry headers:
+/// when `track(page, url)` accepts it, the URL with the trace context in the
+/// `tokentap_traceparent` query parameter, and the turn's request. A URL that already carries a
+/// valid one keeps it, so an app can name the trace itself.
+pub(super) fn traced_url(
+    url: &JsValue,
+    track: impl FnOnce(&web_sys::Location, &Url) -> bool,
+) -> Option<(String, RequestInfo)> {
+    let window = with_probe(|p| p.window.clone());
+    let page = window.location();
+    let page_href = page.href().ok()?;
+    let text: String = JsString::from(url.clone()).into();
+    let url = Url::new_with_base(&text, &page_href).ok()?;
+    if !track(&page, &url) {
         return None;
     }
-    // An app that names the trace itself keeps it (and learns the session's records by it).
     let search = url.search();
     let query = search.strip_prefix('?').unwrap_or(&search);
     let existing = query
@@ -146,6 +178,10 @@ fn listen(socket: &JsValue, turn: u32) {
 fn on_message(turn: u32, event: &JsValue) {
     let t_ms = now_ms();
     let data = get(event, "data");
+    if with_probe(|p| p.turns.get_mut(turn).is_some_and(|t| t.realtime.is_none())) {
+        body_text::message_arrived(turn, t_ms, &data);
+        return;
+    }
     let (kind, id) = match data.dyn_ref::<JsString>() {
         Some(text) => {
             let length = text.length();

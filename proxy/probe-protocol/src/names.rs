@@ -86,6 +86,20 @@ protocol_enum! {
         DataStream = "data_stream",
         /// The body is the answer text itself.
         PlainText = "plain_text",
+        /// One event per WebSocket message: JSON read like an SSE event's data, or text.
+        Messages = "messages",
+    }
+}
+
+protocol_enum! {
+    /// How the page received its stream (`fetch.transport`; absent: `fetch`).
+    pub enum Transport {
+        /// `fetch`, its body read in any way (a reader, `text()`, async iteration, piping).
+        Fetch = "fetch",
+        /// An `EventSource`: one read per event the browser dispatched.
+        EventSource = "event_source",
+        /// A WebSocket to the app's own server relaying the answer: one read per message.
+        WebSocket = "websocket",
     }
 }
 
@@ -108,12 +122,15 @@ mod tests {
         for v in TextFormat::VARIANTS {
             assert_eq!(v.as_str().parse::<TextFormat>(), Ok(*v));
         }
+        for v in Transport::VARIANTS {
+            assert_eq!(v.as_str().parse::<Transport>(), Ok(*v));
+        }
         for v in AudioKind::VARIANTS {
             assert_eq!(v.as_str().parse::<AudioKind>(), Ok(*v));
         }
         assert_eq!(
             "html".parse::<TextFormat>().unwrap_err().to_string(),
-            "\"html\" is not one of sse, ndjson, data_stream, plain_text"
+            "\"html\" is not one of sse, ndjson, data_stream, plain_text, messages"
         );
     }
 }

@@ -135,6 +135,7 @@ pub fn with_browser(
         content_encoding: None,
         via: None,
         server: None,
+        transport: None,
         painted_chars: 5 * n as u64,
         answer_chars: 5 * n as u64,
         chunks_dropped: 0,

@@ -141,6 +141,7 @@ pub fn join(record: &Record, report: &ProbeReport) -> BrowserTimeline {
         content_encoding: report.fetch.as_ref().and_then(|f| f.content_encoding.clone()),
         via: report.fetch.as_ref().and_then(|f| f.via.clone()),
         server: report.fetch.as_ref().and_then(|f| f.server.clone()),
+        transport: report.fetch.as_ref().and_then(|f| f.transport),
         painted_chars,
         answer_chars,
         chunks_dropped: report.fetch.as_ref().map(|f| f.chunks_dropped).unwrap_or(0),
@@ -201,6 +202,7 @@ mod tests {
                 content_encoding: None,
                 via: None,
                 server: None,
+                transport: None,
             }),
             paints: vec![
                 Paint { t_ms: b(114.0), chars: 3, presentation_ms: None },

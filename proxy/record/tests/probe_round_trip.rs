@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use tokentap_browser_probe::clock::ClockEstimate;
 use tokentap_browser_probe::report::report_json;
 use tokentap_browser_probe::turn::{AudioKind, LongFrame, Mark, Paint, RequestInfo, ResponsePath, Turn};
-use tokentap_probe_protocol::TextFormat;
+use tokentap_probe_protocol::{TextFormat, Transport};
 use tokentap_record::browser::ProbeReport;
 
 /// A time as the probe writes it: thousandths of a millisecond.
@@ -57,6 +57,7 @@ struct Input {
     server: Option<String>,
     text_format: Option<usize>,
     text_inferred: bool,
+    transport: Option<usize>,
 }
 
 fn input() -> impl Strategy<Value = Input> {
@@ -84,6 +85,7 @@ fn input() -> impl Strategy<Value = Input> {
             header_value(),
             proptest::option::of(0usize..TextFormat::VARIANTS.len()),
             any::<bool>(),
+            proptest::option::of(0usize..Transport::VARIANTS.len()),
         ),
     )
         .prop_filter("ids must not be all zeros", |((ids, ..), _, _)| {
@@ -93,7 +95,7 @@ fn input() -> impl Strategy<Value = Input> {
             |(
                 (ids, page_path, method, path, status, start_ms),
                 (chunks, count_chars, paints, marks, long_frames, audio),
-                (clock, content_encoding, via, server, text_format, text_inferred),
+                (clock, content_encoding, via, server, text_format, text_inferred, transport),
             )| Input {
                 ids,
                 page_path,
@@ -113,6 +115,7 @@ fn input() -> impl Strategy<Value = Input> {
                 server,
                 text_format,
                 text_inferred,
+                transport,
             },
         )
 }
@@ -170,6 +173,7 @@ fn turn(input: &Input) -> Turn {
         server: input.server.clone(),
         text_format: input.text_format.map(|i| TextFormat::VARIANTS[i]),
         text_inferred: input.text_inferred,
+        transport: input.transport.map(|i| Transport::VARIANTS[i]),
     };
     turn
 }
@@ -210,6 +214,7 @@ fn check(turn: &Turn, clock: Option<&ClockEstimate>, report: &ProbeReport) -> Re
     prop_assert_eq!(&fetch.via, &turn.response_path.via);
     prop_assert_eq!(&fetch.server, &turn.response_path.server);
     prop_assert_eq!(fetch.text_inferred, turn.response_path.text_inferred);
+    prop_assert_eq!(fetch.transport, turn.response_path.transport);
     prop_assert_eq!(report.paints.len(), turn.paints.len());
     for (p, r) in turn.paints.iter().zip(&report.paints) {
         prop_assert!(p.chars == r.chars && same_time(p.t_ms, r.t_ms), "{:?} vs {:?}", p, r);
@@ -274,6 +279,7 @@ fn a_turn_filled_past_every_cap_is_accepted() {
         server: None,
         text_format: Some(0),
         text_inferred: false,
+        transport: None,
     };
     let turn = turn(&input);
     let json = report_json(&turn, None, input.start_ms);

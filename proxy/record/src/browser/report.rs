@@ -9,7 +9,7 @@ pub use tokentap_probe_protocol::caps::{
     MAX_AUDIO, MAX_CHUNKS, MAX_HEADER_VALUE_LEN, MAX_ID_LEN, MAX_LONG_FRAMES, MAX_MARKS, MAX_NAME_LEN, MAX_PAINTS,
     MAX_REALTIME_RESPONSES,
 };
-pub use tokentap_probe_protocol::{TextFormat, SCHEMA};
+pub use tokentap_probe_protocol::{TextFormat, Transport, SCHEMA};
 
 pub use super::webrtc_report::ReportedWebrtc;
 
@@ -113,6 +113,10 @@ pub struct ReportedFetch {
     /// The response's `Server` (a reverse proxy in front of the app names itself there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// How the page received the stream; absent: `fetch`. An `EventSource` shows the page no
+    /// response headers, so `content_encoding`, `via` and `server` are then unobserved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
 }
 
 /// A body chunk as the page's reader received it; `bytes` is cumulative. `chars` is the answer

@@ -6,7 +6,7 @@ use tokentap_analysis::Distribution;
 
 pub use crate::browser::arrival::{ArrivalAlignment, JoinedBy};
 pub use crate::browser::byte_arrival::ByteArrival;
-pub use crate::browser::report::TextFormat;
+pub use crate::browser::report::{TextFormat, Transport};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BrowserClock {
@@ -130,6 +130,10 @@ pub struct BrowserTimeline {
     /// The page's response's `Server`, as the page read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// How the page received the stream (`fetch`, `event_source`, `websocket`); absent for
+    /// reports that did not say (`fetch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
     pub painted_chars: u64,
     pub answer_chars: u64,
     pub chunks_dropped: u64,

@@ -217,6 +217,7 @@ fn report(record: &Record, s: &Scenario) -> ProbeReport {
             content_encoding: s.content_encoding.map(Into::into),
             via: s.via.map(Into::into),
             server: s.server.map(Into::into),
+            transport: None,
         }),
         paints,
         paints_dropped: 0,
@@ -325,6 +326,27 @@ fn verdict_sentences_give_the_evidence() {
         proxy.starts_with("between the app server and the browser") && proxy.contains("via: 1.1 edge-proxy"),
         "{proxy}"
     );
+}
+
+/// Compression held the answer, but the page read it through an `EventSource`, which shows no
+/// response headers: the hold is placed before the browser, compression or a proxy is said to be
+/// unobserved, and neither the browser nor a compressor is named.
+#[test]
+fn an_event_source_held_stream_says_its_headers_are_unobserved() {
+    let all = scenarios();
+    let gzip = all.iter().find(|s| s.name.starts_with("gzip")).unwrap();
+    let mut r = record();
+    let mut rep = report(&r, gzip);
+    let fetch = rep.fetch.as_mut().unwrap();
+    fetch.content_encoding = None;
+    fetch.transport = Some(crate::browser::report::Transport::EventSource);
+    r.browser = Some(crate::join::join(&r, &rep));
+    assert_eq!(r.browser.as_ref().unwrap().transport, Some(crate::browser::report::Transport::EventSource));
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.kind, VerdictKind::AppServerBuffering, "{}", d.verdict);
+    assert_eq!(d.hop, Some(Hop::BrowserArrival));
+    assert!(d.verdict.contains("EventSource") && d.verdict.contains("unobserved"), "{}", d.verdict);
+    assert!(d.evidence.as_ref().is_some_and(|e| e.content_encoding.is_none()));
 }
 
 #[test]

@@ -14,6 +14,7 @@
 //! header. When the text was held before the paint but the page's arrivals are not known, the
 //! place is unobserved: the browser is never blamed for text it may not have had.
 
+use crate::browser::timeline::Transport;
 use crate::browser::{BrowserTimeline, ByteArrival};
 use crate::hops::{format_ms, Evidence, Hop, HopDelay, ReleasePattern, VerdictKind, AT_END_FRACTION, HOLD_MS};
 
@@ -96,6 +97,8 @@ fn name_holder(
         .filter(|e| !e.trim().is_empty() && !e.trim().eq_ignore_ascii_case("identity"));
     let via = browser.and_then(|b| b.via.clone());
     let server = browser.and_then(|b| b.server.clone()).filter(|s| names_proxy(s));
+    // An EventSource never shows the page its response headers: no header is evidence either way.
+    let headers_unseen = browser.is_some_and(|b| b.transport == Some(Transport::EventSource));
     let evidence = Evidence {
         app_server,
         content_encoding: content_encoding.clone(),
@@ -128,6 +131,14 @@ fn name_holder(
             VerdictKind::ReverseProxyBuffering,
             format!(
                 "between the app server and the browser: {held} — a reverse proxy ({v}) buffers the stream{pattern_text}"
+            ),
+        ),
+        (None, None) if headers_unseen => (
+            VerdictKind::AppServerBuffering,
+            format!(
+                "between tokentap's handoff to the app server and the browser: {held} — the page read it through an \
+                 EventSource, which shows no response headers, so compression or a reverse proxy there is \
+                 unobserved{pattern_text}"
             ),
         ),
         (None, None) => (
