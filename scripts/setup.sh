@@ -181,7 +181,7 @@ if [ "$mode" = test ]; then
   ensure_npm_ci "$root/examples/app-express" "the Express example's packages"
   # The React page (examples/app-react: Vite, React, the AI SDK's useChat) and the probe's npm
   # package, installed from its folder: first the package's built files (copied from the committed
-  # build in proxy/assets/probe/; no toolchain), then the app's packages from its package-lock.json.
+  # build in proxy/server/assets/probe/; no toolchain), then the app's packages from its package-lock.json.
   # The tests build the page with Vite, offline.
   "$root/scripts/build-probe.sh" --package-only
   ensure_npm_ci "$root/examples/app-react" "the React example's packages"

@@ -93,7 +93,7 @@ fn npm_package_is_the_embedded_build_with_types_for_every_export() {
         });
         assert!(
             packaged == committed(name),
-            "browser-probe/npm/{name} is not proxy/assets/probe/{name}: run scripts/build-probe.sh --package-only"
+            "browser-probe/npm/{name} is not proxy/server/assets/probe/{name}: run scripts/build-probe.sh --package-only"
         );
     }
     let manifest: serde_json::Value =
