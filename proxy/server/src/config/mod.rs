@@ -317,7 +317,7 @@ mod tests {
 
     /// Every ```toml block of README.md, with the line where it starts.
     fn readme_toml_blocks() -> Vec<(usize, String)> {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../../README.md");
         let mut blocks = Vec::new();
         let mut current: Option<(usize, String)> = None;
         for (i, line) in readme.lines().enumerate() {
