@@ -11,6 +11,7 @@ pub mod diagnosis;
 pub mod feed;
 pub mod http1;
 pub mod llama;
+pub mod mcp;
 pub mod nginx;
 pub mod numeric;
 pub mod otlp_receiver;

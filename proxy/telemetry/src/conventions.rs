@@ -29,7 +29,7 @@ pub use mcp::{mcp_observations, mcp_session_observation, mcp_spans};
 mod realtime;
 pub use realtime::realtime_browser_observations;
 mod turn;
-pub use turn::{turn_observations, turn_spans, voice_turn_observations};
+pub use turn::{execute_tool_span_id, turn_observations, turn_spans, voice_turn_observations};
 
 #[cfg(test)]
 mod tests;
