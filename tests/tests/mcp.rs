@@ -59,7 +59,7 @@ fn run_mode(
 /// Every logged request: recorded, answered, its duration containing the server's; the tools'
 /// own results right. Returns how much longer tokentap's duration is, per operation.
 fn check_operations(ops: &Operations, logged: &tokentap_e2e::mcp::Logged) -> Vec<i64> {
-    for (key, _) in logged {
+    for key in logged.keys() {
         assert_ne!(ops[key].1["outcome"], "client_cancelled", "{key:?}");
     }
     let excess = excess_over_server(ops, logged);

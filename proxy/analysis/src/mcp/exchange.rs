@@ -313,4 +313,3 @@ impl McpExchange {
         self.all_answered() || (self.get_stream && self.resumed_after.is_none())
     }
 }
-
