@@ -185,6 +185,9 @@ if [ "$mode" = test ]; then
   # The tests build the page with Vite, offline.
   "$root/scripts/build-probe.sh" --package-only
   ensure_npm_ci "$root/examples/app-react" "the React example's packages"
+  # The official MCP TypeScript SDK as a second MCP server implementation (tests/mcp-ts,
+  # tests/tests/mcp_peers.rs), pinned by its own package-lock.json.
+  ensure_npm_ci "$root/tests/mcp-ts" "the MCP TypeScript SDK"
   # A real inference server for tests/tests/real_llm.rs.
   ensure_llm
   # Arize Phoenix, a GenAI trace backend tokentap exports to in tests/tests/phoenix.rs, in its own

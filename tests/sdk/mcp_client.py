@@ -1,7 +1,10 @@
-"""The official MCP Python SDK's client (`mcp.Client`, Streamable HTTP) calling the three tools
-of mcp_server.py: sleep_ms, count (with a progress callback) and fail.
+"""The official MCP Python SDK's client (`mcp.Client`) calling the three tools of mcp_server.py
+(or of the TypeScript SDK's tests/mcp-ts/mcp_server.mjs): sleep_ms, count (with a progress
+callback) and fail. Over Streamable HTTP (the URL given to `Client`), or with `--transport sse`
+over the older HTTP+SSE transport (`mcp.client.sse.sse_client`: GET the URL, POST to the
+endpoint it announces).
 
-Usage: mcp_client.py --url URL --mode legacy|auto [--sleep-ms N]
+Usage: mcp_client.py --url URL --mode legacy|auto [--sleep-ms N] [--transport streamable|sse]
 Prints one JSON document: the tool results and the progress the callback saw.
 """
 
@@ -11,16 +14,18 @@ import json
 import sys
 
 from mcp import Client
+from mcp.client.sse import sse_client
 
 
-async def run(url, mode, sleep_ms):
+async def run(url, mode, sleep_ms, transport):
     progress = []
 
     async def on_progress(value, total, message):
         progress.append(value)
 
     out = {}
-    async with Client(url, mode=mode) as client:
+    server = sse_client(url) if transport == "sse" else url
+    async with Client(server, mode=mode) as client:
         tools = await client.list_tools()
         out["tools"] = sorted(t.name for t in tools.tools)
         slept = await client.call_tool("sleep_ms", {"ms": sleep_ms})
@@ -37,8 +42,9 @@ def main():
     parser.add_argument("--url", required=True)
     parser.add_argument("--mode", default="legacy")
     parser.add_argument("--sleep-ms", type=int, default=200)
+    parser.add_argument("--transport", default="streamable", choices=["streamable", "sse"])
     args = parser.parse_args()
-    result = asyncio.run(run(args.url, args.mode, args.sleep_ms))
+    result = asyncio.run(run(args.url, args.mode, args.sleep_ms, args.transport))
     json.dump(result, sys.stdout, sort_keys=True, indent=2)
     sys.stdout.write("\n")
 

@@ -1,14 +1,18 @@
-"""An MCP server on the official Python SDK (`mcp`, MCPServer, Streamable HTTP) with three tools:
-`sleep_ms` sleeps a known time, `count` streams progress notifications, `fail` returns a tool error.
+"""An MCP server on the official Python SDK (`mcp`, MCPServer) with three tools: `sleep_ms`
+sleeps a known time, `count` streams progress notifications, `fail` returns a tool error. Over
+Streamable HTTP (`/mcp`), or with `--transport sse` over the older HTTP+SSE transport (`sse_app`:
+`GET /sse` announces `/messages/?session_id=…`, whose POSTs are answered 202 and whose responses
+go out on the GET stream).
 
 It logs its own time per JSON-RPC request, from the request arriving at the ASGI app (its head
-parsed) to the body write carrying the response's id, as one JSON line per request in --log:
+parsed) to the body write carrying the response's id (on whichever response that is), as one
+JSON line per request in --log:
 {"method", "id", "name", "in_ns", "out_ns"} (time.monotonic_ns), stamped just before the write. Accepted connections get TCP_NODELAY (uvicorn
 leaves Nagle on: a body written after its head would leave ~40 ms after the server logged it, once
 the peer's delayed ACK came). It prints
-"mcp server listening on http://127.0.0.1:PORT/mcp" once it accepts connections.
+"mcp server listening on http://127.0.0.1:PORT/mcp" (or `/sse`) once it accepts connections.
 
-Usage: mcp_server.py --log FILE
+Usage: mcp_server.py --log FILE [--transport streamable|sse]
 """
 
 import argparse
@@ -53,13 +57,15 @@ class Timing:
     def __init__(self, app, log):
         self.app = app
         self.log = log
+        # Requests by id, across HTTP requests: under HTTP+SSE the answer goes out on another one.
+        self.pending = {}
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         in_ns = time.monotonic_ns()
         body = bytearray()
-        pending = {}
+        pending = self.pending
 
         async def receive_wrapper():
             message = await receive()
@@ -73,7 +79,12 @@ class Timing:
                     for m in msg if isinstance(msg, list) else [msg]:
                         if isinstance(m, dict) and "method" in m and "id" in m:
                             name = (m.get("params") or {}).get("name")
-                            pending[json.dumps(m["id"])] = {"method": m["method"], "id": m["id"], "name": name}
+                            pending[json.dumps(m["id"])] = {
+                                "method": m["method"],
+                                "id": m["id"],
+                                "name": name,
+                                "in_ns": in_ns,
+                            }
             return message
 
         async def send_wrapper(message):
@@ -92,7 +103,7 @@ class Timing:
                         if isinstance(m, dict) and "method" not in m and ("result" in m or "error" in m):
                             entry = pending.pop(json.dumps(m.get("id")), None)
                             if entry is not None:
-                                entry.update(in_ns=in_ns, out_ns=out_ns, is_error=bool((m.get("result") or {}).get("isError")))
+                                entry.update(out_ns=out_ns, is_error=bool((m.get("result") or {}).get("isError")))
                                 self.log.write(json.dumps(entry) + "\n")
                                 self.log.flush()
 
@@ -128,9 +139,11 @@ def main():
     nodelay()
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
+    parser.add_argument("--transport", default="streamable", choices=["streamable", "sse"])
     args = parser.parse_args()
     log = open(args.log, "a", encoding="utf-8")
-    app = Timing(build_server().streamable_http_app(), log)
+    server = build_server()
+    app = Timing(server.sse_app() if args.transport == "sse" else server.streamable_http_app(), log)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -142,7 +155,8 @@ def main():
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             await asyncio.sleep(0.01)
-        print(f"mcp server listening on http://127.0.0.1:{port}/mcp", flush=True)
+        path = "/sse" if args.transport == "sse" else "/mcp"
+        print(f"mcp server listening on http://127.0.0.1:{port}{path}", flush=True)
         await task
 
     asyncio.run(serve())

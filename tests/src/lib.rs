@@ -11,6 +11,7 @@ pub mod diagnosis;
 pub mod feed;
 pub mod http1;
 pub mod llama;
+pub mod mcp;
 pub mod netns;
 pub mod nginx;
 pub mod numeric;

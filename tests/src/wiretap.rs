@@ -1,6 +1,7 @@
 //! A TCP relay on a free port that forwards every connection to a target unchanged and keeps a copy
-//! of the bytes the target sent: an independent witness of what an upstream put on the wire, to
-//! compare with what a client received through tokentap.
+//! of the bytes each side sent: an independent witness of what an upstream put on the wire, to
+//! compare with what a client received through tokentap (and of what a client sent, to compare
+//! with what the upstream received).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -12,6 +13,7 @@ type Captured = Arc<Mutex<Vec<Vec<u8>>>>;
 pub struct WireTap {
     pub addr: SocketAddr,
     from_target: Captured,
+    from_client: Captured,
 }
 
 impl WireTap {
@@ -19,7 +21,9 @@ impl WireTap {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind wire tap");
         let addr = listener.local_addr().expect("wire tap address");
         let from_target = Arc::new(Mutex::new(Vec::new()));
+        let from_client = Arc::new(Mutex::new(Vec::new()));
         let captured = from_target.clone();
+        let sent = from_client.clone();
         std::thread::spawn(move || {
             for client in listener.incoming().map_while(Result::ok) {
                 let Ok(server) = TcpStream::connect(target) else { continue };
@@ -27,15 +31,17 @@ impl WireTap {
                 let index = {
                     let mut all = captured.lock().unwrap();
                     all.push(Vec::new());
+                    sent.lock().unwrap().push(Vec::new());
                     all.len() - 1
                 };
                 let (client_r, server_w) = (client.try_clone().expect("clone"), server.try_clone().expect("clone"));
-                std::thread::spawn(move || pump(client_r, server_w, None));
+                let sent = sent.clone();
+                std::thread::spawn(move || pump(client_r, server_w, Some((sent, index))));
                 let captured = captured.clone();
                 std::thread::spawn(move || pump(server, client, Some((captured, index))));
             }
         });
-        WireTap { addr, from_target }
+        WireTap { addr, from_target, from_client }
     }
 
     pub fn url(&self) -> String {
@@ -46,6 +52,11 @@ impl WireTap {
     /// the client has a response its bytes are all here.
     pub fn from_target(&self) -> Vec<Vec<u8>> {
         self.from_target.lock().unwrap().clone()
+    }
+
+    /// The bytes clients sent, per connection (same order as [`WireTap::from_target`]).
+    pub fn from_client(&self) -> Vec<Vec<u8>> {
+        self.from_client.lock().unwrap().clone()
     }
 }
 

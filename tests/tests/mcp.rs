@@ -13,56 +13,19 @@
 //! which the server closes milliseconds after the response event.)
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokentap_e2e::otlp_receiver::{attr_str, Received};
-use tokentap_e2e::process::{run_sdk_script, sdk_python, Proc};
-use tokentap_e2e::{Framing, OtlpReceiver, RecordFeed, Script, ScriptedUpstream, Tokentap};
+use tokentap_e2e::mcp::{collect, excess_over_server, median, McpServer, Operations, Peer};
+use tokentap_e2e::otlp_receiver::{attr_str, hex, Received};
+use tokentap_e2e::process::run_sdk_script;
+use tokentap_e2e::{Framing, OtlpReceiver, Script, ScriptedUpstream, Tokentap};
 
 /// Most tokentap's operation may exceed the server's own time (two loopback hops).
 const HOP_SLACK_NS: i64 = 5_000_000;
 
-struct McpServer {
-    _proc: Proc,
-    url: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-fn start_server() -> McpServer {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("server.jsonl");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sdk").join("mcp_server.py");
-    let mut cmd = Command::new(sdk_python());
-    cmd.arg(script).arg("--log").arg(&log);
-    let mut proc = Proc::spawn(cmd);
-    let line = proc.wait_line("mcp server listening on ", Duration::from_secs(60));
-    let url = line.trim_start_matches("mcp server listening on ").trim().to_string();
-    McpServer { _proc: proc, url, log, _dir: dir }
-}
-
-/// The server's log lines, keyed by (method, id).
-fn server_log(path: &PathBuf) -> Logged {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            let id = match &v["id"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            ((v["method"].as_str().unwrap().to_string(), id), v)
-        })
-        .collect()
-}
-
 fn start_tokentap(server: &McpServer, receiver: &OtlpReceiver, dir: &tempfile::TempDir) -> Tokentap {
-    let upstream = server.url.trim_end_matches("/mcp");
+    let upstream = server.base();
     let path = dir.path().join("tokentap.toml");
     let text = format!(
         "[[route]]\nprefix = \"/\"\nupstream = \"{upstream}\"\nprovider = \"mcp\"\n\n\
@@ -74,35 +37,12 @@ fn start_tokentap(server: &McpServer, receiver: &OtlpReceiver, dir: &tempfile::T
     Tokentap::start_with_args(&["--config", path.to_str().unwrap()])
 }
 
-/// A request as (method, JSON-RPC id).
-type Key = (String, String);
-/// Recorded operations by key, each with its record.
-type Operations = BTreeMap<Key, (Value, Value)>;
-/// The server's log lines by key.
-type Logged = BTreeMap<Key, Value>;
-
-/// Reads records from the feed until every request the server logged has an answered operation;
-/// returns the records with MCP operations and the operations by (method, id).
-fn collect(feed: &mut RecordFeed, logged: &Logged) -> (Vec<Value>, Operations) {
-    let mut records = Vec::new();
-    let mut ops = BTreeMap::new();
-    while !logged.keys().all(|k| ops.contains_key(k)) {
-        let record = feed.next_record();
-        let Some(list) = record["mcp"]["operations"].as_array().cloned() else {
-            records.push(record);
-            continue;
-        };
-        for op in list {
-            let key = (op["method"].as_str().unwrap().to_string(), op["request_id"].as_str().unwrap().to_string());
-            ops.insert(key, (op, record.clone()));
-        }
-        records.push(record);
-    }
-    (records, ops)
-}
-
-fn run_mode(mode: &str, server: &McpServer, tokentap: &Tokentap) -> (Vec<Value>, Operations, Logged) {
-    std::fs::write(&server.log, "").unwrap();
+fn run_mode(
+    mode: &str,
+    server: &McpServer,
+    tokentap: &Tokentap,
+) -> (Vec<Value>, Operations, tokentap_e2e::mcp::Logged) {
+    server.clear_log();
     let mut feed = tokentap.feed();
     let url = format!("http://{}/mcp", tokentap.addr);
     let out = run_sdk_script("mcp_client.py", &["--url", &url, "--mode", mode, "--sleep-ms", "150"]);
@@ -110,35 +50,25 @@ fn run_mode(mode: &str, server: &McpServer, tokentap: &Tokentap) -> (Vec<Value>,
     assert_eq!(out["sleep_ms"]["is_error"], false, "{out}");
     assert_eq!(out["count"]["progress"], serde_json::json!([1.0, 2.0, 3.0]), "{out}");
     assert_eq!(out["fail"]["is_error"], true, "{out}");
-    let logged = server_log(&server.log);
+    let logged = server.logged();
     assert!(logged.len() >= 5, "the server logged {logged:?}");
     let (records, ops) = collect(&mut feed, &logged);
     (records, ops, logged)
 }
 
-/// Every logged request: recorded, answered, its duration containing the server's. Returns how
-/// much longer tokentap's duration is, per operation.
-fn check_operations(ops: &Operations, logged: &Logged) -> Vec<i64> {
-    let mut excess = Vec::new();
-    for (key, line) in logged {
-        let (op, record) = &ops[key];
-        assert_eq!(op["status"], "answered", "{key:?}: {op}");
-        assert_ne!(record["outcome"], "client_cancelled", "{key:?}: {record}");
-        assert_eq!(record["outcome"], "ok", "{key:?}: {record}");
-        let server_ns = line["out_ns"].as_i64().unwrap() - line["in_ns"].as_i64().unwrap();
-        let ours = op["end_ns"].as_i64().unwrap() - op["start_ns"].as_i64().unwrap();
-        let diff = ours - server_ns;
-        assert!(diff >= 0, "{key:?}: tokentap {ours} ns, server {server_ns} ns: {op}");
-        assert_eq!(op["name"].as_str(), line["name"].as_str(), "{key:?}: {op}");
-        assert_eq!(op["is_error"].as_bool().unwrap_or(false), line["is_error"].as_bool().unwrap(), "{key:?}: {op}");
-        excess.push(diff);
+/// Every logged request: recorded, answered, its duration containing the server's; the tools'
+/// own results right. Returns how much longer tokentap's duration is, per operation.
+fn check_operations(ops: &Operations, logged: &tokentap_e2e::mcp::Logged) -> Vec<i64> {
+    for key in logged.keys() {
+        assert_ne!(ops[key].1["outcome"], "client_cancelled", "{key:?}");
     }
+    let excess = excess_over_server(ops, logged);
     let tool = |name: &str| {
         ops.values().map(|(op, _)| op).find(|op| op["method"] == "tools/call" && op["name"] == name).unwrap().clone()
     };
     let count = tool("count");
     assert_eq!(count["progress_notifications"], 3, "{count}");
-    assert!(count["first_progress_ns"].as_u64().unwrap() < count["end_ns"].as_u64().unwrap(), "{count}");
+    assert!(count["first_progress_ns"].as_i64().unwrap() < count["end_ns"].as_i64().unwrap(), "{count}");
     assert_eq!(tool("fail")["is_error"], true);
     assert!(tool("sleep_ms")["end_ns"].as_u64().unwrap() >= 150_000_000);
     excess
@@ -162,7 +92,7 @@ fn mcp_spans(received: &Received) -> Vec<(String, BTreeMap<String, String>)> {
 
 #[test]
 fn python_sdk_through_an_mcp_route_in_both_eras() {
-    let server = start_server();
+    let server = McpServer::start(Peer::Python);
     let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
     let tokentap = start_tokentap(&server, &receiver, &dir);
@@ -195,9 +125,8 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
         assert!(record["mcp"]["session_id"].is_null(), "{record}");
     }
     eprintln!("tokentap − server per operation (ns): legacy {excess_legacy:?}, modern {excess_modern:?}");
-    let mut all: Vec<i64> = excess_legacy.iter().chain(&excess_modern).copied().collect();
-    all.sort_unstable();
-    let median = all[all.len() / 2];
+    let all: Vec<i64> = excess_legacy.iter().chain(&excess_modern).copied().collect();
+    let median = median(&all);
     assert!(median <= HOP_SLACK_NS, "median excess {median} ns over the server's own time: {all:?}");
 
     // Spans per the MCP conventions, the operation histogram, and the legacy session's duration
@@ -325,21 +254,28 @@ fn bad_input_is_forwarded_untouched_and_counted() {
 }
 
 /// openai-agents (unmodified) running a turn whose two tool calls execute on the MCP server, the
-/// model being tokentap's mock: the turn's tool runs are joined to the MCP calls and split into
-/// the tool server's time and the harness's, the server time containing the server's own.
+/// model being tokentap's mock: the turn's tool runs are joined to the MCP calls (by name, window
+/// and arguments) and split into the tool server's time and the harness's, the server time
+/// containing the server's own. Neither the model requests nor the MCP requests carry trace
+/// context, so the MCP spans go in the turn's trace, under their `execute_tool` spans. The
+/// dashboard's turn page shows each run's MCP call.
 #[test]
 fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
-    let server = start_server();
+    let server = McpServer::start(Peer::Python);
     let mock = tokentap_e2e::Mock::start(&[]);
+    let receiver = OtlpReceiver::start();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokentap.toml");
     std::fs::write(
         &path,
         format!(
             "[[route]]\nprefix = \"/v1\"\nupstream = \"{}/v1\"\nprovider = \"openai\"\n\n\
-             [[route]]\nprefix = \"/\"\nupstream = \"{}\"\nprovider = \"mcp\"\n",
+             [[route]]\nprefix = \"/\"\nupstream = \"{}\"\nprovider = \"mcp\"\n\n\
+             [otel]\nendpoint = \"{}\"\nprotocol = \"http/protobuf\"\nbatch_delay_ms = 50\n\
+             retry_initial_ms = 50\nretry_max_ms = 200\nservice_name = \"tokentap-e2e\"\n",
             mock.url,
-            server.url.trim_end_matches("/mcp")
+            server.base(),
+            receiver.http_endpoint()
         ),
     )
     .unwrap();
@@ -355,12 +291,12 @@ fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
     assert_eq!(turn["status"], "complete", "{turn}");
     let runs = turn["tool_runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{turn}");
-    let logged = server_log(&server.log);
+    let logged = server.logged();
     let mut server_ms_total = 0.0;
     for run in runs {
         let mcp = &run["mcp"];
         assert_eq!(mcp["tool"], run["name"], "{run}");
-        assert_eq!(mcp["joined_by"], serde_json::json!(["name_exact", "window"]), "{run}");
+        assert_eq!(mcp["joined_by"], serde_json::json!(["name_exact", "arguments", "window"]), "{run}");
         let (server_ms, before, after) = (
             mcp["server_ms"].as_f64().unwrap(),
             mcp["harness_before_ms"].as_f64().unwrap(),
@@ -388,10 +324,42 @@ fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
     let (status, text, err) = tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--data-dir", &data_dir]);
     assert!(status.success(), "{err}");
     assert_eq!(text.matches("over MCP (tools/call ").count(), 2, "{text}");
-    assert!(text.contains("joined by name_exact, window"), "{text}");
+    assert!(text.contains("joined by name_exact, arguments, window"), "{text}");
     let (status, markdown, err) =
         tokentap_e2e::process::run_tokentap(&["report", "--data-dir", &data_dir, "--include-warmup"]);
     assert!(status.success(), "{err}");
     assert!(markdown.contains("| tool run over MCP: tool server (ms) | 2 |"), "{markdown}");
     assert!(markdown.contains("| tool run over MCP: harness (ms) | 2 |"), "{markdown}");
+
+    // The trace: each tools/call CLIENT span is the child of its run's execute_tool span, in the
+    // turn's trace.
+    let trace = turn["trace_id"].as_str().unwrap().to_string();
+    let received = receiver.wait_for(Duration::from_secs(30), "the turn's execute_tool and MCP spans", |r| {
+        let in_turn =
+            |prefix: &str| r.spans().iter().filter(|s| hex(&s.trace_id) == trace && s.name.starts_with(prefix)).count();
+        in_turn("execute_tool ") == 2 && in_turn("tools/call ") == 2
+    });
+    let spans = received.spans();
+    let in_turn: Vec<_> = spans.iter().filter(|s| hex(&s.trace_id) == trace).collect();
+    for call in in_turn.iter().filter(|s| s.name.starts_with("tools/call ")) {
+        let parent = in_turn.iter().find(|s| s.span_id == call.parent_span_id).expect("its parent in the turn");
+        assert!(parent.name.starts_with("execute_tool "), "{} under {}", call.name, parent.name);
+        assert_eq!(attr_str(&parent.attributes, "gen_ai.tool.name"), attr_str(&call.attributes, "gen_ai.tool.name"));
+        assert!(call.start_time_unix_nano >= parent.start_time_unix_nano, "{}", call.name);
+        assert!(call.end_time_unix_nano <= parent.end_time_unix_nano, "{}", call.name);
+    }
+
+    // The dashboard's turn page: the MCP part of each run in the gantt and the table.
+    let out = tokentap_e2e::browser::run_dashboard(&serde_json::json!({
+        "admin": format!("http://{}", tokentap.admin),
+        "turn_ids": [turn_id],
+    }));
+    assert!(out["error"].is_null() && out["page_errors"] == serde_json::json!([]), "{out:#}");
+    let page = &out["turn_pages"][turn_id];
+    assert_eq!(page["mcp_bars"].as_array().map(Vec::len), Some(2), "{page}");
+    assert_eq!(page["mcp_rows"], serde_json::json!(["joined", "joined"]), "{page}");
+    for run in runs {
+        let link = format!("#/r/{}", run["mcp"]["request_id"].as_str().unwrap());
+        assert!(page["mcp_links"].as_array().unwrap().contains(&Value::String(link.clone())), "{link}: {page}");
+    }
 }

@@ -172,7 +172,9 @@ pub struct ProviderUsage {
     pub raw: Option<serde_json::Value>,
 }
 
-/// One tool call the model made. Arguments themselves are not kept (privacy), only their size.
+/// One tool call the model made. Arguments themselves are not kept (privacy), only their size and
+/// a keyed hash of their parsed value (`conversation::arguments_hash`), which the MCP `tools/call`
+/// that executed the call hashes alike.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallSummary {
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -180,6 +182,16 @@ pub struct ToolCallSummary {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub name: Option<String>,
     pub argument_bytes: u64,
+    /// The arguments as parsed values, hashed (written only when hashes are fleet-keyed).
+    #[serde(
+        with = "crate::conversation::fleet_hex",
+        skip_serializing_if = "crate::conversation::fleet_hex::hidden",
+        default
+    )]
+    pub arguments_hash: Option<u64>,
+    /// The argument text while the stream is read (bounded; dropped once hashed).
+    #[serde(skip)]
+    pub(crate) arguments_text: Option<String>,
     /// Upstream arrival of the last frame that added to or closed this call (its last argument
     /// fragment, or the end of its block or item): from here the client can run the tool.
     #[serde(skip_serializing_if = "Option::is_none", default)]

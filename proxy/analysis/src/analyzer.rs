@@ -270,7 +270,7 @@ impl StreamAnalyzer {
     }
 
     fn into_analysis(self, timing: RequestTiming, oversized_events: u64) -> StreamAnalysis {
-        let Interpreter { classifier, timeline, findings, invalid_utf8 } = self.interpreter;
+        let Interpreter { classifier, timeline, mut findings, invalid_utf8 } = self.interpreter;
         let framing = self.framing.unwrap_or(Framing::Binary);
         let dialect = match framing {
             _ if self.body_bytes == 0 => None,
@@ -306,6 +306,7 @@ impl StreamAnalyzer {
         let answer_hashes = (!answer.trim().is_empty()).then(|| crate::conversation::TextHashes::of(answer));
         let reply_key =
             crate::conversation::reply_key(findings.tool_calls.iter().filter_map(|c| c.id.as_deref()), answer);
+        let tool_calls = findings.take_tool_calls();
         StreamAnalysis {
             answer_hashes,
             reply_key,
@@ -319,7 +320,7 @@ impl StreamAnalyzer {
             response_id: findings.response_id,
             response_model: findings.response_model,
             finish_reasons: findings.finish_reasons,
-            tool_calls: findings.tool_calls,
+            tool_calls,
             errors: findings.errors,
             refusal: findings.refusal,
             flags: AnalysisFlags {

@@ -323,6 +323,52 @@ fn feed(h: &mut impl Hasher, value: &Value, depth: usize) {
     }
 }
 
+/// Keyed hash of a tool call's arguments as parsed values, so that a model's argument string and
+/// the `arguments` object an agent SDK re-serialised into an MCP `tools/call` hash the same: keys
+/// in any order, any whitespace or escapes, numbers by value (`1` and `1.0` alike). An empty text
+/// is `{}` (agent SDKs call a tool with no arguments so); text that is not JSON has no hash.
+pub fn arguments_hash(json: &str) -> Option<u64> {
+    let mut h = hasher();
+    h.write(b"tool arguments\0");
+    if json.trim().is_empty() {
+        feed_value(&mut h, &Value::Object(serde_json::Map::new()), 0);
+    } else {
+        feed_value(&mut h, &serde_json::from_str::<Value>(json).ok()?, 0);
+    }
+    Some(h.finish())
+}
+
+/// [`feed`] with numbers by value and null-valued keys kept.
+fn feed_value(h: &mut impl Hasher, value: &Value, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    match value {
+        Value::Number(n) => {
+            h.write_u8(3);
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            h.write_u64(if f == 0.0 { 0 } else { f.to_bits() });
+        }
+        Value::Array(items) => {
+            h.write_u8(5);
+            h.write_usize(items.len());
+            items.iter().for_each(|v| feed_value(h, v, depth + 1));
+        }
+        Value::Object(map) => {
+            h.write_u8(6);
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            h.write_usize(keys.len());
+            for key in keys {
+                h.write(key.as_bytes());
+                h.write_u8(0xff);
+                feed_value(h, &map[key.as_str()], depth + 1);
+            }
+        }
+        other => feed(h, other, depth),
+    }
+}
+
 pub(crate) fn shape_of_item(item: &Value) -> LastInput {
     last_input(item)
 }
@@ -354,6 +400,19 @@ fn last_input(item: &Value) -> LastInput {
 #[cfg(test)]
 mod text_tests {
     use super::*;
+
+    #[test]
+    fn argument_hashes_compare_parsed_values() {
+        let model = r#"{"city": "Paris", "days": 3, "units": null, "when": {"b": 1.0, "a": [1, "x\u00e9"]}}"#;
+        let sdk = r#"{"when":{"a":[1,"xé"],"b":1},"units":null,"days":3.0,"city":"Paris"}"#;
+        assert_eq!(arguments_hash(model), arguments_hash(sdk));
+        assert!(arguments_hash(model).is_some());
+        assert_ne!(arguments_hash(r#"{"days":3}"#), arguments_hash(r#"{"days":4}"#));
+        assert_ne!(arguments_hash(r#"{"days":3}"#), arguments_hash(r#"{"days":"3"}"#));
+        assert_ne!(arguments_hash(r#"{"a":null}"#), arguments_hash("{}"));
+        assert_eq!(arguments_hash(""), arguments_hash("{}"));
+        assert_eq!(arguments_hash("{not json"), None);
+    }
 
     #[test]
     fn normalised_text_hashes_match() {

@@ -11,6 +11,10 @@ const MAX_ERRORS: usize = 64;
 const MAX_FINISH_REASONS: usize = 64;
 const MAX_ERROR_MESSAGE_CHARS: usize = 300;
 const MAX_ID_CHARS: usize = 256;
+/// Argument text kept per tool call, and for all of a response's calls, to hash it at the end; a
+/// call with more is left without a hash.
+const MAX_ARGUMENT_BYTES: usize = 16 << 10;
+const MAX_ALL_ARGUMENT_BYTES: usize = 256 << 10;
 
 #[derive(Debug, Default)]
 pub(crate) struct Findings {
@@ -25,6 +29,8 @@ pub(crate) struct Findings {
     /// The server's report of its own time; the last report wins (llama.cpp can repeat `timings`
     /// on every event).
     pub(crate) server_timing: Option<ServerTiming>,
+    /// Argument text kept so far, over all tool calls.
+    argument_text_bytes: usize,
 }
 
 fn capped(text: &str, max_chars: usize) -> String {
@@ -63,7 +69,7 @@ impl Findings {
         if self.tool_calls.len() >= MAX_TOOL_CALLS {
             return None;
         }
-        self.tool_calls.push(ToolCallSummary::default());
+        self.tool_calls.push(ToolCallSummary { arguments_text: Some(String::new()), ..ToolCallSummary::default() });
         Some(self.tool_calls.len() - 1)
     }
 
@@ -72,7 +78,7 @@ impl Findings {
         slot: Option<usize>,
         id: Option<&str>,
         name: Option<&str>,
-        argument_bytes: usize,
+        arguments: &str,
         ready: (u64, u64),
     ) {
         let Some(call) = slot.and_then(|i| self.tool_calls.get_mut(i)) else {
@@ -91,7 +97,27 @@ impl Findings {
                 None => call.name = Some(capped(name, MAX_ID_CHARS)),
             }
         }
-        call.argument_bytes += argument_bytes as u64;
+        call.argument_bytes += arguments.len() as u64;
+        if let Some(text) = &mut call.arguments_text {
+            let total = self.argument_text_bytes + arguments.len();
+            if text.len() + arguments.len() > MAX_ARGUMENT_BYTES || total > MAX_ALL_ARGUMENT_BYTES {
+                self.argument_text_bytes -= text.len();
+                call.arguments_text = None;
+            } else {
+                text.push_str(arguments);
+                self.argument_text_bytes = total;
+            }
+        }
+    }
+
+    /// The tool calls, each with its arguments hashed (and their text let go).
+    pub(crate) fn take_tool_calls(&mut self) -> Vec<ToolCallSummary> {
+        let mut calls = std::mem::take(&mut self.tool_calls);
+        for call in &mut calls {
+            call.arguments_hash = call.arguments_text.take().and_then(|t| crate::conversation::arguments_hash(&t));
+        }
+        self.argument_text_bytes = 0;
+        calls
     }
 
     pub(crate) fn server_timing(&mut self, timing: Option<ServerTiming>) {

@@ -73,7 +73,12 @@ fn step(bytes: &[u8], i: usize, calls: &[String]) -> StepInput {
         response_id: Some(format!("chatcmpl-{i}")),
         tool_calls: calls
             .iter()
-            .map(|id| StepToolCall { id: Some(id.clone()), name: Some("get_time".into()), ready_unix_ns: t0 + 450_000 })
+            .map(|id| StepToolCall {
+                id: Some(id.clone()),
+                name: Some("get_time".into()),
+                ready_unix_ns: t0 + 450_000,
+                arguments_hash: None,
+            })
             .collect(),
         keys,
     }

@@ -25,6 +25,7 @@ pub mod fixtures;
 pub mod goodput;
 pub mod hops;
 pub mod join;
+pub mod mcp_pairing;
 pub mod mcp_session;
 pub mod realtime_join;
 pub mod schema;

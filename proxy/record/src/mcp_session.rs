@@ -24,6 +24,8 @@ pub enum SessionEnd {
     Deleted,
     /// The server answered 404 for it.
     NotFound,
+    /// Its HTTP+SSE stream ended (under that transport a session lives as long as its `GET`).
+    StreamEnded,
     /// No exchange for [`SESSION_IDLE_NS`].
     Idle,
     /// Closed to stay within [`MAX_SESSIONS`].
@@ -37,6 +39,7 @@ impl SessionEnd {
         match self {
             SessionEnd::Deleted => "deleted",
             SessionEnd::NotFound => "not_found",
+            SessionEnd::StreamEnded => "stream_ended",
             SessionEnd::Idle => "idle",
             SessionEnd::Evicted => "evicted",
             SessionEnd::Shutdown => "shutdown",
@@ -137,11 +140,19 @@ impl McpSessions {
         let open = self.open.get_mut(id).expect("inserted above");
         open.exchanges += 1;
         open.last_unix_ns = open.last_unix_ns.max(end);
+        // An HTTP+SSE session's stream began before its POSTs, and its record comes last.
+        open.start_unix_ns = open.start_unix_ns.min(record.timeline.t0_unix_ns);
         if open.protocol_version.is_none() {
             open.protocol_version = exchange.protocol_version.clone();
         }
         if exchange.session_ended {
-            let by = if record.status == Some(404) { SessionEnd::NotFound } else { SessionEnd::Deleted };
+            let by = if record.status == Some(404) {
+                SessionEnd::NotFound
+            } else if exchange.get_stream && exchange.transport == tokentap_analysis::mcp::McpTransport::HttpSse {
+                SessionEnd::StreamEnded
+            } else {
+                SessionEnd::Deleted
+            };
             closed.extend(self.close(id, by));
         }
         closed

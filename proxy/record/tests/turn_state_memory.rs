@@ -44,6 +44,7 @@ fn step(c: u64, n: u64) -> StepInput {
             id: Some(format!("call_{c:08}_{n:04}abcdefghijklmn")),
             name: Some("get_weather".into()),
             ready_unix_ns: t + 450_000,
+            arguments_hash: Some(c),
         }],
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use tokentap_analysis::mcp::{McpDirection, McpOperationStatus};
+use tokentap_analysis::mcp::{McpDirection, McpOperation, McpOperationStatus};
 use tokentap_analysis::Distribution;
 use tokentap_record::Record;
 
@@ -62,7 +62,10 @@ pub fn summarize_mcp(records: &[&Record]) -> Option<McpSummary> {
         }
         let s = &exchange.skipped;
         skipped_messages += s.malformed + s.oversized + s.messages_not_read;
-        for op in exchange.operations.iter().filter(|o| o.direction == McpDirection::ClientToServer) {
+        // A detached operation is counted where its answer came (paired across exchanges).
+        let counted =
+            |o: &&McpOperation| o.direction == McpDirection::ClientToServer && o.status != McpOperationStatus::Detached;
+        for op in exchange.operations.iter().filter(counted) {
             let name = matches!(op.method.as_str(), "tools/call" | "prompts/get").then(|| op.name.clone()).flatten();
             let acc = rows.entry((op.method.clone(), name)).or_default();
             acc.operations += 1;
@@ -75,8 +78,8 @@ pub fn summarize_mcp(records: &[&Record]) -> Option<McpSummary> {
             if let Some(ns) = op.duration_ns() {
                 acc.durations.push(ns as f64 / 1e6);
             }
-            if let Some(first) = op.first_progress_ns {
-                acc.progress.push(first.saturating_sub(op.start_ns) as f64 / 1e6);
+            if let Some(ns) = op.first_progress_after_ns() {
+                acc.progress.push(ns as f64 / 1e6);
             }
         }
     }

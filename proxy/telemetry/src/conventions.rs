@@ -30,7 +30,7 @@ mod realtime;
 pub use realtime::realtime_browser_observations;
 mod turn;
 mod webrtc;
-pub use turn::{turn_observations, turn_spans, voice_turn_observations};
+pub use turn::{execute_tool_span_id, turn_observations, turn_spans, voice_turn_observations};
 
 #[cfg(test)]
 mod tests;

@@ -116,7 +116,7 @@ impl Anthropic {
             "content_block_stop" => {
                 // The end of a tool-use block is the moment its call is complete.
                 if let Some(slot) = self.tool_blocks.get(&event.index.unwrap_or(u64::MAX)).copied() {
-                    out.tool_call(slot, None, None, 0);
+                    out.tool_call(slot, None, None, "");
                 }
                 out.piece(EventClass::Control, "");
             }
@@ -150,7 +150,7 @@ impl Anthropic {
             kind if is_tool_block(kind) => {
                 let slot = self.tool_slot(index, out);
                 let name = text(&block.name).unwrap_or("");
-                out.tool_call(slot, text(&block.id), Some(name), 0);
+                out.tool_call(slot, text(&block.id), Some(name), "");
                 if name.is_empty() {
                     out.piece(EventClass::Control, "");
                 } else {
@@ -184,7 +184,7 @@ impl Anthropic {
             "input_json_delta" => {
                 let fragment = text(&delta.partial_json).unwrap_or("");
                 let slot = self.tool_slot(index, out);
-                out.tool_call(slot, None, None, fragment.len());
+                out.tool_call(slot, None, None, fragment);
                 out.content_or_heartbeat(EventClass::ToolCall, fragment);
             }
             // signature_delta, citations_delta and future delta types carry no user-visible text.
@@ -223,7 +223,7 @@ impl Anthropic {
                     let arguments = json_text(block.input.as_ref());
                     let slot = out.findings.new_tool_call();
                     let name = text(&block.name).unwrap_or("");
-                    out.tool_call(slot, text(&block.id), Some(name), arguments.len());
+                    out.tool_call(slot, text(&block.id), Some(name), &arguments);
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
                 _ => {}

@@ -106,7 +106,7 @@ impl Gemini {
                     let name = call.name.as_deref().unwrap_or("");
                     let arguments = json_text(call.args.as_ref());
                     let slot = out.findings.new_tool_call();
-                    out.tool_call(slot, call.id.as_deref(), Some(name), arguments.len());
+                    out.tool_call(slot, call.id.as_deref(), Some(name), &arguments);
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
             }

@@ -65,16 +65,11 @@ impl Out<'_> {
         }
     }
 
-    /// Adds to a tool call entry (id, name, argument bytes) and stamps it ready as of this frame.
-    pub(crate) fn tool_call(
-        &mut self,
-        slot: Option<usize>,
-        id: Option<&str>,
-        name: Option<&str>,
-        argument_bytes: usize,
-    ) {
+    /// Adds to a tool call entry (id, name, a piece of its arguments) and stamps it ready as of
+    /// this frame.
+    pub(crate) fn tool_call(&mut self, slot: Option<usize>, id: Option<&str>, name: Option<&str>, arguments: &str) {
         let ready = (self.timeline.t_ns(), self.timeline.end_offset());
-        self.findings.update_tool_call(slot, id, name, argument_bytes, ready);
+        self.findings.update_tool_call(slot, id, name, arguments, ready);
     }
 
     pub(crate) fn error(&mut self, error: &serde_json::Value) {

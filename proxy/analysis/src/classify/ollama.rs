@@ -77,7 +77,7 @@ impl Ollama {
             let arguments = json_text(function.and_then(|f| f.get("arguments")));
             let slot = out.findings.new_tool_call();
             let id = call.get("id").and_then(Value::as_str);
-            out.tool_call(slot, id, Some(name), arguments.len());
+            out.tool_call(slot, id, Some(name), &arguments);
             out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
         }
         if line.done == Some(true) {

@@ -266,7 +266,7 @@ impl OpenaiChat {
         };
         let name = function.and_then(|f| text(&f.name)).unwrap_or("");
         let arguments = function.and_then(|f| text(&f.arguments)).unwrap_or("");
-        out.tool_call(slot, id, Some(name), arguments.len());
+        out.tool_call(slot, id, Some(name), arguments);
         if name.is_empty() {
             out.content_or_heartbeat(EventClass::ToolCall, arguments);
         } else {

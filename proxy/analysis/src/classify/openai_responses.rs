@@ -120,7 +120,7 @@ impl OpenaiResponses {
             | "response.custom_tool_call_input.delta"
             | "response.mcp_call_arguments.delta" => {
                 let slot = self.tool_slot(text(&event.item_id).unwrap_or(""), out);
-                out.tool_call(slot, None, None, delta.len());
+                out.tool_call(slot, None, None, delta);
                 out.content_or_heartbeat(EventClass::ToolCall, delta);
             }
             "response.output_item.added" => match &event.item {
@@ -128,7 +128,7 @@ impl OpenaiResponses {
                     let slot = self.tool_slot(text(&item.id).unwrap_or(""), out);
                     let name = text(&item.name).unwrap_or("");
                     let id = text(&item.call_id).or(text(&item.id));
-                    out.tool_call(slot, id, Some(name), 0);
+                    out.tool_call(slot, id, Some(name), "");
                     if name.is_empty() {
                         out.piece(EventClass::Control, "");
                     } else {
@@ -141,14 +141,14 @@ impl OpenaiResponses {
             | "response.custom_tool_call_input.done"
             | "response.mcp_call_arguments.done" => {
                 if let Some(slot) = self.tool_items.get(text(&event.item_id).unwrap_or("")).copied() {
-                    out.tool_call(slot, None, None, 0);
+                    out.tool_call(slot, None, None, "");
                 }
                 out.piece(EventClass::Control, "");
             }
             "response.output_item.done" => {
                 let item_id = event.item.as_ref().and_then(|item| text(&item.id)).unwrap_or("");
                 if let Some(slot) = self.tool_items.get(item_id).copied() {
-                    out.tool_call(slot, None, None, 0);
+                    out.tool_call(slot, None, None, "");
                 }
                 out.piece(EventClass::Control, "");
             }
@@ -254,7 +254,7 @@ impl OpenaiResponses {
                     let name = text(&item.name).unwrap_or("");
                     let arguments = text(&item.arguments).or(text(&item.input)).unwrap_or("");
                     let slot = out.findings.new_tool_call();
-                    out.tool_call(slot, text(&item.call_id).or(text(&item.id)), Some(name), arguments.len());
+                    out.tool_call(slot, text(&item.call_id).or(text(&item.id)), Some(name), arguments);
                     out.piece(EventClass::ToolCall, &format!("{name}{arguments}"));
                 }
                 _ => {}

@@ -21,7 +21,7 @@ pub(crate) struct CanonicalId(pub(crate) String);
 /// The longest text kept from the wire for a method, name, URI or error message.
 pub(crate) const MAX_TEXT_CHARS: usize = 256;
 
-fn bounded(text: &str) -> String {
+pub(crate) fn bounded(text: &str) -> String {
     match text.char_indices().nth(MAX_TEXT_CHARS) {
         Some((cut, _)) => text[..cut].to_string(),
         None => text.to_string(),
@@ -83,6 +83,9 @@ struct Params<'a> {
     meta: Option<Meta<'a>>,
     #[serde(rename = "protocolVersion", default)]
     protocol_version: Option<Cow<'a, str>>,
+    /// `tools/call`, `prompts/get`.
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
     /// `notifications/progress`.
     #[serde(rename = "progressToken", borrow, default)]
     progress_token: Option<&'a RawValue>,
@@ -146,6 +149,8 @@ pub(crate) enum Message {
         traceparent: Option<String>,
         /// `_meta`'s protocol version (2026-07-28), else `params.protocolVersion` (initialize).
         protocol_version: Option<String>,
+        /// `tools/call`: `params.arguments` as parsed values, hashed (absent: `{}`).
+        arguments_hash: Option<u64>,
         bytes: u64,
     },
     Notification {
@@ -199,6 +204,9 @@ fn message(raw: &RawValue) -> Option<Message> {
             progress_token: meta.progress_token.and_then(WireId::from_raw).map(|t| t.key),
             traceparent: meta.traceparent.as_deref().filter(|t| t.len() <= 64).map(str::to_string),
             protocol_version: meta_version.or_else(|| params.protocol_version.as_deref().map(bounded)),
+            arguments_hash: (method == "tools/call")
+                .then(|| crate::conversation::arguments_hash(params.arguments.map_or("", |a| a.get())))
+                .flatten(),
             bytes,
         }),
         (Some(method), None) if wire.id.is_none() => Some(Message::Notification {

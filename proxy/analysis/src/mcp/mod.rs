@@ -13,7 +13,17 @@
 //!
 //! Both protocol eras are read: the handshake era (`initialize`, `Mcp-Session-Id`, the `GET`
 //! stream) and the 2026-07-28 revision (no session; the version in each request's `_meta`,
-//! `Mcp-Method` / `Mcp-Name` headers).
+//! `Mcp-Method` / `Mcp-Name` headers); and both transports: Streamable HTTP, and the older
+//! HTTP+SSE one (a `GET` stream whose first event, `endpoint`, names the URI the client `POST`s
+//! its messages to, with the session in its query; every `POST` answered `202`, every response
+//! sent on the `GET` stream).
+//!
+//! Some answers come in another exchange than their request: under HTTP+SSE always (on the
+//! session's `GET` stream), and under Streamable HTTP when a request's stream broke after events
+//! with ids and the client resumed it with a `GET` carrying `Last-Event-ID`. Such a request is
+//! recorded as [`McpOperationStatus::Detached`] in its own exchange, and the answer's exchange
+//! hands the messages it could not pair over as [`McpExchange::foreign`], for the worker to pair
+//! within the session (`tokentap_record::mcp_pairing`).
 //!
 //! Bounded: the request body and the response bytes are what the proxy kept; one SSE event or
 //! JSON body larger than [`McpLimits::max_message_bytes`] is skipped and counted; at most
@@ -21,13 +31,14 @@
 //! [`McpLimits::max_operations`] operations recorded, the rest counted. Malformed messages are
 //! counted, never fatal: the proxy forwards the bytes untouched whatever this module makes of them.
 
+mod exchange;
 mod message;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+pub use exchange::*;
 
-use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 use crate::sse::{SseFramer, SseItem};
 use message::{CanonicalId, Message};
@@ -37,6 +48,12 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 pub const METHOD_HEADER: &str = "mcp-method";
 pub const NAME_HEADER: &str = "mcp-name";
+/// The header a client resumes a stream with.
+pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+
+/// Query parameters that carry the session of the HTTP+SSE transport's message endpoint
+/// (`session_id`: the Python SDK; `sessionId`: the TypeScript SDK).
+const SESSION_QUERY_PARAMS: [&str; 2] = ["session_id", "sessionid"];
 
 /// The longest session id kept (the specification allows visible ASCII of any length).
 const MAX_SESSION_ID_BYTES: usize = 256;
@@ -76,6 +93,10 @@ pub struct McpContext {
     pub protocol_version: Option<String>,
     /// The request's `Mcp-Method` (2026-07-28).
     pub method_header: Option<String>,
+    /// The request's `Last-Event-ID`: the client resumes a stream after that event.
+    pub last_event_id: Option<String>,
+    /// The request's path and query (the HTTP+SSE message endpoint names the session in it).
+    pub path: String,
 }
 
 impl McpContext {
@@ -89,6 +110,8 @@ impl McpContext {
                 self.protocol_version = value.map(str::to_string);
             } else if name.eq_ignore_ascii_case(METHOD_HEADER) {
                 self.method_header = value.map(str::to_string);
+            } else if name.eq_ignore_ascii_case(LAST_EVENT_ID_HEADER) {
+                self.last_event_id = value.map(str::to_string);
             }
         }
         self
@@ -116,220 +139,15 @@ pub fn looks_like_mcp<'a>(
     !read.messages.is_empty()
 }
 
-/// Which protocol era the exchange belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpEra {
-    /// 2024-11-05 to 2025-11-25: `initialize`, sessions, the `GET` stream.
-    Handshake,
-    /// 2026-07-28 and later: stateless, version in each request's `_meta`.
-    Modern,
-}
-
-/// Who sent an operation's request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpDirection {
-    /// The client (the usual case: `tools/call`, `initialize`, …).
-    ClientToServer,
-    /// The server, on a stream (`ping`, `sampling/createMessage`, `elicitation/create`, `roots/list`).
-    ServerToClient,
-}
-
-/// How an operation ended within its exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpOperationStatus {
-    /// Its response arrived.
-    Answered,
-    /// The client sent `notifications/cancelled` for it before an answer came.
-    Cancelled,
-    /// No response arrived in this exchange (the stream ended or broke first, or the answer comes
-    /// in another exchange: server requests, resumption).
-    Unanswered,
-}
-
-/// A JSON-RPC error as recorded (`message` at most 256 characters).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JsonRpcError {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<i64>,
-    pub message: String,
-}
-
-/// One MCP operation: a request and, when it arrived, its response. Stamps are ns since t0.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpOperation {
-    /// `mcp.method.name`.
-    pub method: String,
-    pub direction: McpDirection,
-    /// `jsonrpc.request.id`, as a string (a string id's content, a number's digits).
-    pub request_id: String,
-    /// The tool or prompt name (`params.name` of `tools/call`, `prompts/get`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// The resource URI (`params.uri` of `resources/read`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_uri: Option<String>,
-    /// The W3C trace context in the request's `params._meta.traceparent`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
-    /// The request was sent: the request head (client requests, 0) or the stamp of the body piece
-    /// that completed it (server requests on a stream).
-    pub start_ns: u64,
-    /// The first `notifications/progress` with the operation's progress token arrived.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub first_progress_ns: Option<u64>,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub progress_notifications: u64,
-    /// The response message arrived (the body piece that completed it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_ns: Option<u64>,
-    pub status: McpOperationStatus,
-    /// `result.isError` (a tool's own failure).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub is_error: bool,
-    /// A JSON-RPC error response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<JsonRpcError>,
-    /// `result.resultType` when not `complete` (2026-07-28: `input_required`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result_type: Option<String>,
-    /// Bytes of the request message.
-    pub request_bytes: u64,
-    /// Bytes of the response message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_bytes: Option<u64>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl McpOperation {
-    /// end − start, when answered.
-    pub fn duration_ns(&self) -> Option<u64> {
-        self.end_ns.map(|e| e.saturating_sub(self.start_ns))
-    }
-
-    /// `error.type` of the OpenTelemetry conventions: the JSON-RPC error code, `tool_error` for
-    /// `isError`, `cancelled` / `unanswered` otherwise when no answer came.
-    pub fn error_type(&self) -> Option<String> {
-        if let Some(e) = &self.error {
-            return Some(e.code.map(|c| c.to_string()).unwrap_or_else(|| "_OTHER".to_string()));
-        }
-        if self.is_error {
-            return Some("tool_error".to_string());
-        }
-        match self.status {
-            McpOperationStatus::Answered => None,
-            McpOperationStatus::Cancelled => Some("cancelled".to_string()),
-            McpOperationStatus::Unanswered => Some("unanswered".to_string()),
-        }
-    }
-}
-
-/// Notifications seen in the exchange, by kind.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct McpNotifications {
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub progress: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cancelled: u64,
-    /// `notifications/*/list_changed`, `notifications/resources/updated`.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub list_changed: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub other: u64,
-}
-
-/// What the analysis could not read, counted.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct McpSkipped {
-    /// Not JSON, not JSON-RPC 2.0, or no request, notification or response.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub malformed: u64,
-    /// JSON bodies or SSE events over `max_message_bytes`.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub oversized: u64,
-    /// Messages past `max_messages` (a huge batch, an endless stream).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub messages_not_read: u64,
-    /// Requests past `max_operations`.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub operations_not_recorded: u64,
-    /// Responses whose id matches no request of the exchange.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub unmatched_responses: u64,
-    /// The request body was cut at the proxy's keep limit.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub request_truncated: bool,
-    /// The response bytes were cut at the proxy's keep limit.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub response_truncated: bool,
-}
-
-impl McpSkipped {
-    pub fn any(&self) -> bool {
-        self != &McpSkipped::default()
-    }
-}
-
-/// One HTTP exchange of an MCP route, read as MCP (`Record::mcp`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpExchange {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub era: Option<McpEra>,
-    /// `mcp.session.id`: the request's `Mcp-Session-Id`, else the one the response set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    /// The response set a session id the request did not carry (the answer to `initialize`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub session_started: bool,
-    /// A `DELETE` ending the session, answered 2xx; or 404 for a session the server no longer knows.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub session_ended: bool,
-    /// `mcp.protocol.version`: the `MCP-Protocol-Version` header, else `_meta`'s, else the one
-    /// `initialize` negotiated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol_version: Option<String>,
-    /// A `GET` stream for server messages.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub get_stream: bool,
-    /// The request body was a JSON-RPC batch (an array).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub batch: bool,
-    pub operations: Vec<McpOperation>,
-    /// Client responses to server requests carried by this `POST`.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub client_responses: u64,
-    /// Notifications the client sent.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub client_notifications: McpNotifications,
-    /// Notifications the server sent.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub server_notifications: McpNotifications,
-    /// Requests the client cancelled (`notifications/cancelled`), by id: their operations live in
-    /// other exchanges.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cancelled_request_ids: Vec<String>,
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub skipped: McpSkipped,
-}
-
-fn is_default<T: Default + PartialEq>(value: &T) -> bool {
-    value == &T::default()
-}
-
-impl McpExchange {
-    /// Every client request of the exchange got its answer (and there was at least one): a client
-    /// that closed afterwards got all it asked for.
-    pub fn all_answered(&self) -> bool {
-        let mut client = self.operations.iter().filter(|o| o.direction == McpDirection::ClientToServer).peekable();
-        client.peek().is_some()
-            && client.all(|o| o.status == McpOperationStatus::Answered)
-            && self.skipped.operations_not_recorded == 0
-    }
+/// The session named in a URI's query (`session_id=` or `sessionId=`), as the HTTP+SSE
+/// transport's message endpoint carries it.
+pub fn session_in_query(uri: &str) -> Option<String> {
+    let query = uri.split_once('?')?.1.split('#').next().unwrap_or("");
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        let known = SESSION_QUERY_PARAMS.iter().any(|p| name.eq_ignore_ascii_case(p));
+        (known && !value.is_empty() && value.len() <= MAX_SESSION_ID_BYTES).then(|| value.to_string())
+    })
 }
 
 /// The incremental reader of one exchange: the request body first, then the response pieces.
@@ -345,6 +163,10 @@ pub struct McpAnalyzer {
     messages: [usize; 2],
     era_modern: bool,
     body: Body,
+    /// The response's status (a request answered `202` is answered elsewhere).
+    status: Option<u16>,
+    /// An event of the response stream carried an id (the client can resume the stream).
+    event_ids: bool,
 }
 
 #[derive(Debug)]
@@ -367,9 +189,17 @@ impl McpAnalyzer {
         };
         let era_modern =
             ctx.method_header.is_some() || ctx.protocol_version.as_deref().is_some_and(|v| v >= MODERN_REVISION);
+        let query_session = session_in_query(&ctx.path);
         let exchange = McpExchange {
             era: None,
-            session_id: ctx.session_id.clone().or_else(|| ctx.response_session_id.clone()),
+            transport: if ctx.session_id.is_none() && query_session.is_some() {
+                McpTransport::HttpSse
+            } else {
+                McpTransport::StreamableHttp
+            },
+            endpoint: None,
+            resumed_after: ctx.last_event_id.as_deref().map(message::bounded),
+            session_id: ctx.session_id.clone().or_else(|| ctx.response_session_id.clone()).or(query_session),
             session_started: ctx.session_id.is_none() && ctx.response_session_id.is_some(),
             session_ended: ctx.session_id.is_some()
                 && match ctx.status {
@@ -386,8 +216,19 @@ impl McpAnalyzer {
             server_notifications: McpNotifications::default(),
             cancelled_request_ids: Vec::new(),
             skipped: McpSkipped::default(),
+            foreign: Vec::new(),
         };
-        Self { limits, exchange, pending: HashMap::new(), tokens: HashMap::new(), messages: [0, 0], era_modern, body }
+        Self {
+            limits,
+            exchange,
+            pending: HashMap::new(),
+            tokens: HashMap::new(),
+            messages: [0, 0],
+            era_modern,
+            body,
+            status: ctx.status,
+            event_ids: false,
+        }
     }
 
     fn budget(&self, direction: McpDirection) -> usize {
@@ -418,7 +259,17 @@ impl McpAnalyzer {
 
     fn client_message(&mut self, m: Message) {
         match m {
-            Message::Request { id, method, name, uri, progress_token, traceparent, protocol_version, bytes } => {
+            Message::Request {
+                id,
+                method,
+                name,
+                uri,
+                progress_token,
+                traceparent,
+                protocol_version,
+                arguments_hash,
+                bytes,
+            } => {
                 self.note_version(protocol_version, true);
                 if self.exchange.operations.len() >= self.limits.max_operations {
                     self.exchange.skipped.operations_not_recorded += 1;
@@ -426,16 +277,18 @@ impl McpAnalyzer {
                 }
                 let index = self.exchange.operations.len();
                 self.pending.insert(id.key.clone(), index);
-                if let Some(token) = progress_token {
-                    self.tokens.insert(token, index);
+                if let Some(token) = &progress_token {
+                    self.tokens.insert(token.clone(), index);
                 }
                 self.exchange.operations.push(McpOperation {
                     method,
                     direction: McpDirection::ClientToServer,
                     request_id: id.text,
                     name,
+                    arguments_hash,
                     resource_uri: uri,
                     traceparent,
+                    turn_traceparent: None,
                     start_ns: 0,
                     first_progress_ns: None,
                     progress_notifications: 0,
@@ -446,6 +299,8 @@ impl McpAnalyzer {
                     result_type: None,
                     request_bytes: bytes,
                     response_bytes: None,
+                    request_record: None,
+                    progress_token: progress_token.map(|t| t.0),
                 });
             }
             Message::Notification { method, cancelled, protocol_version, .. } => {
@@ -480,16 +335,25 @@ impl McpAnalyzer {
     pub fn push_response(&mut self, piece: &[u8], t_ns: u64) {
         match &mut self.body {
             Body::Sse(framer) => {
-                let mut events: Vec<Vec<u8>> = Vec::new();
+                let mut events: Vec<(bool, Vec<u8>)> = Vec::new();
                 let mut oversized = 0;
+                let mut ids = false;
                 framer.push(piece, &mut |item| match item {
-                    SseItem::Event(e) => events.push(e.data.to_vec()),
+                    SseItem::Event(e) => {
+                        ids |= e.last_event_id.is_some_and(|id| !id.is_empty());
+                        events.push((e.event_type == Some(b"endpoint".as_slice()), e.data.to_vec()));
+                    }
                     SseItem::Oversized { .. } => oversized += 1,
                     SseItem::Comment { .. } => {}
                 });
                 self.exchange.skipped.oversized += oversized;
-                for data in events {
-                    self.server_data(&data, t_ns);
+                self.event_ids |= ids;
+                for (endpoint, data) in events {
+                    if endpoint {
+                        self.endpoint(&data);
+                    } else {
+                        self.server_data(&data, t_ns);
+                    }
                 }
             }
             Body::Json(buffer, stamp) => {
@@ -507,6 +371,20 @@ impl McpAnalyzer {
         }
     }
 
+    /// HTTP+SSE: the `endpoint` event names the URI of the session's `POST`s.
+    fn endpoint(&mut self, data: &[u8]) {
+        if self.exchange.endpoint.is_some() {
+            return;
+        }
+        let uri = message::bounded(String::from_utf8_lossy(data).trim());
+        self.exchange.transport = McpTransport::HttpSse;
+        if self.exchange.session_id.is_none() {
+            self.exchange.session_id = session_in_query(&uri);
+            self.exchange.session_started = self.exchange.session_id.is_some();
+        }
+        self.exchange.endpoint = Some(uri);
+    }
+
     fn server_data(&mut self, data: &[u8], t_ns: u64) {
         let read = message::read(data, self.budget(McpDirection::ServerToClient));
         self.exchange.skipped.malformed += read.malformed;
@@ -520,8 +398,18 @@ impl McpAnalyzer {
     fn server_message(&mut self, m: Message, t_ns: u64) {
         match m {
             Message::Response { id, is_error, error, protocol_version, result_type, bytes } => {
-                let Some(index) = id.and_then(|id| self.pending.remove(&id.key)) else {
+                let Some(index) = id.as_ref().and_then(|id| self.pending.remove(&id.key)) else {
                     self.exchange.skipped.unmatched_responses += 1;
+                    if let Some(id) = id.filter(|_| self.exchange.foreign.len() < self.limits.max_operations) {
+                        self.exchange.foreign.push(ForeignMessage::Response {
+                            request_id: id.text,
+                            t_ns,
+                            is_error,
+                            error: error.map(|e| JsonRpcError { code: e.code, message: e.message }),
+                            result_type,
+                            bytes,
+                        });
+                    }
                     return;
                 };
                 let op = &mut self.exchange.operations[index];
@@ -539,10 +427,13 @@ impl McpAnalyzer {
             }
             Message::Notification { method, progress_token, .. } => {
                 count(&mut self.exchange.server_notifications, &method);
-                if let Some(i) = progress_token.and_then(|t| self.tokens.get(&t).copied()) {
+                let Some(token) = progress_token else { return };
+                if let Some(&i) = self.tokens.get(&token) {
                     let op = &mut self.exchange.operations[i];
-                    op.first_progress_ns.get_or_insert(t_ns);
+                    op.first_progress_ns.get_or_insert(t_ns as i64);
                     op.progress_notifications += 1;
+                } else if self.exchange.foreign.len() < self.limits.max_operations {
+                    self.exchange.foreign.push(ForeignMessage::Progress { token: token.0, t_ns });
                 }
             }
             Message::Request { id, method, name, uri, bytes, .. } => {
@@ -555,9 +446,11 @@ impl McpAnalyzer {
                     direction: McpDirection::ServerToClient,
                     request_id: id.text,
                     name,
+                    arguments_hash: None,
                     resource_uri: uri,
                     traceparent: None,
-                    start_ns: t_ns,
+                    turn_traceparent: None,
+                    start_ns: t_ns as i64,
                     first_progress_ns: None,
                     progress_notifications: 0,
                     end_ns: None,
@@ -567,6 +460,8 @@ impl McpAnalyzer {
                     result_type: None,
                     request_bytes: bytes,
                     response_bytes: None,
+                    request_record: None,
+                    progress_token: None,
                 });
             }
         }
@@ -578,12 +473,38 @@ impl McpAnalyzer {
             self.server_data(&buffer, stamp);
         }
         self.exchange.skipped.response_truncated = response_truncated;
+        self.detach_unanswered();
+        // An HTTP+SSE session lives as long as its stream.
+        if self.exchange.get_stream && self.exchange.transport == McpTransport::HttpSse {
+            self.exchange.session_ended = self.exchange.session_id.is_some();
+        }
         let known = self.era_modern
             || self.exchange.protocol_version.is_some()
             || self.exchange.session_id.is_some()
             || self.exchange.operations.iter().any(|o| o.method == "initialize");
         self.exchange.era = known.then_some(if self.era_modern { McpEra::Modern } else { McpEra::Handshake });
         self.exchange
+    }
+}
+
+impl McpAnalyzer {
+    /// Client requests left without an answer that will come in another exchange of the session:
+    /// a request answered `202` (HTTP+SSE), or a handshake-era stream that ended after events with
+    /// ids (resumable with `Last-Event-ID`).
+    fn detach_unanswered(&mut self) {
+        let answered_elsewhere = self.status == Some(202);
+        let resumable = self.event_ids && !self.era_modern && self.exchange.session_id.is_some();
+        if !answered_elsewhere && !resumable {
+            return;
+        }
+        if answered_elsewhere && self.exchange.session_id.is_some() {
+            self.exchange.transport = McpTransport::HttpSse;
+        }
+        for op in &mut self.exchange.operations {
+            if op.direction == McpDirection::ClientToServer && op.status == McpOperationStatus::Unanswered {
+                op.status = McpOperationStatus::Detached;
+            }
+        }
     }
 }
 

@@ -69,7 +69,7 @@ fn stamps_are_those_of_the_pieces_that_completed_each_message() {
     let after = |from: usize| TOOL_STREAM[from..].find("\r\n\r\n").unwrap() + from + 4;
     let x = tool_call(&[after(first_progress), after(response)]);
     let op = &x.operations[0];
-    assert_eq!(op.first_progress_ns, Some(after(first_progress) as u64));
+    assert_eq!(op.first_progress_ns, Some(after(first_progress) as i64));
     assert_eq!(op.end_ns, Some(after(response) as u64));
     assert_eq!(op.duration_ns(), Some(after(response) as u64));
     assert!(after(response) <= stream.len());
@@ -263,4 +263,129 @@ fn detection_by_header_or_by_path_and_body() {
     assert!(!looks_like_mcp("/v1/chat/completions", [], body));
     assert!(!looks_like_mcp("/mcp", [], br#"{"model":"x"}"#));
     assert!(looks_like_mcp("/anything", [("Mcp-Session-Id", "s")], b""));
+}
+
+/// An HTTP+SSE `GET` stream as the Python SDK's server writes it: the `endpoint` event, then the
+/// answers to requests `POST`ed elsewhere (a progress notification, two responses).
+const SSE_SESSION: &str = "event: endpoint\r\ndata: /messages/?session_id=9f8e7d\r\n\r\n: ping - 2026-01-01\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2024-11-05\",\"capabilities\":{}}}\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"p-2\",\"progress\":1}}\r\n\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"2\",\"error\":{\"code\":-32602,\"message\":\"bad\"}}\r\n\r\n";
+
+fn sse_session(cuts: &[usize]) -> McpExchange {
+    let mut a = McpAnalyzer::new(ctx("GET", "text/event-stream"), McpLimits::default());
+    feed(&mut a, SSE_SESSION.as_bytes(), cuts);
+    a.finish(false)
+}
+
+fn without_stamps(mut x: McpExchange) -> McpExchange {
+    for m in &mut x.foreign {
+        match m {
+            ForeignMessage::Response { t_ns, .. } | ForeignMessage::Progress { t_ns, .. } => *t_ns = 0,
+        }
+    }
+    x
+}
+
+#[test]
+fn an_http_sse_stream_names_its_session_and_hands_its_answers_over() {
+    let x = sse_session(&[]);
+    assert_eq!(x.transport, McpTransport::HttpSse);
+    assert_eq!(x.endpoint.as_deref(), Some("/messages/?session_id=9f8e7d"));
+    assert_eq!(x.session_id.as_deref(), Some("9f8e7d"));
+    assert!(x.session_started && x.session_ended && x.get_stream);
+    assert_eq!((x.skipped.malformed, x.skipped.unmatched_responses), (0, 2));
+    let ends = |needle: &str| {
+        (SSE_SESSION.find(needle).unwrap()
+            + SSE_SESSION[SSE_SESSION.find(needle).unwrap()..].find("\r\n\r\n").unwrap()
+            + 3) as u64
+    };
+    assert_eq!(
+        x.foreign,
+        vec![
+            ForeignMessage::Response {
+                request_id: "1".into(),
+                t_ns: SSE_SESSION.len() as u64,
+                is_error: false,
+                error: None,
+                result_type: None,
+                bytes: 84,
+            },
+            ForeignMessage::Progress { token: "s:p-2".into(), t_ns: SSE_SESSION.len() as u64 },
+            ForeignMessage::Response {
+                request_id: "2".into(),
+                t_ns: SSE_SESSION.len() as u64,
+                is_error: false,
+                error: Some(JsonRpcError { code: Some(-32602), message: "bad".into() }),
+                result_type: None,
+                bytes: 66,
+            },
+        ]
+    );
+    // Each message is stamped by the piece that completed its event.
+    let every: Vec<usize> = (1..SSE_SESSION.len()).collect();
+    let split = sse_session(&every);
+    let stamps: Vec<u64> = split
+        .foreign
+        .iter()
+        .map(|m| match m {
+            ForeignMessage::Response { t_ns, .. } | ForeignMessage::Progress { t_ns, .. } => *t_ns,
+        })
+        .collect();
+    assert_eq!(stamps, vec![ends("\"id\":1"), ends("p-2"), ends("\"id\":\"2\"")]);
+    assert_eq!(without_stamps(split), without_stamps(x));
+}
+
+proptest! {
+    #[test]
+    fn an_http_sse_stream_reads_the_same_at_random_splits(cuts in proptest::collection::vec(0usize..400, 0..30)) {
+        prop_assert_eq!(without_stamps(sse_session(&cuts)), without_stamps(sse_session(&[])));
+    }
+}
+
+#[test]
+fn requests_answered_202_or_on_a_broken_resumable_stream_are_detached() {
+    // HTTP+SSE: the POST to the announced endpoint, answered 202.
+    let mut c = ctx("POST", "");
+    c.status = Some(202);
+    c.path = "/messages?sessionId=0b1c".into();
+    let mut a = McpAnalyzer::new(c, McpLimits::default());
+    a.request_body(
+        br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":5}}}"#,
+        false,
+    );
+    let x = a.finish(false);
+    assert_eq!((x.transport, x.session_id.as_deref()), (McpTransport::HttpSse, Some("0b1c")));
+    assert_eq!(x.operations[0].status, McpOperationStatus::Detached);
+    assert_eq!(x.operations[0].progress_token.as_deref(), Some("5"));
+    assert_eq!(x.operations[0].error_type(), None);
+
+    // Streamable HTTP: a stream with event ids that ends before the response; then the GET that
+    // resumes it.
+    let mut c = ctx("POST", "text/event-stream");
+    c.session_id = Some("s".into());
+    let mut a = McpAnalyzer::new(c, McpLimits::default());
+    a.request_body(TOOL_CALL.as_bytes(), false);
+    let cut = TOOL_STREAM.find("event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\"").unwrap();
+    a.push_response(&TOOL_STREAM.as_bytes()[..cut], 9);
+    let x = a.finish(false);
+    assert_eq!(x.operations[0].status, McpOperationStatus::Detached);
+    assert_eq!(x.operations[0].progress_notifications, 2);
+    assert!(!x.all_answered());
+
+    let mut c = ctx("GET", "text/event-stream");
+    c = c.with_request_headers([("Mcp-Session-Id", "s"), ("Last-Event-ID", "1")]);
+    let mut a = McpAnalyzer::new(c, McpLimits::default());
+    a.push_response(&TOOL_STREAM.as_bytes()[cut..], 4);
+    let x = a.finish(false);
+    assert_eq!(x.resumed_after.as_deref(), Some("1"));
+    assert_eq!(x.transport, McpTransport::StreamableHttp);
+    assert!(matches!(&x.foreign[..], [ForeignMessage::Response { request_id, t_ns: 4, .. }] if request_id == "7"));
+}
+
+#[test]
+fn sessions_in_query_strings() {
+    assert_eq!(session_in_query("/messages/?session_id=abc").as_deref(), Some("abc"));
+    assert_eq!(session_in_query("http://h/messages?x=1&sessionId=u-1#f").as_deref(), Some("u-1"));
+    assert_eq!(session_in_query("/messages/?session_id="), None);
+    assert_eq!(session_in_query("/messages/"), None);
+    assert_eq!(id_key("7"), id_key("7"));
+    assert_eq!(id_key("007"), "7");
 }

@@ -35,10 +35,10 @@ fuzz_target!(|data: &[u8]| {
             .tool_result_ids
             .iter()
             .take(body.len() % 3)
-            .map(|id| StepToolCall { id: Some(id.clone()), name: Some("f".into()), ready_unix_ns: now + 10 })
+            .map(|id| StepToolCall { id: Some(id.clone()), name: Some("f".into()), ready_unix_ns: now + 10, arguments_hash: None })
             .collect();
         if body.len() % 2 == 1 {
-            tool_calls.push(StepToolCall { id: Some(format!("call_{i}")), name: None, ready_unix_ns: now + 5 });
+            tool_calls.push(StepToolCall { id: Some(format!("call_{i}")), name: None, ready_unix_ns: now + 5, arguments_hash: None });
         }
         let keys = TurnKeys::of_request(&info, (body.len() % 3 == 0).then_some(i as u64));
         let step = StepInput {

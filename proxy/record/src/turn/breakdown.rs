@@ -19,6 +19,7 @@ pub(crate) struct CallSpan {
     pub(crate) name: Option<String>,
     pub(crate) step: u32,
     pub(crate) ready_unix_ns: u64,
+    pub(crate) arguments_hash: Option<u64>,
     pub(crate) result: Option<(u32, u64)>,
 }
 
@@ -148,6 +149,7 @@ pub(crate) fn compute(t0: u64, steps: &[StepSpan], calls: &[CallSpan], steps_tot
             result_step: c.result.map(|(step, _)| step),
             result_ms: c.result.map(|(_, at)| ms(t0, at)),
             duration_ms: c.result.map(|(_, at)| at.saturating_sub(c.ready_unix_ns) as f64 / 1e6),
+            arguments_hash: c.arguments_hash,
             mcp: None,
         })
         .collect();

@@ -1,12 +1,14 @@
 //! A model's tool call joined to the MCP `tools/call` that executed it. There is no shared id:
 //! the join uses the tool name (agent SDKs and gateways prefix it with the server's name, e.g.
-//! `mcp_{server}__{tool}`, and cut long names with a hash suffix) and the timing (the MCP call ran
-//! inside the tool run: after the call was ready, before the request carrying its result). Equal
-//! candidates go first-in, first-out. The tool run then splits into the tool server's time (the
-//! MCP operation) and the harness's time before and after it, with the evidence (`joined_by`).
-//!
-//! Arguments are not compared yet: neither the record of a model call nor that of an MCP call
-//! keeps them (docs/metrics.md, "MCP operations").
+//! `mcp_{server}__{tool}`, and cut long names with a hash suffix), the timing (the MCP call ran
+//! inside the tool run: after the call was ready, before the request carrying its result) and the
+//! arguments as parsed values (agent SDKs parse the model's argument string and serialise it
+//! again: both sides are hashed by value, `conversation::arguments_hash`). A call whose arguments
+//! are known on both sides and differ is not a candidate; among candidates, those with the same
+//! arguments go first, so two concurrent calls of one tool join by their arguments whatever order
+//! they ran in; equal candidates go first-in, first-out. The tool run then splits into the tool
+//! server's time (the MCP operation) and the harness's time before and after it, with the
+//! evidence (`joined_by`).
 
 use std::collections::VecDeque;
 
@@ -27,6 +29,8 @@ pub struct McpCall {
     pub tool: String,
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
+    /// Its arguments as parsed values, hashed.
+    pub arguments_hash: Option<u64>,
 }
 
 /// Recent answered MCP tool calls, bounded, oldest first.
@@ -35,7 +39,7 @@ pub struct McpCalls {
     calls: VecDeque<McpCall>,
 }
 
-fn name_match(model: &str, tool: &str) -> Option<JoinedBy> {
+pub(crate) fn name_match(model: &str, tool: &str) -> Option<JoinedBy> {
     if model == tool {
         return Some(JoinedBy::NameExact);
     }
@@ -91,8 +95,9 @@ impl McpCalls {
                 request_id: record.request_id.clone(),
                 jsonrpc_id: op.request_id.clone(),
                 tool: tool.clone(),
-                start_unix_ns: t0.saturating_add(op.start_ns),
+                start_unix_ns: t0.saturating_add_signed(op.start_ns),
                 end_unix_ns: t0.saturating_add(end),
+                arguments_hash: op.arguments_hash,
             });
         }
     }
@@ -115,11 +120,18 @@ impl McpCalls {
             let (Some(name), Some(result_ms)) = (run.name.as_deref(), run.result_ms) else { continue };
             let ready = t0 + run.ready_ms * 1e6;
             let result = t0 + result_ms * 1e6;
-            let found = self.calls.iter().enumerate().find_map(|(k, c)| {
+            let args = run.arguments_hash;
+            let candidate = |c: &McpCall| {
                 let inside = c.start_unix_ns as f64 >= ready && c.end_unix_ns as f64 <= result;
-                inside.then(|| name_match(name, &c.tool).map(|by| (k, by))).flatten()
-            });
-            let Some((k, by)) = found else { continue };
+                let differ = matches!((args, c.arguments_hash), (Some(a), Some(b)) if a != b);
+                (inside && !differ).then(|| name_match(name, &c.tool)).flatten()
+            };
+            let same_args = |c: &McpCall| args.is_some() && c.arguments_hash == args;
+            let found = (self.calls.iter().enumerate())
+                .filter(|(_, c)| same_args(c))
+                .chain(self.calls.iter().enumerate().filter(|(_, c)| !same_args(c)))
+                .find_map(|(k, c)| candidate(c).map(|by| (k, by, same_args(c))));
+            let Some((k, by, by_args)) = found else { continue };
             let call = self.calls.remove(k).expect("found above");
             run.mcp = Some(ToolRunMcp {
                 server_ms: (call.end_unix_ns - call.start_unix_ns) as f64 / 1e6,
@@ -128,7 +140,11 @@ impl McpCalls {
                 request_id: call.request_id,
                 jsonrpc_id: call.jsonrpc_id,
                 tool: call.tool,
-                joined_by: vec![by, JoinedBy::Window],
+                joined_by: if by_args {
+                    vec![by, JoinedBy::Arguments, JoinedBy::Window]
+                } else {
+                    vec![by, JoinedBy::Window]
+                },
             });
             joined += 1;
         }
@@ -174,7 +190,51 @@ mod tests {
             tool: tool.into(),
             start_unix_ns: 1_000_000_000 + start_ms * 1_000_000,
             end_unix_ns: 1_000_000_000 + end_ms * 1_000_000,
+            arguments_hash: None,
         }
+    }
+
+    /// Two concurrent calls of one tool, run by the harness in the other order than the model
+    /// made them: the arguments join each to its own run; arguments known on both sides that
+    /// differ never join.
+    #[test]
+    fn concurrent_calls_of_one_tool_join_by_their_arguments() {
+        use tokentap_analysis::conversation::arguments_hash;
+        let (paris, rome) = (arguments_hash(r#"{"city": "Paris"}"#), arguments_hash(r#"{"city": "Rome"}"#));
+        let mut t = turn(serde_json::json!([
+            {"call_id": "a", "name": "weather", "step": 1, "ready_ms": 100.0, "result_step": 2,
+             "result_ms": 500.0, "duration_ms": 400.0},
+            {"call_id": "b", "name": "weather", "step": 1, "ready_ms": 100.0, "result_step": 2,
+             "result_ms": 500.0, "duration_ms": 400.0}
+        ]));
+        t.tool_runs[0].arguments_hash = paris;
+        t.tool_runs[1].arguments_hash = rome;
+        let mut calls = McpCalls::default();
+        // Rome's call went out first; a third call, with other arguments, too.
+        let with = |mut c: McpCall, args: &str| {
+            c.arguments_hash = arguments_hash(args);
+            c
+        };
+        calls.calls.extend([
+            with(call("weather", 110, 200), r#"{"city":"Oslo"}"#),
+            with(call("weather", 120, 300), r#"{"city":"Rome"}"#),
+            with(call("weather", 130, 400), r#"{ "city" : "Paris" }"#),
+        ]);
+        assert_eq!(calls.join(&mut t), 2);
+        let (a, b) = (t.tool_runs[0].mcp.as_ref().unwrap(), t.tool_runs[1].mcp.as_ref().unwrap());
+        assert_eq!((a.server_ms, b.server_ms), (270.0, 180.0));
+        assert_eq!(a.joined_by, vec![JoinedBy::NameExact, JoinedBy::Arguments, JoinedBy::Window]);
+        assert_eq!(calls.len(), 1, "Oslo's call joins no run");
+        // Arguments unknown on one side: name and window alone, first in first out.
+        let mut t = turn(serde_json::json!([
+            {"call_id": "c", "name": "weather", "step": 1, "ready_ms": 100.0, "result_step": 2,
+             "result_ms": 500.0, "duration_ms": 400.0}
+        ]));
+        t.tool_runs[0].arguments_hash = paris;
+        let mut calls = McpCalls::default();
+        calls.calls.extend([call("weather", 110, 200)]);
+        assert_eq!(calls.join(&mut t), 1);
+        assert_eq!(t.tool_runs[0].mcp.as_ref().unwrap().joined_by, vec![JoinedBy::NameExact, JoinedBy::Window]);
     }
 
     #[test]

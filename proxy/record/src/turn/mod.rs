@@ -20,12 +20,14 @@
 
 mod breakdown;
 pub mod mcp_join;
+pub mod mcp_trace;
 pub mod schema;
 pub mod step;
 pub mod tracker;
 pub mod voice;
 
 pub use mcp_join::McpCalls;
+pub use mcp_trace::{ExecuteToolRef, TurnTool};
 pub use schema::*;
 pub use step::{derived_id, StepInput, StepToolCall, TurnHeaders, TurnKeys};
 pub use tracker::{Placement, TurnConfig, TurnCounters, TurnTracker};

@@ -76,6 +76,13 @@ pub struct ToolRun {
     /// result − ready; absent while unanswered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
+    /// The call's arguments as parsed values, hashed (written only when hashes are fleet-keyed).
+    #[serde(
+        with = "tokentap_analysis::conversation::fleet_hex",
+        skip_serializing_if = "tokentap_analysis::conversation::fleet_hex::hidden",
+        default
+    )]
+    pub arguments_hash: Option<u64>,
     /// The MCP `tools/call` that executed it, when one passed tokentap: the tool server's time and
     /// the harness's before and after it (`turn::mcp_join`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +101,9 @@ pub enum JoinedBy {
     NameTruncated,
     /// The MCP call ran inside the tool run's window (ready … result request).
     Window,
+    /// The `tools/call` arguments are the model's, as parsed values (key order, whitespace,
+    /// escapes and number spelling aside).
+    Arguments,
 }
 
 /// The MCP side of a tool run (`ToolRun::mcp`). Times in ms.

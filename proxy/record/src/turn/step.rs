@@ -39,6 +39,8 @@ pub struct StepToolCall {
     pub name: Option<String>,
     /// Handed to the client (else received from upstream), Unix ns.
     pub ready_unix_ns: u64,
+    /// Its arguments as parsed values, hashed (`conversation::arguments_hash`).
+    pub arguments_hash: Option<u64>,
 }
 
 /// What names a step's turn and conversation without any state shared between instances: keyed
@@ -154,6 +156,7 @@ impl StepInput {
                         id: call.id.clone(),
                         name: call.name.clone(),
                         ready_unix_ns: t0.saturating_add(ready_rel_ns(record, call.ready_offset, call.ready_ms)),
+                        arguments_hash: call.arguments_hash,
                     })
                     .collect()
             })

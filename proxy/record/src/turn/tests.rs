@@ -48,6 +48,7 @@ fn step(path: &str, body: &Value, t0_s: f64, end_s: f64, calls: &[(&str, &str, f
                 id: (!id.is_empty()).then(|| id.to_string()),
                 name: Some(name.to_string()),
                 ready_unix_ns: at(*ready),
+                arguments_hash: None,
             })
             .collect(),
         keys,

@@ -441,6 +441,7 @@ impl TurnTracker {
                 name: call.name.clone(),
                 step: step_no,
                 ready_unix_ns: call.ready_unix_ns,
+                arguments_hash: call.arguments_hash,
                 result: None,
             });
         }
@@ -565,6 +566,17 @@ impl TurnTracker {
 
     /// Closes turns idle longer than `idle_close_ns` and forgets conversations idle longer than
     /// `conversation_idle_ns`, as of `now_unix_ns`.
+    /// The open agent turns' tool calls ready by `at_unix_ns` and not yet answered, with their
+    /// turn's trace id, agent span id and index among the turn's calls (`mcp_trace`).
+    pub(crate) fn waiting_calls(&self, at_unix_ns: u64) -> impl Iterator<Item = (&str, &str, usize, &CallSpan)> {
+        let turns = self.conversations.values().filter_map(|c| c.open.as_ref());
+        turns.filter_map(|t| Some((t, t.agent_span_id.as_deref()?))).flat_map(move |(t, agent)| {
+            let waiting =
+                t.calls.iter().enumerate().filter(move |(_, c)| c.result.is_none() && c.ready_unix_ns <= at_unix_ns);
+            waiting.map(move |(i, c)| (t.trace_id.as_str(), agent, i, c))
+        })
+    }
+
     pub fn tick(&mut self, now_unix_ns: u64) -> Vec<TurnRecord> {
         let mut closed = Vec::new();
         let idle_close = now_unix_ns.saturating_sub(self.config.idle_close_ns);

@@ -17,7 +17,7 @@ const PAGE_SIZE = 100;
 const SVG_NS = "http://www.w3.org/2000/svg";
 const HOP_COLORS = { upstream: "#2563eb", handoff: "#16a34a", ack: "#0891b2", browser: "#ea580c", paint: "#9333ea" };
 const HOP_LABELS = { upstream: "upstream arrival", handoff: "proxy handoff", ack: "client TCP ACK", browser: "browser arrival", paint: "paint" };
-const LANE_COLORS = { model: "#2563eb", tool: "#ca8a04", client: "#9ca3af" };
+const LANE_COLORS = { model: "#2563eb", tool: "#ca8a04", client: "#9ca3af", mcp: "#92400e" };
 const CLASS_COLORS = { reasoning: "#a855f7", answer: "#2563eb", tool_call: "#ca8a04", error: "#dc2626", stall: "#f87171" };
 
 const view = document.getElementById("view");
@@ -754,6 +754,13 @@ function turnGantt(t) {
   runs.forEach((r, i) => {
     if (r.result_ms !== undefined) bar("tool", i + 1, r.ready_ms, r.result_ms, `${r.name} [${r.call_id ?? "no id"}]`, { "data-call-id": r.call_id ?? "" });
     else f.root.append(svg("text", { x: f.x(r.ready_ms) + 4, y: rowY(i + 1) + 13, class: "bad" }, "never answered"));
+    // The MCP call that ran it: the tool server's part of the run, inside the harness's.
+    const m = r.mcp;
+    if (m) {
+      const s = r.ready_ms + m.harness_before_ms, e = s + m.server_ms;
+      f.root.append(svg("rect", { class: "gantt mcp", "data-lane": "mcp", "data-call-id": r.call_id ?? "", x: f.x(s), y: rowY(i + 1) + 4, width: Math.max(2, f.x(e) - f.x(s)), height: 8, fill: LANE_COLORS.mcp },
+        svg("title", {}, `tools/call ${m.tool} on the MCP server: ${fmt(s, 1)} → ${fmt(e, 1)} ms (${fmt(m.server_ms, 1)} ms); harness ${fmt(m.harness_before_ms, 1)} ms before, ${fmt(m.harness_after_ms, 1)} ms after`)));
+    }
   });
   for (const c of t.critical_path.filter((c) => c.kind === "client")) bar("client", rows.length - 1, c.start_ms, c.end_ms, "client");
   return f.root;
@@ -861,10 +868,15 @@ async function loadTurn(id) {
     el("h3", {}, "Tool runs"),
     t.tool_runs.length ? null : el("p", { class: "muted" }, "No tool calls in this turn."),
     t.tool_runs.length === 0 ? null : el("table", { id: "turn-tools" },
-      el("thead", {}, el("tr", {}, ["tool", "call id", "from step", "result in step"].map((h) => el("th", {}, h)), ["ready ms", "result ms", "duration ms"].map((h) => el("th", { class: "n" }, h)))),
-      el("tbody", {}, t.tool_runs.map((r) => el("tr", {},
+      el("thead", {}, el("tr", {}, ["tool", "call id", "from step", "result in step"].map((h) => el("th", {}, h)), ["ready ms", "result ms", "duration ms", "tool server ms", "harness ms"].map((h) => el("th", { class: "n" }, h)), el("th", {}, "MCP call"))),
+      el("tbody", {}, t.tool_runs.map((r) => el("tr", { "data-mcp": r.mcp ? "joined" : "none" },
         el("td", {}, r.name ?? "–"), el("td", {}, r.call_id ?? "–"), el("td", {}, r.step), el("td", {}, r.result_step ?? "never"),
-        el("td", { class: "n" }, fmt(r.ready_ms)), el("td", { class: "n" }, fmt(r.result_ms)), el("td", { class: "n" }, fmt(r.duration_ms)))))),
+        el("td", { class: "n" }, fmt(r.ready_ms)), el("td", { class: "n" }, fmt(r.result_ms)), el("td", { class: "n" }, fmt(r.duration_ms)),
+        el("td", { class: "n" }, r.mcp ? fmt(r.mcp.server_ms) : "–"),
+        el("td", { class: "n" }, r.mcp ? `${fmt(r.mcp.harness_before_ms)} + ${fmt(r.mcp.harness_after_ms)}` : "–"),
+        el("td", {}, r.mcp
+          ? [el("a", { href: `#/r/${encodeURIComponent(r.mcp.request_id)}` }, `tools/call ${r.mcp.tool} #${r.mcp.jsonrpc_id}`), ` (joined by ${r.mcp.joined_by.join(", ")})`]
+          : (r.result_ms === undefined ? "–" : "none seen (a local tool?)")))))),
     el("h3", {}, "Conditions"),
     kv([["conversation", `${t.conversation_id} (turn ${t.turn_index + 1})`], ["trace", t.trace_id], ["agent span", t.agent_span_id], ["started", t.started_at], ["route", t.route]]),
   );

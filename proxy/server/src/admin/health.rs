@@ -53,6 +53,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "refused_over_budget": s.browser_over_budget.load(Ordering::Relaxed),
         },
         "turns": s.turns.json(),
+        "mcp_pairing": s.mcp_pairing.json(),
         "connections": s.connections.json(),
         "admin_connections": {
             "open": state.connections.open.load(Ordering::Relaxed),

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::config::ValidConfig;
 use crate::store::RecordStore;
 use tokentap_record::browser::ProbeReport;
+use tokentap_record::mcp_pairing::McpPending;
 use tokentap_record::mcp_session::McpSessions;
 use tokentap_record::turn::{McpCalls, StepInput, TurnTracker, VoiceLinker, VoiceRequest};
 use tokentap_telemetry::Telemetry;
@@ -178,7 +179,7 @@ impl Worker<'_> {
                 panic!("{TEST_TICK_PANIC_VAR}: injected panic");
             }
             tick_turns(state.turns.as_mut(), &state.voice, &mut state.mcp_calls, store, stats, telemetry);
-            close_idle_sessions(&mut state.mcp_sessions, telemetry);
+            close_idle_sessions(&mut state.mcp_sessions, &mut state.mcp_pending, stats, telemetry);
         });
         stats.worker.beat();
     }
@@ -233,14 +234,44 @@ pub(super) struct WorkerState {
     pub(super) mcp_sessions: McpSessions,
     /// Recent answered MCP tool calls, for joining closed turns' tool runs to them.
     pub(super) mcp_calls: McpCalls,
+    /// MCP requests whose answer comes in another exchange of their session.
+    pub(super) mcp_pending: McpPending,
 }
 
-/// Closes the MCP sessions silent for `SESSION_IDLE_NS` and observes their duration.
-fn close_idle_sessions(sessions: &mut McpSessions, telemetry: &Telemetry) {
+/// An MCP record's `tools/call`s that ran a tool call of an open turn, without trace context of
+/// their own: their spans go under that call's `execute_tool` span, in the turn's trace.
+fn place_in_turn(record: &mut tokentap_record::Record, tracker: &TurnTracker) {
+    let found = tracker.turn_tools(record);
+    let Some(exchange) = record.mcp.as_mut() else { return };
+    for t in found {
+        let c = &t.call;
+        let Some(span) =
+            tokentap_telemetry::conventions::execute_tool_span_id(&c.agent_span_id, c.index, c.call_id.as_deref())
+        else {
+            continue;
+        };
+        if let Some(op) = exchange.operations.get_mut(t.operation) {
+            op.turn_traceparent = Some(format!("00-{}-{span}-01", c.trace_id));
+        }
+    }
+}
+
+/// Closes the MCP sessions silent for `SESSION_IDLE_NS` and observes their duration; drops the
+/// requests waiting too long for an answer from another exchange.
+fn close_idle_sessions(
+    sessions: &mut McpSessions,
+    pending: &mut McpPending,
+    stats: &PipelineStats,
+    telemetry: &Telemetry,
+) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    if pending.stats().waiting > 0 {
+        pending.expire(now);
+        stats.mcp_pairing.publish(pending);
+    }
     if sessions.is_empty() {
         return;
     }
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     for closed in sessions.close_idle(now) {
         telemetry.observe_mcp_session(&closed);
     }
@@ -254,6 +285,7 @@ impl WorkerState {
             voice: VoiceLinker::default(),
             mcp_sessions: McpSessions::default(),
             mcp_calls: McpCalls::default(),
+            mcp_pending: McpPending::default(),
         }
     }
 }
@@ -306,7 +338,7 @@ pub(super) fn handle_item(
     telemetry: &Telemetry,
     state: &mut WorkerState,
 ) {
-    let WorkerState { pending, turns, voice, mcp_sessions, mcp_calls } = state;
+    let WorkerState { pending, turns, voice, mcp_sessions, mcp_calls, mcp_pending } = state;
     let turns = turns.as_mut();
     match item {
         WorkItem::CloseTurns(done) => {
@@ -328,6 +360,15 @@ pub(super) fn handle_item(
                 stats.shed.fetch_add(1, Ordering::Relaxed);
             }
             let mut record = build_record(*completed, config);
+            // MCP answers that came in another exchange of their session join their requests;
+            // tool calls without trace context of their own go in their agent turn's trace.
+            if record.mcp.is_some() {
+                mcp_pending.observe(&mut record);
+                stats.mcp_pairing.publish(mcp_pending);
+                if let Some(tracker) = turns.as_deref() {
+                    place_in_turn(&mut record, tracker);
+                }
+            }
             // Which turn this model call is a step of; the turns it closed go out after it.
             let mut closed_turns = Vec::new();
             // A voice request that joined a turn already written: the turn is written again.

@@ -60,6 +60,7 @@ pub(super) fn mcp_exchange(d: &RequestData, request_body: &[u8]) -> Option<McpEx
         status: d.status,
         response_content_type: d.response_content_type.clone(),
         response_session_id: d.mcp_session_id.clone(),
+        path: d.path.clone(),
         ..McpContext::default()
     }
     .with_request_headers(headers());
@@ -160,7 +161,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
     // A client that closes as soon as it reads the stream's end marker (the openai SDK closes its
     // response on `[DONE]`, before the chunked terminator arrives; an MCP client once the response
     // to its request arrived) got the whole answer: `ok`.
-    let answered = mcp.as_ref().is_some_and(McpExchange::all_answered);
+    let answered = mcp.as_ref().is_some_and(McpExchange::closed_normally);
     let (outcome, error) = match (outcome, analysis.as_mut()) {
         (Outcome::ClientCancelled, Some(a)) if a.event_counts.done > 0 || answered => {
             a.flags.client_closed_after_end = true;

@@ -41,6 +41,45 @@ pub(crate) struct PipelineStats {
     pub connections: Arc<crate::admission::ConnectionStats>,
     /// How long the proxy's runtime keeps a ready task waiting (`scheduling_lag`).
     pub scheduling_lag: Arc<crate::scheduling_lag::SchedulingLag>,
+    /// MCP requests paired with answers from other exchanges of their session (`mcp_pairing`).
+    pub mcp_pairing: McpPairingStats,
+}
+
+/// `tokentap_record::mcp_pairing::PairingStats`, published by the worker (`/_tokentap/api/health`
+/// → `mcp_pairing`).
+#[derive(Debug, Default)]
+pub(crate) struct McpPairingStats {
+    pub paired: AtomicU64,
+    pub waiting: AtomicU64,
+    pub waiting_bytes: AtomicU64,
+    pub expired: AtomicU64,
+    pub evicted: AtomicU64,
+    pub session_ended: AtomicU64,
+}
+
+impl McpPairingStats {
+    pub(super) fn publish(&self, pending: &tokentap_record::mcp_pairing::McpPending) {
+        let s = pending.stats();
+        let set = |slot: &AtomicU64, v: u64| slot.store(v, Ordering::Relaxed);
+        set(&self.paired, s.paired);
+        set(&self.waiting, s.waiting);
+        set(&self.waiting_bytes, pending.bytes() as u64);
+        set(&self.expired, s.expired);
+        set(&self.evicted, s.evicted);
+        set(&self.session_ended, s.session_ended);
+    }
+
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let get = |slot: &AtomicU64| slot.load(Ordering::Relaxed);
+        serde_json::json!({
+            "paired": get(&self.paired),
+            "waiting": get(&self.waiting),
+            "waiting_bytes": get(&self.waiting_bytes),
+            "expired": get(&self.expired),
+            "evicted": get(&self.evicted),
+            "session_ended": get(&self.session_ended),
+        })
+    }
 }
 
 /// The turn tracker's state and counters, published by the worker (`/_tokentap/api/health` →

@@ -2,7 +2,7 @@
 //! span `{mcp.method.name} {target}` per operation the client sent, and the
 //! `mcp.client.operation.duration` histogram.
 
-use tokentap_analysis::mcp::{McpDirection, McpExchange, McpOperation};
+use tokentap_analysis::mcp::{McpDirection, McpExchange, McpOperation, McpOperationStatus};
 use tokentap_record::mcp_session::ClosedSession;
 use tokentap_record::Record;
 
@@ -10,9 +10,15 @@ use super::attributes::attr;
 use super::metrics::{label, Labels, MetricId, Observation};
 use super::plan::{child_span_id, hex_bytes, AttrValue, Attributes, SpanKind, SpanPlan, SpanStatus};
 
-/// The operations the client sent (server requests on a stream are the server's operations).
+/// The operations the client sent (server requests on a stream are the server's operations),
+/// but not those whose answer comes in another exchange: they are observed with that exchange,
+/// paired across exchanges.
 fn client_operations(exchange: &McpExchange) -> impl Iterator<Item = (usize, &McpOperation)> {
-    exchange.operations.iter().enumerate().filter(|(_, o)| o.direction == McpDirection::ClientToServer)
+    exchange
+        .operations
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.direction == McpDirection::ClientToServer && o.status != McpOperationStatus::Detached)
 }
 
 /// Attributes both the span and the metric carry (no ids: those are span-only).
@@ -93,8 +99,9 @@ fn parse_traceparent(value: &str) -> Option<([u8; 16], [u8; 8])> {
 }
 
 /// One CLIENT span per operation the client sent: in the trace of the request's
-/// `params._meta.traceparent` when it carries one (its parent that span), else under the HTTP
-/// request's span (`trace_id`, `request_span`). An operation without an answer ends with the
+/// `params._meta.traceparent` when it carries one (its parent that span), else under the
+/// `execute_tool` span of the open turn's tool call it ran (`turn_traceparent`), else under the
+/// HTTP request's span (`trace_id`, `request_span`). An operation without an answer ends with the
 /// request (`request_end`, ns since t0). `server`: the upstream's address and port.
 pub fn mcp_spans(
     record: &Record,
@@ -107,8 +114,9 @@ pub fn mcp_spans(
     let t0 = record.timeline.t0_unix_ns;
     client_operations(exchange)
         .map(|(index, op)| {
-            let (trace, parent) =
-                op.traceparent.as_deref().and_then(parse_traceparent).unwrap_or((trace_id, request_span));
+            let (trace, parent) = (op.traceparent.as_deref().and_then(parse_traceparent))
+                .or_else(|| op.turn_traceparent.as_deref().and_then(parse_traceparent))
+                .unwrap_or((trace_id, request_span));
             let mut attributes: Attributes =
                 common(op, exchange, record).into_iter().map(|(k, v)| (k, AttrValue::Str(v))).collect();
             attributes.push((attr::JSONRPC_REQUEST_ID, AttrValue::Str(op.request_id.clone())));
@@ -122,8 +130,8 @@ pub fn mcp_spans(
                 attributes.push((attr::SERVER_ADDRESS, AttrValue::Str(host.clone())));
                 attributes.push((attr::SERVER_PORT, AttrValue::Int(i64::from(*port))));
             }
-            if let Some(first) = op.first_progress_ns {
-                let ms = first.saturating_sub(op.start_ns) as f64 / 1e6;
+            if let Some(ns) = op.first_progress_after_ns() {
+                let ms = ns as f64 / 1e6;
                 attributes.push((attr::MCP_FIRST_PROGRESS_MS, AttrValue::F64(ms)));
                 attributes.push((attr::MCP_PROGRESS_NOTIFICATIONS, AttrValue::Int(op.progress_notifications as i64)));
             }
@@ -143,8 +151,10 @@ pub fn mcp_spans(
                 sampled: true,
                 name: span_name(op),
                 kind: SpanKind::Client,
-                start_unix_ns: t0.saturating_add(op.start_ns),
-                end_unix_ns: t0.saturating_add(op.end_ns.unwrap_or(request_end).max(op.start_ns)),
+                start_unix_ns: t0.saturating_add_signed(op.start_ns),
+                end_unix_ns: t0
+                    .saturating_add(op.end_ns.unwrap_or(request_end))
+                    .max(t0.saturating_add_signed(op.start_ns)),
                 attributes,
                 events: Vec::new(),
                 dropped_events: 0,

@@ -15,6 +15,17 @@ fn int(v: u32) -> AttrValue {
     AttrValue::Int(i64::from(v))
 }
 
+/// The span id of a turn's `execute_tool` span for its tool run `index` (hex), derived from the
+/// turn's agent span: the MCP span of the `tools/call` that ran the call is its child.
+pub fn execute_tool_span_id(agent_span_id: &str, index: usize, call_id: Option<&str>) -> Option<String> {
+    let agent = hex_bytes::<8>(agent_span_id)?;
+    Some(child_span_id(agent, &execute_tool_key(index, call_id)).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn execute_tool_key(index: usize, call_id: Option<&str>) -> String {
+    format!("{EXECUTE_TOOL}:{index}:{}", call_id.unwrap_or(""))
+}
+
 /// The turn's spans: none for a turn without tool calls (its one request span says it all).
 pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
     let (Some(trace_id), Some(agent)) =
@@ -92,10 +103,9 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
             attributes.push((attr::TOOL_HARNESS_AFTER_MS, AttrValue::F64(m.harness_after_ms)));
             attributes.push((attr::TOOL_MCP_REQUEST_ID, AttrValue::Str(m.request_id.clone())));
         }
-        let key = format!("{EXECUTE_TOOL}:{i}:{}", run.call_id.as_deref().unwrap_or(""));
         spans.push(SpanPlan {
             trace_id,
-            span_id: child_span_id(agent, &key),
+            span_id: child_span_id(agent, &execute_tool_key(i, run.call_id.as_deref())),
             parent_span_id: Some(agent),
             sampled: true,
             name: format!("{EXECUTE_TOOL} {name}"),
