@@ -147,7 +147,8 @@ fn build_react_page() -> tempfile::TempDir {
     assert!(vite.exists(), "examples/app-react/node_modules is missing: run scripts/setup.sh test");
     for name in ["probe.js", "tokentap_probe.js", "tokentap_probe_bg.wasm"] {
         let packaged = std::fs::read(root.join("browser-probe/npm").join(name)).unwrap_or_default();
-        let embedded = std::fs::read(root.join("proxy/server/assets/probe").join(name)).expect("the committed probe build");
+        let embedded =
+            std::fs::read(root.join("proxy/server/assets/probe").join(name)).expect("the committed probe build");
         assert!(
             packaged == embedded,
             "browser-probe/npm/{name} is not tokentap's build: run scripts/build-probe.sh --package-only"
