@@ -11,6 +11,12 @@
 //! `request_record` naming the exchange of the request. Progress notifications on the other
 //! exchange count for the waiting request by its progress token.
 //!
+//! The two records may reach the worker in either order (an exchange's record is complete when
+//! its exchange ends, and the answer's stream may end first): an answer whose request is not
+//! waiting waits itself, keyed the same way, for at most [`EARLY_ANSWER_TTL_NS`]; the detached
+//! request that comes later is completed on its own record, with `answer_record` naming the
+//! exchange of the answer.
+//!
 //! Bounded in bytes ([`MAX_PENDING_BYTES`], the oldest dropped first) and in time
 //! ([`PENDING_TTL_NS`]); a session that ends (a `DELETE`, a 404, the end of an HTTP+SSE stream)
 //! drops its waiting requests. Everything dropped is counted ([`PairingStats`]).
@@ -28,6 +34,12 @@ pub const MAX_PENDING_BYTES: usize = 4 << 20;
 pub const PENDING_TTL_NS: u64 = 10 * 60 * 1_000_000_000;
 /// The fixed cost of one waiting request besides its strings (the map entries, the operation).
 const ENTRY_BYTES: usize = 320;
+/// Bytes of answers waiting for their requests kept at most.
+pub const MAX_EARLY_ANSWER_BYTES: usize = 1 << 20;
+/// An answer waits this long at most for the record of its request.
+pub const EARLY_ANSWER_TTL_NS: u64 = 60 * 1_000_000_000;
+/// The fixed cost of one waiting answer besides its strings.
+const EARLY_ENTRY_BYTES: usize = 192;
 
 /// What pairing did, counted since start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -42,6 +54,10 @@ pub struct PairingStats {
     pub evicted: u64,
     /// Requests dropped unanswered: their session ended.
     pub session_ended: u64,
+    /// Answers whose request's record came later, paired then (included in `paired`).
+    pub answered_first: u64,
+    /// Answers dropped: no request came for them in time, or over the byte bound.
+    pub answers_dropped: u64,
 }
 
 /// (session, id key).
@@ -57,9 +73,26 @@ struct Waiting {
     seq: u64,
 }
 
+/// An answer whose request's record has not come yet.
+#[derive(Debug)]
+struct EarlyAnswer {
+    end_unix_ns: u64,
+    is_error: bool,
+    error: Option<tokentap_analysis::mcp::JsonRpcError>,
+    result_type: Option<String>,
+    bytes: u64,
+    answer_record: String,
+    cost: usize,
+    seq: u64,
+}
+
 /// The detached requests of all sessions, waiting for their answers.
 #[derive(Debug, Default)]
 pub struct McpPending {
+    /// Answers waiting for their requests, and their arrival order (seq, key, end).
+    early: HashMap<Key, EarlyAnswer>,
+    early_order: VecDeque<(u64, Key, u64)>,
+    early_bytes: usize,
     waiting: HashMap<Key, Waiting>,
     /// (session, progress token) → id key.
     tokens: HashMap<Key, String>,
@@ -84,7 +117,7 @@ impl McpPending {
     }
 
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes + self.early_bytes
     }
 
     fn remove(&mut self, key: &Key) -> Option<Waiting> {
@@ -149,10 +182,24 @@ impl McpPending {
         let Some(session) = exchange.session_id.clone() else { return 0 };
         let detached =
             |o: &&McpOperation| o.direction == McpDirection::ClientToServer && o.status == McpOperationStatus::Detached;
-        for op in exchange.operations.iter().filter(detached) {
-            self.wait(&session, op, t0, &request_id);
-        }
         let mut paired = 0;
+        for op in exchange.operations.iter_mut().filter(|o| detached(&&**o)) {
+            match self.early.remove(&(session.clone(), id_key(&op.request_id))) {
+                Some(answer) => {
+                    self.early_bytes -= answer.cost;
+                    op.end_ns = Some(relative(answer.end_unix_ns, t0).max(0) as u64);
+                    op.status = McpOperationStatus::Answered;
+                    op.is_error = answer.is_error;
+                    op.error = answer.error;
+                    op.result_type = answer.result_type;
+                    op.response_bytes = Some(answer.bytes);
+                    op.answer_record = Some(answer.answer_record);
+                    self.stats.answered_first += 1;
+                    paired += 1;
+                }
+                None => self.wait(&session, op, t0, &request_id),
+            }
+        }
         for message in foreign {
             match message {
                 ForeignMessage::Progress { token, t_ns } => {
@@ -163,7 +210,21 @@ impl McpPending {
                     }
                 }
                 ForeignMessage::Response { request_id: id, t_ns, is_error, error, result_type, bytes } => {
-                    let Some(w) = self.remove(&(session.clone(), id_key(&id))) else { continue };
+                    let key = (session.clone(), id_key(&id));
+                    let Some(w) = self.remove(&key) else {
+                        let early = EarlyAnswer {
+                            end_unix_ns: t0.saturating_add(t_ns),
+                            is_error,
+                            error,
+                            result_type,
+                            bytes,
+                            answer_record: request_id.clone(),
+                            cost: 0,
+                            seq: 0,
+                        };
+                        self.answer_early(key, early);
+                        continue;
+                    };
                     let mut op = w.op;
                     op.start_ns = relative(w.start_unix_ns, t0);
                     op.first_progress_ns = w.first_progress_unix_ns.map(|p| relative(p, t0));
@@ -191,8 +252,55 @@ impl McpPending {
         paired
     }
 
+    /// Keeps an answer whose request has not come yet (bounded in bytes, the oldest dropped).
+    fn answer_early(&mut self, key: Key, mut answer: EarlyAnswer) {
+        answer.cost = EARLY_ENTRY_BYTES
+            + 2 * (key.0.len() + key.1.len())
+            + answer.answer_record.len()
+            + answer.result_type.as_ref().map_or(0, String::len)
+            + answer.error.as_ref().map_or(0, |e| e.message.len());
+        if let Some(old) = self.early.remove(&key) {
+            self.early_bytes -= old.cost;
+            self.stats.answers_dropped += 1;
+        }
+        while self.early_bytes + answer.cost > MAX_EARLY_ANSWER_BYTES {
+            let Some((seq, old, _)) = self.early_order.pop_front() else { break };
+            if self.early.get(&old).is_some_and(|a| a.seq == seq) {
+                let gone = self.early.remove(&old).expect("present");
+                self.early_bytes -= gone.cost;
+                self.stats.answers_dropped += 1;
+            }
+        }
+        self.seq += 1;
+        answer.seq = self.seq;
+        self.early_order.push_back((self.seq, key.clone(), answer.end_unix_ns));
+        self.early_bytes += answer.cost;
+        self.early.insert(key, answer);
+        if self.early_order.len() > 4 * self.early.len() + 1024 {
+            let early = &self.early;
+            self.early_order.retain(|(seq, key, _)| early.get(key).is_some_and(|a| a.seq == *seq));
+        }
+    }
+
+    /// Answers waiting for their requests, now.
+    pub fn early_answers(&self) -> usize {
+        self.early.len()
+    }
+
     /// Drops the requests that started more than [`PENDING_TTL_NS`] before `now_unix_ns`.
     pub fn expire(&mut self, now_unix_ns: u64) {
+        let early_cutoff = now_unix_ns.saturating_sub(EARLY_ANSWER_TTL_NS);
+        while let Some((seq, key, end)) = self.early_order.front().cloned() {
+            if end >= early_cutoff {
+                break;
+            }
+            self.early_order.pop_front();
+            if self.early.get(&key).is_some_and(|a| a.seq == seq) {
+                let gone = self.early.remove(&key).expect("present");
+                self.early_bytes -= gone.cost;
+                self.stats.answers_dropped += 1;
+            }
+        }
         let cutoff = now_unix_ns.saturating_sub(PENDING_TTL_NS);
         while let Some((seq, key, start)) = self.order.front().cloned() {
             if start >= cutoff {

@@ -129,6 +129,11 @@ pub struct McpOperation {
     /// another one (HTTP+SSE, a resumed stream): the operation was paired across exchanges.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_record: Option<String>,
+    /// The tokentap request id of the exchange that carried the answer, when that exchange's record
+    /// reached the worker before this one's (the operation is then completed on the request's
+    /// record instead of the answer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_record: Option<String>,
     /// The request's progress token (canonical form), for pairing progress across exchanges.
     #[serde(skip)]
     pub progress_token: Option<String>,

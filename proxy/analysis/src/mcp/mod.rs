@@ -300,6 +300,7 @@ impl McpAnalyzer {
                     request_bytes: bytes,
                     response_bytes: None,
                     request_record: None,
+                    answer_record: None,
                     progress_token: progress_token.map(|t| t.0),
                 });
             }
@@ -461,6 +462,7 @@ impl McpAnalyzer {
                     request_bytes: bytes,
                     response_bytes: None,
                     request_record: None,
+                    answer_record: None,
                     progress_token: None,
                 });
             }

@@ -101,6 +101,44 @@ fn http_sse_requests_pair_with_responses_on_the_get_stream() {
     assert_eq!(pending.bytes(), 0);
 }
 
+/// The answer's record may reach the worker first (the GET stream ended before the POST's exchange
+/// was complete): the answer waits, and the POST's record, when it comes, has the whole operation,
+/// naming the exchange that carried the answer. Nothing is left waiting.
+#[test]
+fn an_answer_whose_request_comes_later_completes_it_on_the_request_record() {
+    let mut pending = McpPending::default();
+    let stream = [ENDPOINT, ANSWER_3].concat();
+    let mut get = exchange("get", 1_000, ctx("GET", "/sse", 200, "text/event-stream"), "", &stream, &[ENDPOINT.len()]);
+    assert_eq!(pending.observe(&mut get), 0);
+    assert_eq!(pending.early_answers(), 1);
+    assert!(mcp(&get).operations.is_empty());
+    let mut p3 =
+        post("post-3", 1_100, r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sleep_ms"}}"#);
+    assert_eq!(pending.observe(&mut p3), 1);
+    let op = &mcp(&p3).operations[0];
+    assert_eq!(op.status, McpOperationStatus::Answered);
+    assert_eq!(op.answer_record.as_deref(), Some("get"));
+    // The answer arrived at the GET's t0 + the stream's length in ns; the POST began 100 ms later
+    // than the GET, so its end, relative to the POST, is clamped at 0 when it would be negative.
+    let end_unix = 1_000_000_000 + stream.len() as u64;
+    assert_eq!(op.end_ns, Some(end_unix.saturating_sub(1_100_000_000)));
+    let stats = pending.stats();
+    assert_eq!((stats.paired, stats.answered_first, stats.waiting), (1, 1, 0));
+    assert_eq!((pending.early_answers(), pending.bytes()), (0, 0));
+}
+
+/// Answers nobody asked for are dropped after their time, counted.
+#[test]
+fn answers_without_requests_expire() {
+    let mut pending = McpPending::default();
+    let stream = [ENDPOINT, ANSWER_3].concat();
+    let mut get = exchange("get", 1_000, ctx("GET", "/sse", 200, "text/event-stream"), "", &stream, &[]);
+    pending.observe(&mut get);
+    assert_eq!(pending.early_answers(), 1);
+    pending.expire(1_000_000_000 + EARLY_ANSWER_TTL_NS + 1_000_000);
+    assert_eq!((pending.early_answers(), pending.bytes(), pending.stats().answers_dropped), (0, 0, 1));
+}
+
 /// Streamable HTTP resumption: the POST's stream (t0 = 0) carries a priming event with an id and
 /// one progress notification, then ends; the client resumes with a GET carrying Last-Event-ID
 /// (t0 = 500 ms), on which more progress and the response arrive. The operation is recorded

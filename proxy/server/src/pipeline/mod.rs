@@ -265,7 +265,7 @@ fn close_idle_sessions(
     telemetry: &Telemetry,
 ) {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    if pending.stats().waiting > 0 {
+    if pending.stats().waiting > 0 || pending.early_answers() > 0 {
         pending.expire(now);
         stats.mcp_pairing.publish(pending);
     }

@@ -55,6 +55,9 @@ pub(crate) struct McpPairingStats {
     pub expired: AtomicU64,
     pub evicted: AtomicU64,
     pub session_ended: AtomicU64,
+    pub answered_first: AtomicU64,
+    pub answers_waiting: AtomicU64,
+    pub answers_dropped: AtomicU64,
 }
 
 impl McpPairingStats {
@@ -67,6 +70,9 @@ impl McpPairingStats {
         set(&self.expired, s.expired);
         set(&self.evicted, s.evicted);
         set(&self.session_ended, s.session_ended);
+        set(&self.answered_first, s.answered_first);
+        set(&self.answers_waiting, pending.early_answers() as u64);
+        set(&self.answers_dropped, s.answers_dropped);
     }
 
     pub(crate) fn json(&self) -> serde_json::Value {
@@ -78,6 +84,9 @@ impl McpPairingStats {
             "expired": get(&self.expired),
             "evicted": get(&self.evicted),
             "session_ended": get(&self.session_ended),
+            "answered_first": get(&self.answered_first),
+            "answers_waiting": get(&self.answers_waiting),
+            "answers_dropped": get(&self.answers_dropped),
         })
     }
 }
