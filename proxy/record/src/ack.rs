@@ -1,19 +1,25 @@
 //! Client delivery from TCP ACKs.
 //!
 //! A handoff stamp says when tokentap gave bytes to the kernel, not when the client had them: with
-//! a slow reader, megabytes can wait in the send buffer. The kernel knows better. At each handoff,
-//! and while the last bytes drain, tokentap reads `tcp_info` of the client socket:
+//! a slow reader, megabytes can wait in the send buffer. The kernel knows better. At handoffs, and
+//! while the last bytes drain, tokentap reads `tcp_info` of the client socket:
 //! - bytes written so far = bytes_sent − bytes_retrans + notsent_bytes;
 //! - bytes the client acknowledged = bytes_acked.
 //!
-//! A sample taken at a handoff (before that piece is written) knows how many body bytes were
+//! Which handoffs are read ([`AckTracker::handoff_read_due`]): the first of a response, every one
+//! while the last reading found bytes the client had not acknowledged, and otherwise (the client
+//! keeping up) at most one per [`ACK_READ_INTERVAL`]. The piece that ends the response is not
+//! read at its handoff: the tail is read right after it. The tail is always read.
+//!
+//! A reading taken at a handoff (before that piece is written) knows how many body bytes were
 //! already written, and where they ended on the connection. So a chunk ends on the connection where
-//! the first sample that had all of its bytes written says (pieces may be written together, so
-//! this can be a little later than the chunk's own end, never earlier). A chunk was delivered at the first sample whose acknowledged count reaches its end. The
-//! resolution is the sampling: each handoff, then every `ACK_POLL` while the tail drains. Each
-//! reading also carries when the last ACK arrived (`tcpi_last_ack_recv`), so a chunk whose covering
-//! reading came long after (the next handoff, after a stall) is dated by that ACK, not by the
-//! reading: between the reading before, which did not cover it, and the reading itself.
+//! the first reading that had all of its bytes written says (pieces may be written together or
+//! between readings, so this can be later than the chunk's own end, never earlier). A chunk was
+//! delivered at the first reading whose acknowledged count reaches its end. Each reading also
+//! carries when the last ACK arrived (`tcpi_last_ack_recv`), so a chunk whose covering reading
+//! came long after (the next read handoff, after a stall or a read interval) is dated by that ACK,
+//! not by the reading: between the reading before, which did not cover it, and the reading itself.
+//! That reading before (or the chunk's handoff, if later) is kept too: the real ACK came after it.
 
 use std::time::Duration;
 
@@ -23,6 +29,11 @@ use crate::stamp::ChunkStamp;
 
 /// How often the tail is sampled after the last write while the client has not acknowledged it.
 pub const ACK_POLL: Duration = Duration::from_millis(2);
+
+/// While the client keeps up (the last reading found everything written acknowledged), handoffs
+/// are read at most this often: a reading is a system call, and a client that keeps up is dated
+/// by the next reading's last ACK instead (at most this much plus one chunk gap late).
+pub const ACK_READ_INTERVAL: Duration = Duration::from_millis(100);
 
 /// One reading of the client socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +73,18 @@ pub struct AckTracker {
 pub const MAX_TAIL_SAMPLES: usize = 1024;
 
 impl AckTracker {
+    /// Whether the handoff at `t_ns` should read the socket: the first handoff of the response,
+    /// every handoff while the last reading found unacknowledged bytes, else once
+    /// [`ACK_READ_INTERVAL`] has passed since the last reading.
+    pub fn handoff_read_due(&self, t_ns: u64) -> bool {
+        match self.at_handoff.last() {
+            None => true,
+            Some(last) => {
+                last.acked < last.written || t_ns.saturating_sub(last.t_ns) >= ACK_READ_INTERVAL.as_nanos() as u64
+            }
+        }
+    }
+
     /// A reading at a handoff. At most `room` are kept (the chunk entries the timeline has room
     /// for, so these readings are paid for with them), and the vector never grows past it.
     pub fn push_handoff(&mut self, s: AckSample, room: usize) {
@@ -135,7 +158,7 @@ pub fn apply(tracker: &AckTracker, chunks: &mut [ChunkStamp], chunks_truncated: 
             end_sample += 1;
         }
         let Some(end) = all.get(end_sample).map(|s| s.written) else {
-            chunk.t_acked_ns = None;
+            (chunk.t_acked_ns, chunk.t_ack_after_ns) = (None, None);
             continue;
         };
         cursor = cursor.max(end_sample);
@@ -143,10 +166,19 @@ pub fn apply(tracker: &AckTracker, chunks: &mut [ChunkStamp], chunks_truncated: 
             cursor += 1;
         }
         // The ACK that covered the chunk came after the reading before (which did not cover it)
-        // and at or before the last ACK the covering reading reports: across a stall, readings
-        // are far apart, and the reading's own time would make the chunk look acknowledged late.
+        // and after the chunk's handoff, and at or before the last ACK the covering reading
+        // reports: across a stall or a read interval, readings are far apart, and the reading's
+        // own time would make the chunk look acknowledged late.
         let before = cursor.checked_sub(1).and_then(|i| all.get(i)).map_or(0, |s| s.t_ns);
-        chunk.t_acked_ns = all.get(cursor).map(|s| s.last_ack_ns.clamp(before.min(s.t_ns), s.t_ns));
+        let before = before.max(chunk.t_handoff_ns.unwrap_or(0));
+        match all.get(cursor) {
+            Some(s) => {
+                let after = before.min(s.t_ns);
+                chunk.t_acked_ns = Some(s.last_ack_ns.clamp(after, s.t_ns));
+                chunk.t_ack_after_ns = Some(after);
+            }
+            None => (chunk.t_acked_ns, chunk.t_ack_after_ns) = (None, None),
+        }
     }
     summary(true, None)
 }
@@ -156,7 +188,7 @@ mod tests {
     use super::*;
 
     fn chunk(offset: u64, len: u32) -> ChunkStamp {
-        ChunkStamp { offset, len, t_up_ns: 0, t_handoff_ns: None, t_acked_ns: None }
+        ChunkStamp { offset, len, t_up_ns: 0, t_handoff_ns: None, t_acked_ns: None, t_ack_after_ns: None }
     }
 
     #[test]
@@ -251,6 +283,50 @@ mod tests {
     }
 
     #[test]
+    fn handoffs_are_read_every_time_while_the_client_lags_else_once_per_interval() {
+        const MS: u64 = 1_000_000;
+        let interval = ACK_READ_INTERVAL.as_nanos() as u64;
+        let mut t = AckTracker { max_samples: 64, ..Default::default() };
+        assert!(t.handoff_read_due(0), "the first handoff is read");
+        t.push_handoff(AckSample { t_ns: 0, body_before: 0, written: 100, acked: 100, last_ack_ns: 0 }, 64);
+        assert!(!t.handoff_read_due(MS), "caught up: not again within the interval");
+        assert!(!t.handoff_read_due(interval - 1));
+        assert!(t.handoff_read_due(interval));
+        t.push_handoff(AckSample { t_ns: interval, body_before: 10, written: 110, acked: 105, last_ack_ns: 0 }, 64);
+        assert!(t.handoff_read_due(interval + 1), "bytes not acknowledged: every handoff is read");
+    }
+
+    #[test]
+    fn between_sparse_readings_chunks_get_an_upper_bound_and_the_reading_before() {
+        const MS: u64 = 1_000_000;
+        // A client that keeps up; four chunks of 10 bytes handed off 50 ms apart after a head of
+        // 100 bytes. Read: the first handoff, the third (100 ms later), and the tail.
+        let mut t = AckTracker { max_samples: 64, ..Default::default() };
+        t.push_handoff(AckSample { t_ns: 0, body_before: 0, written: 100, acked: 100, last_ack_ns: 0 }, 64);
+        assert!(!t.handoff_read_due(50 * MS));
+        assert!(t.handoff_read_due(100 * MS));
+        t.push_handoff(
+            AckSample { t_ns: 100 * MS, body_before: 20, written: 120, acked: 120, last_ack_ns: 50 * MS },
+            64,
+        );
+        t.push_tail(AckSample { t_ns: 151 * MS, body_before: 40, written: 140, acked: 140, last_ack_ns: 150 * MS });
+        let mut chunks: Vec<ChunkStamp> =
+            (0..4u64).map(|i| ChunkStamp { t_handoff_ns: Some(i * 50 * MS), ..chunk(i * 10, 10) }).collect();
+        let d = apply(&t, &mut chunks, false);
+        assert!(d.available && d.drained, "{d:?}");
+        let acked: Vec<_> = chunks.iter().map(|c| c.t_acked_ns.unwrap() / MS).collect();
+        let after: Vec<_> = chunks.iter().map(|c| c.t_ack_after_ns.unwrap() / MS).collect();
+        // Chunk 0 was acknowledged at about 0 ms, but the first reading that saw it reports the
+        // last ACK, chunk 1's: an upper bound, one chunk gap late.
+        assert_eq!(acked, [50, 50, 150, 150]);
+        // The certain lower bound: the reading before the covering one, or the handoff.
+        assert_eq!(after, [0, 50, 100, 150]);
+        for c in &chunks {
+            assert!(c.t_ack_after_ns <= c.t_acked_ns && c.t_handoff_ns <= c.t_ack_after_ns, "{c:?}");
+        }
+    }
+
+    #[test]
     fn across_a_stall_a_chunk_is_dated_by_its_ack_not_by_the_next_reading() {
         const MS: u64 = 1_000_000;
         let mut t = AckTracker { max_samples: 64, ..Default::default() };
@@ -271,7 +347,14 @@ mod tests {
         });
         let mut chunks: Vec<ChunkStamp> = [(0u64, 100u32), (100, 20)]
             .iter()
-            .map(|&(offset, len)| ChunkStamp { offset, len, t_up_ns: 0, t_handoff_ns: None, t_acked_ns: None })
+            .map(|&(offset, len)| ChunkStamp {
+                offset,
+                len,
+                t_up_ns: 0,
+                t_handoff_ns: None,
+                t_acked_ns: None,
+                t_ack_after_ns: None,
+            })
             .collect();
         let d = apply(&t, &mut chunks, false);
         assert!(d.available, "{d:?}");

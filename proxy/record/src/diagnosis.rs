@@ -20,14 +20,17 @@ struct Aligned {
     ack_not_before: Option<f64>,
 }
 
-/// ACK times are sampled: at every handoff, then every `ack::ACK_POLL` while the tail drains
-/// (`ack.rs`). A chunk's `t_acked` is the first sample that saw it acknowledged, so the real
-/// ACK lies between the sample before it and `t_acked`. With one sample per handoff, a chunk is
-/// normally "acknowledged" at the next chunk's handoff, one inter-chunk gap late. Holds at the
-/// ACK hop are therefore measured to the sample before `t_acked`: the last handoff before it,
-/// or one poll interval earlier once the tail is being polled.
+/// ACK times are sampled (`ack.rs`): a chunk's `t_acked` is the first reading that saw it
+/// acknowledged, so the real ACK lies between the reading before it and `t_acked`. The record
+/// keeps that reading before as `t_ack_after_ns`, and holds at the ACK hop are measured to it:
+/// only the wait that is certain counts. Records written before it was kept read every handoff:
+/// there the reading before is the last handoff before `t_acked`, or one poll interval earlier
+/// once the tail is being polled.
 fn certain_ack_wait(chunks: &[ChunkStamp], k: usize) -> Option<f64> {
     let acked = chunks[k].t_acked_ns?;
+    if let Some(after) = chunks[k].t_ack_after_ns {
+        return Some(after.min(acked) as f64 / 1e6);
+    }
     let before = chunks[k..].iter().filter_map(|c| c.t_handoff_ns).take_while(|&h| h < acked).last();
     let last_handoff = chunks.iter().rev().find_map(|c| c.t_handoff_ns);
     let not_before = match (before, last_handoff) {

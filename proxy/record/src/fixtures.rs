@@ -49,6 +49,7 @@ pub fn chat_record(
             t_up_ns,
             t_handoff_ns: Some(t_up_ns + handoff_after_ns),
             t_acked_ns: acked_after_ns.map(|a| t_up_ns + a),
+            t_ack_after_ns: None,
         });
         offset += piece.len() as u64;
     }

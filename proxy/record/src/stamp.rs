@@ -14,9 +14,16 @@ pub struct ChunkStamp {
     /// chunk.t_handoff: handed to the downstream connection, ns since t0.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub t_handoff_ns: Option<u64>,
-    /// chunk.t_acked: the client's TCP had acknowledged all of the chunk's bytes (sampled).
+    /// chunk.t_acked: the client's TCP had acknowledged all of the chunk's bytes (sampled: an
+    /// upper bound, never before the handoff).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub t_acked_ns: Option<u64>,
+    /// The client had certainly not acknowledged all of the chunk's bytes yet at this time: the
+    /// reading of its socket before the one that saw them acknowledged (at least the handoff).
+    /// The real ACK lies in (`t_ack_after_ns`, `t_acked_ns`]. Absent in records written before
+    /// it was kept, and whenever `t_acked_ns` is.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub t_ack_after_ns: Option<u64>,
 }
 
 /// How the upstream connection for this request came to be.

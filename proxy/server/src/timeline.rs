@@ -84,11 +84,15 @@ impl Default for KeptBudget {
     }
 }
 
-/// Pieces at most this long are copied into a shared buffer instead of kept by reference: a kept
+/// Pieces at most this long are copied into a shared buffer instead of kept by reference. A kept
 /// reference to a tiny piece holds its own allocation (and a shared header) for a byte or two,
-/// so a body of one-byte chunks would cost a hundred times its bytes. The copy is a `memcpy` of at
-/// most this many bytes into a buffer with room; larger pieces are kept by reference.
-const SMALL_PIECE: usize = 64;
+/// so a body of one-byte chunks would cost a hundred times its bytes. And a piece read from an
+/// HTTP/1 upstream is a `Bytes` made from a `Vec` (pingora copies each read out of its buffer):
+/// its first clone allocates a shared header, and the allocation is freed later on the record
+/// worker's thread. One server-sent event (typically 150–400 bytes) would cost an allocation on
+/// the body hook and a cross-thread free. The copy is a `memcpy` of at most this many bytes into
+/// a buffer with room (one allocation per buffer); larger pieces are kept by reference.
+const SMALL_PIECE: usize = 512;
 
 /// The shared buffers small pieces are copied into; each is charged whole to the budget when it
 /// is started.
@@ -260,6 +264,7 @@ impl ChunkTimeline {
                 t_up_ns,
                 t_handoff_ns: None,
                 t_acked_ns: None,
+                t_ack_after_ns: None,
             });
         } else {
             self.chunks_truncated = true;
@@ -314,9 +319,9 @@ mod tests {
     #[test]
     fn the_budget_of_all_requests_bounds_what_they_keep_together_and_is_given_back() {
         // One large piece costs its bytes and the room of 8 entries.
-        let one = 8 * PIECE_SLOT_COST + 400;
+        let one = 8 * PIECE_SLOT_COST + 800;
         let budget = KeptBudget::new(2 * one + 100);
-        let piece = Bytes::from(vec![b'x'; 400]);
+        let piece = Bytes::from(vec![b'x'; 800]);
         let mut a = CapturedBody::with_budget(budget.clone());
         let mut b = CapturedBody::with_budget(budget.clone());
         a.push(&piece, 0, 1 << 20);
@@ -324,7 +329,7 @@ mod tests {
         a.push(&piece, 1, 1 << 20);
         assert!(a.truncated && !b.truncated, "the third piece would pass the budget");
         assert_eq!((budget.used(), budget.hits()), (2 * one, 1));
-        assert_eq!(a.total_bytes, 800, "counts go on");
+        assert_eq!(a.total_bytes, 1600, "counts go on");
         b.shed();
         assert_eq!(budget.used(), one);
         drop(a);
@@ -332,6 +337,28 @@ mod tests {
         let mut c = CapturedBody::with_budget(budget.clone());
         c.push(&Bytes::from(vec![b'y'; 1000]), 0, 1 << 20);
         assert!(!c.truncated);
+    }
+
+    #[test]
+    fn event_sized_pieces_are_copied_into_one_buffer_and_larger_ones_kept_by_reference() {
+        let budget = KeptBudget::new(1 << 20);
+        let mut body = CapturedBody::with_budget(budget.clone());
+        // Pieces as an HTTP/1 upstream's reads arrive: each its own `Vec`.
+        let events: Vec<Bytes> = (0..10u8).map(|i| Bytes::from(vec![b'a' + i; 300])).collect();
+        for (i, e) in events.iter().enumerate() {
+            body.push(e, i as u64, 1 << 20);
+        }
+        let large = Bytes::from(vec![b'z'; SMALL_PIECE + 1]);
+        body.push(&large, 10, 1 << 20);
+        let kept: Vec<&Bytes> = body.pieces.iter().map(|(_, p)| p).collect();
+        for (k, e) in kept.iter().zip(&events) {
+            assert_eq!(k, &e, "the same bytes");
+            assert_ne!(k.as_ptr(), e.as_ptr(), "copied, not a reference to the upstream's read");
+        }
+        // Ten 300-byte copies fit one 4 KiB buffer, back to back.
+        assert!(kept[..10].windows(2).all(|w| w[1].as_ptr() as usize == w[0].as_ptr() as usize + 300));
+        assert_eq!(kept[10].as_ptr(), large.as_ptr(), "a larger piece is kept by reference");
+        assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER + SMALL_PIECE + 1);
     }
 
     #[test]

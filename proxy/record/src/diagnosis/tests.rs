@@ -88,6 +88,38 @@ fn sampled_ack_times_of_an_irregular_stream_are_not_holds() {
 }
 
 #[test]
+fn acks_dated_by_a_reading_long_after_are_not_holds_when_the_reading_before_is_kept() {
+    // A client that keeps up, chunks 30 ms apart, its socket read once per 300 ms: each chunk is
+    // dated by the next reading's last ACK, up to 300 ms late, while the reading before it (kept
+    // as `t_ack_after_ns`) was before its handoff. Only the certain wait counts: no hold.
+    let mut r = record(40);
+    let mut t = 100_000_000u64;
+    for c in r.timeline.chunks.iter_mut() {
+        c.t_up_ns = t;
+        c.t_handoff_ns = Some(t + 100_000);
+        t += 30_000_000;
+    }
+    let handoffs: Vec<u64> = r.timeline.chunks.iter().map(|c| c.t_handoff_ns.unwrap()).collect();
+    for (i, c) in r.timeline.chunks.iter_mut().enumerate() {
+        // Read at every tenth handoff; a reading dates the chunks before it by the last ACK.
+        let reading = (i / 10 + 1) * 10;
+        let last_ack = handoffs.get(reading - 1).copied().unwrap_or(handoffs[i]) + 50_000;
+        c.t_acked_ns = Some(last_ack.max(handoffs[i]));
+        c.t_ack_after_ns = Some(handoffs[i]);
+    }
+    let d = diagnose(&r).unwrap();
+    assert_eq!(d.kind, VerdictKind::NoRebuffering, "{d:#?}");
+    let ack = hop(&d, Hop::ClientAck);
+    assert!(ack.delay_ms.max > 250.0 && ack.hold_max_ms < 1.0, "{ack:?}");
+    // Without the reading before, the last handoff before each ACK would be taken for it.
+    for c in r.timeline.chunks.iter_mut() {
+        c.t_ack_after_ns = None;
+    }
+    let ack = hop(&diagnose(&r).unwrap(), Hop::ClientAck).clone();
+    assert!(ack.hold_max_ms > 250.0, "{ack:?}");
+}
+
+#[test]
 fn back_pressure_at_handoff_is_the_client_when_it_left_a_backlog() {
     let mut r = record(40);
     for (i, c) in r.timeline.chunks.iter_mut().enumerate() {

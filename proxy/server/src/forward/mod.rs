@@ -617,8 +617,9 @@ impl ProxyHttp for TapProxy {
         end_of_stream: bool,
         ctx: &mut Self::CTX,
     ) -> Result<Option<Duration>> {
-        // Forwarding path: stamp the handoff and read the client socket's TCP counters (one
-        // getsockopt, for delivery from ACKs). Nothing else.
+        // Forwarding path: stamp the handoff and, when due, read the client socket's TCP
+        // counters (one getsockopt, for delivery from ACKs: `AckTracker::handoff_read_due`; the
+        // piece that ends the response is not read, the tail reading follows it). Nothing else.
         if !ctx.recording {
             return Ok(None);
         }
@@ -628,7 +629,7 @@ impl ProxyHttp for TapProxy {
             if !piece.is_empty() && !ctx.internal {
                 let body_before = ctx.data.chunks.handed_off_bytes;
                 ctx.data.chunks.on_handoff(piece.len(), t);
-                if ctx.data.ack.unavailable.is_none() {
+                if ctx.data.ack.unavailable.is_none() && !end_of_stream && ctx.data.ack.handoff_read_due(t) {
                     match sample_ack(session, t, body_before) {
                         Ok(reading) => ctx.data.ack.push_handoff(reading.sample, ctx.data.chunks.chunks.capacity()),
                         Err(reason) => ctx.data.ack.unavailable = Some(reason.to_string()),

@@ -49,16 +49,22 @@ impl Running {
 }
 
 pub(crate) fn start(arm: &Arm, upstream: SocketAddr, core: usize, threads: usize) -> Running {
+    start_wrapped(arm, upstream, core, threads, &[])
+}
+
+/// Like [`start`], the proxy run under `wrap` (a command and its arguments, such as valgrind's),
+/// which must exec the proxy in its own process.
+pub(crate) fn start_wrapped(arm: &Arm, upstream: SocketAddr, core: usize, threads: usize, wrap: &[String]) -> Running {
     match arm {
         Arm::Direct => Running { addr: upstream, admin: None, proc: None, dir: None },
-        Arm::Nginx { bin } => start_nginx(bin, upstream, core),
-        Arm::Tokentap { bin, recording, .. } => start_tokentap(bin, upstream, core, threads, *recording),
+        Arm::Nginx { bin } => start_nginx(bin, upstream, core, wrap),
+        Arm::Tokentap { bin, recording, .. } => start_tokentap(bin, upstream, core, threads, *recording, wrap),
     }
 }
 
-fn pinned(core: usize, bin: &Path) -> Command {
+fn pinned(core: usize, bin: &Path, wrap: &[String]) -> Command {
     let mut cmd = Command::new("taskset");
-    cmd.arg("-c").arg(core.to_string()).arg(bin);
+    cmd.arg("-c").arg(core.to_string()).args(wrap).arg(bin);
     for (key, _) in std::env::vars_os() {
         if key.to_string_lossy().starts_with("OTEL_") {
             cmd.env_remove(key);
@@ -71,7 +77,14 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
 }
 
-fn start_tokentap(bin: &Path, upstream: SocketAddr, core: usize, threads: usize, recording: bool) -> Running {
+fn start_tokentap(
+    bin: &Path,
+    upstream: SocketAddr,
+    core: usize,
+    threads: usize,
+    recording: bool,
+    wrap: &[String],
+) -> Running {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let config = dir.path().join("tokentap.toml");
@@ -83,35 +96,43 @@ fn start_tokentap(bin: &Path, upstream: SocketAddr, core: usize, threads: usize,
     if !recording {
         text.push_str("\n[timeline]\nenabled = false\n");
     }
+    if !wrap.is_empty() {
+        // Instrumented, the record worker at SCHED_IDLE would be starved by anything else on the
+        // machine and do its work (the tokenizer's tables at start, the records) whenever it got
+        // to run: inside a later measurement. Counted instructions do not depend on priority.
+        text.push_str("\n[analysis]\nworker_priority = \"normal\"\n");
+    }
     std::fs::write(&config, text).expect("write tokentap.toml");
-    let mut cmd = pinned(core, bin);
+    let mut cmd = pinned(core, bin, wrap);
     cmd.env("TOKENTAP_LOG", "warn").arg("serve").arg("--config").arg(&config);
     let mut proc = Proc::spawn(cmd);
-    let line = proc.wait_line("tokentap listening on ", Duration::from_secs(60));
+    // Under an instrumenting wrapper, start-up is tens of times slower.
+    let patience = Duration::from_secs(if wrap.is_empty() { 60 } else { 600 });
+    let line = proc.wait_line("tokentap listening on ", patience);
     let addr = line
         .split("http://")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let admin_line = proc.wait_line("tokentap admin API on ", Duration::from_secs(10));
+    let admin_line = proc.wait_line("tokentap admin API on ", patience);
     let admin = admin_line.split("http://").nth(1).and_then(|rest| rest.split('/').next()).and_then(|a| a.parse().ok());
     Running { addr, admin, proc: Some(proc), dir: Some(dir) }
 }
 
-fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize) -> Running {
+fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize, wrap: &[String]) -> Running {
     assert!(bin.exists(), "{} not found: run scripts/setup.sh test (it installs nginx)", bin.display());
     for _ in 0..5 {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let config = dir.path().join("nginx.conf");
         std::fs::write(&config, nginx_config(dir.path(), port, upstream)).expect("write nginx.conf");
-        let mut cmd = pinned(core, bin);
+        let mut cmd = pinned(core, bin, wrap);
         cmd.arg("-p").arg(dir.path()).arg("-c").arg(&config).arg("-e").arg("stderr");
         let mut proc = Proc::spawn(cmd);
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         // nginx prints nothing when it is up: poll until it accepts (or exits).
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let deadline = std::time::Instant::now() + Duration::from_secs(if wrap.is_empty() { 30 } else { 300 });
         loop {
             if std::net::TcpStream::connect(addr).is_ok() {
                 return Running { addr, admin: None, proc: Some(proc), dir: Some(dir) };

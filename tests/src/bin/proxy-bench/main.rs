@@ -10,6 +10,7 @@
 //!   target/release/proxy-bench --levels 1,100 --rates 1000 --repeats 1
 
 mod arm;
+mod callgrind;
 mod faults;
 mod lag;
 mod load;
@@ -44,6 +45,12 @@ pub(crate) struct Args {
     /// Faults to run instead of the sweep (empty: none).
     faults: Vec<faults::Fault>,
     fault_streams: usize,
+    /// Where callgrind's profiles go (none: no instruction counts; the sweep runs instead).
+    callgrind: Option<PathBuf>,
+    callgrind_streams: usize,
+    callgrind_requests: usize,
+    callgrind_top: usize,
+    callgrind_inclusive: Vec<String>,
 }
 
 const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 40] [--gap-ms 50] [--repeats 2]
@@ -54,7 +61,11 @@ const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 4
   [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)
   [--faults all|collector-down,collector-silent,disk-full,store-removed,worker-panic,sigterm,
             keepalive-slowloris,journal-symlink,journal-fifo,journal-torn-line,subprotocol-key [--fault-streams 50]]
-      (the fault table: the last --tokentap only, instead of the sweep)";
+      (the fault table: the last --tokentap only, instead of the sweep)
+  [--callgrind DIR [--callgrind-streams 20] [--callgrind-requests 500] [--callgrind-top 12]
+                   [--callgrind-inclusive NAME,NAME]]
+      (instructions per event and per request under valgrind's callgrind, every arm but direct,
+       instead of the sweep; NAME: substrings of functions whose inclusive cost is listed)";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -75,6 +86,11 @@ fn parse_args() -> Result<Args, String> {
         soak_sample_s: 10,
         faults: Vec::new(),
         fault_streams: 50,
+        callgrind: None,
+        callgrind_streams: 20,
+        callgrind_requests: 500,
+        callgrind_top: 12,
+        callgrind_inclusive: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -122,6 +138,11 @@ fn parse_args() -> Result<Args, String> {
             "--soak-sample-s" => args.soak_sample_s = value.parse().map_err(|_| bad("seconds"))?,
             "--faults" => args.faults = faults::Fault::parse_list(&value)?,
             "--fault-streams" => args.fault_streams = value.parse().map_err(|_| bad("a count"))?,
+            "--callgrind" => args.callgrind = Some(PathBuf::from(&value)),
+            "--callgrind-streams" => args.callgrind_streams = value.parse().map_err(|_| bad("a count"))?,
+            "--callgrind-requests" => args.callgrind_requests = value.parse().map_err(|_| bad("a count"))?,
+            "--callgrind-top" => args.callgrind_top = value.parse().map_err(|_| bad("a count"))?,
+            "--callgrind-inclusive" => args.callgrind_inclusive = list(&value),
             other => return Err(format!("unknown flag {other}\n{USAGE}")),
         }
     }
@@ -205,6 +226,20 @@ fn main() {
         );
         let rows = faults::run(&rt, &bin, upstream, &args.faults, plan);
         println!("{}", faults::table(&rows, &plan));
+        return;
+    }
+    if let Some(out) = &args.callgrind {
+        let arms = arms(&args);
+        println!("Command: `{}`\n", args_line());
+        let plan = callgrind::Plan {
+            out: out.clone(),
+            streams: args.callgrind_streams.max(1),
+            requests: args.callgrind_requests.max(1),
+            schedule: args.schedule,
+            top: args.callgrind_top,
+            inclusive: args.callgrind_inclusive.clone(),
+        };
+        println!("{}", callgrind::run(&rt, &arms, upstream, args.proxy_core, &plan));
         return;
     }
     if args.soak_minutes > 0 {
