@@ -589,7 +589,8 @@ fn the_openai_sdk_realtime_client_through_tokentap() {
     let responses = rt["responses"].as_array().expect("responses");
     assert_eq!(responses.len(), 3, "{rt}");
     // The Summary's realtime section: per response, over the session's responses.
-    let (status, summary) = tokentap.admin_get("/_tokentap/api/summary?window=all&group_by=traffic&include_warmup=true");
+    let (status, summary) =
+        tokentap.admin_get("/_tokentap/api/summary?window=all&group_by=traffic&include_warmup=true");
     assert_eq!(status, 200);
     let section = &summary["realtime"];
     assert_eq!((section["sessions"].as_u64(), section["responses"].as_u64()), (Some(1), Some(3)), "{summary:#}");
