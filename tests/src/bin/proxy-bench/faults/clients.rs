@@ -61,6 +61,32 @@ pub(super) async fn slow_client(addr: SocketAddr, trickle: bool, limit: Duration
 /// A slow client's task: whether it trickled, and when it was closed.
 type SlowClient = tokio::task::JoinHandle<(bool, Option<Duration>)>;
 
+/// How the slow clients of a fault ended: the longest each kind stayed open, how many were still
+/// open at the end, and how many could not even connect.
+struct SlowClients {
+    idle_max: Duration,
+    trickle_max: Duration,
+    open: u64,
+    failed: u64,
+}
+
+impl SlowClients {
+    async fn wait(handles: Vec<SlowClient>) -> Self {
+        let mut out = SlowClients { idle_max: Duration::ZERO, trickle_max: Duration::ZERO, open: 0, failed: 0 };
+        for handle in handles {
+            match handle.await {
+                Ok((trickle, Some(took))) => {
+                    let max = if trickle { &mut out.trickle_max } else { &mut out.idle_max };
+                    *max = (*max).max(took);
+                }
+                Ok((_, None)) => out.open += 1,
+                Err(_) => out.failed += 1,
+            }
+        }
+        out
+    }
+}
+
 pub(super) async fn keepalive_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan) -> FaultRow {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
@@ -84,17 +110,7 @@ pub(super) async fn keepalive_slowloris(bin: &Path, upstream: SocketAddr, plan: 
     )
     .await;
     let handles = std::mem::take(&mut *attackers.lock().expect("attackers"));
-    let (mut idle_max, mut trickle_max, mut open, mut failed) = (Duration::ZERO, Duration::ZERO, 0, 0);
-    for handle in handles {
-        match handle.await {
-            Ok((trickle, Some(took))) => {
-                let max = if trickle { &mut trickle_max } else { &mut idle_max };
-                *max = (*max).max(took);
-            }
-            Ok((_, None)) => open += 1,
-            Err(_) => failed += 1,
-        }
-    }
+    let SlowClients { idle_max, trickle_max, open, failed } = SlowClients::wait(handles).await;
     let h = health(target.admin).await;
     let (records, unreadable) = journal_records(&data, LOAD_PATH);
     let mut out = row(Fault::KeepaliveSlowloris, &plan, tally);
@@ -177,17 +193,7 @@ pub(super) async fn admin_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan
     )
     .await;
     let handles = std::mem::take(&mut *attackers.lock().expect("attackers"));
-    let (mut idle_max, mut trickle_max, mut open, mut failed) = (Duration::ZERO, Duration::ZERO, 0, 0);
-    for handle in handles {
-        match handle.await {
-            Ok((trickle, Some(took))) => {
-                let max = if trickle { &mut trickle_max } else { &mut idle_max };
-                *max = (*max).max(took);
-            }
-            Ok((_, None)) => open += 1,
-            Err(_) => failed += 1,
-        }
-    }
+    let SlowClients { idle_max, trickle_max, open, failed } = SlowClients::wait(handles).await;
     let h = health(admin).await;
     let (records, unreadable) = journal_records(&data, LOAD_PATH);
     let mut out = row(Fault::AdminSlowloris, &plan, tally);
