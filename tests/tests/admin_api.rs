@@ -55,6 +55,10 @@ fn admin_connections_over_the_cap_get_a_503_and_the_slots_come_back() {
 #[test]
 fn a_slow_or_idle_admin_connection_is_closed_at_the_head_deadline() {
     let (_mock, tokentap, _dir) = start_with_config("admin_head_timeout_s = 1\n");
+    // Connected, and not one byte sent.
+    let mut silent = TcpStream::connect(tokentap.admin).unwrap();
+    let answer = http1::read_to_close(&mut silent, Duration::from_secs(60));
+    assert!(answer.is_empty() || answer.starts_with(b"HTTP/1.1 4"), "{:?}", String::from_utf8_lossy(&answer));
     // Half a head, then nothing.
     let mut slow = TcpStream::connect(tokentap.admin).unwrap();
     slow.write_all(b"GET /_tokentap/api/health HTTP/1.1\r\nhost: 127.0.0.1\r\n").unwrap();

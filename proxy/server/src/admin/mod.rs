@@ -98,10 +98,11 @@ impl Drop for AdminSlot {
 ///
 /// Its own accept loop rather than `axum::serve`: connections are capped, and HTTP/1.1's head
 /// deadline (hyper's `header_read_timeout`, which runs from the accept and again from the end of
-/// each response) closes both slow heads and idle kept-alive connections. HTTP/1.1 only: HTTP/2's
-/// preface is read with no deadline at all.
+/// each response) closes slow heads, silent connections and idle kept-alive ones. HTTP/1.1 only,
+/// served by hyper's HTTP/1 connection itself: a version-sniffing server (HTTP/2's preface) would
+/// wait for the first bytes with no deadline at all, so a silent connection would stay open.
 pub(crate) async fn serve(listener: std::net::TcpListener, state: Arc<AdminState>) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::rt::{TokioIo, TokioTimer};
     use tokio::io::AsyncWriteExt;
 
     if let Ok(addr) = listener.local_addr() {
@@ -113,8 +114,8 @@ pub(crate) async fn serve(listener: std::net::TcpListener, state: Arc<AdminState
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let limits = state.limits;
     let service = hyper_util::service::TowerToHyperService::new(router(state.clone()));
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).http1_only();
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.head_timeout).keep_alive(true);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.head_timeout).keep_alive(true);
     let builder = Arc::new(builder);
     loop {
         let stream = match listener.accept().await {
@@ -146,7 +147,7 @@ pub(crate) async fn serve(listener: std::net::TcpListener, state: Arc<AdminState
         let (builder, service) = (builder.clone(), service.clone());
         tokio::spawn(async move {
             let _slot = slot;
-            if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await {
+            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).with_upgrades().await {
                 tracing::debug!(error = %e, "admin API connection ended");
             }
         });
