@@ -303,24 +303,49 @@ impl MetricRegistry {
         Some(folded)
     }
 
-    /// Adds observations (one record's worth, typically).
+    /// Adds observations (one record's worth, typically). A label set shared by several
+    /// observations (one `Arc`) is checked against the caps once per metric and turned into the
+    /// SDK's attributes once: a stream's gaps all carry the record's labels.
     pub fn record(&self, observations: &[Observation]) {
-        let mut cap = self.cap.lock();
+        // (metric, label set) → the attributes it is recorded under, and whether they are a fold
+        // into `_OTHER`; a record has a handful.
+        let mut resolved: Vec<(MetricId, *const Labels, Vec<KeyValue>, bool)> = Vec::new();
+        let mut cap = None;
         for o in observations {
-            let folded = Self::capped(&mut cap, self.max_series_per_metric, o.metric, &o.labels);
-            self.record_one(o.metric, folded.as_ref().unwrap_or(&o.labels), o.value);
+            let ptr = Arc::as_ptr(&o.labels);
+            let cap = cap.get_or_insert_with(|| self.cap.lock());
+            let at = match resolved.iter().position(|(m, p, ..)| *m == o.metric && std::ptr::eq(*p, ptr)) {
+                Some(i) => {
+                    // Counted per observation, as when each was checked on its own.
+                    cap.folded += u64::from(resolved[i].3);
+                    i
+                }
+                None => {
+                    let entry = match Self::capped(cap, self.max_series_per_metric, o.metric, &o.labels) {
+                        Some(folded) => (o.metric, ptr, key_values(&folded), true),
+                        // The same label set resolved for another metric: the same attributes.
+                        None => match resolved.iter().find(|(_, p, _, fold)| std::ptr::eq(*p, ptr) && !fold) {
+                            Some((_, _, attributes, _)) => (o.metric, ptr, attributes.clone(), false),
+                            None => (o.metric, ptr, key_values(&o.labels), false),
+                        },
+                    };
+                    resolved.push(entry);
+                    resolved.len() - 1
+                }
+            };
+            self.record_one(o.metric, &resolved[at].2, o.value);
         }
     }
 
     /// Adds to a counter (or observes a histogram value) directly.
     pub fn add(&self, metric: MetricId, labels: &Labels, value: f64) {
-        self.record(&[Observation { metric, labels: labels.clone(), value }]);
+        self.record(&[Observation { metric, labels: Arc::new(labels.clone()), value }]);
     }
 
-    fn record_one(&self, metric: MetricId, labels: &Labels, value: f64) {
+    fn record_one(&self, metric: MetricId, attributes: &[KeyValue], value: f64) {
         match &self.recorders[metric as usize] {
-            Recorder::Histogram(h) => h.record(value, &key_values(labels)),
-            Recorder::Counter(c) => c.add(value.round() as u64, &key_values(labels)),
+            Recorder::Histogram(h) => h.record(value, attributes),
+            Recorder::Counter(c) => c.add(value.round() as u64, attributes),
             Recorder::Observed => {}
         }
     }
@@ -464,6 +489,33 @@ pub(crate) mod tests {
         let models: Vec<&str> = requests.series.iter().map(|s| s.labels[0].1.as_str()).collect();
         assert_eq!(models, ["_OTHER", "a", "b"]);
         assert_eq!(requests.series[0].value, SeriesValue::Counter(2));
+        assert_eq!(registry.folded(), 2);
+    }
+
+    #[test]
+    fn a_shared_label_set_is_folded_per_metric() {
+        // One series per metric: `Requests` already has model "a", `Stalls` has none yet.
+        let registry = registry(1);
+        registry.add(MetricId::Requests, &vec![(attr::REQUEST_MODEL, "a".to_string())], 1.0);
+        let shared: crate::conventions::SharedLabels = Arc::new(vec![(attr::REQUEST_MODEL, "b".to_string())]);
+        let observation = |metric| Observation { metric, labels: shared.clone(), value: 1.0 };
+        registry.record(&[
+            observation(MetricId::Requests),
+            observation(MetricId::Stalls),
+            observation(MetricId::Requests),
+            observation(MetricId::Stalls),
+        ]);
+        let snapshot = registry.snapshot();
+        let series = |id: MetricId| -> Vec<(String, SeriesValue)> {
+            let metric = snapshot.iter().find(|m| m.def.id == id).unwrap();
+            metric.series.iter().map(|s| (s.labels[0].1.clone(), s.value.clone())).collect()
+        };
+        assert_eq!(
+            series(MetricId::Requests),
+            [(OTHER.to_string(), SeriesValue::Counter(2)), ("a".to_string(), SeriesValue::Counter(1))]
+        );
+        assert_eq!(series(MetricId::Stalls).len(), 1);
+        assert_eq!(series(MetricId::Stalls)[0].0, "b");
         assert_eq!(registry.folded(), 2);
     }
 

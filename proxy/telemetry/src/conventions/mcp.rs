@@ -60,7 +60,7 @@ pub fn mcp_observations(record: &Record, out: &mut Vec<Observation>) {
         if let Some(ns) = op.duration_ns() {
             out.push(Observation {
                 metric: MetricId::McpClientOperationDuration,
-                labels: common(op, exchange, record),
+                labels: common(op, exchange, record).into(),
                 value: ns as f64 / 1e9,
             });
         }
@@ -83,7 +83,11 @@ pub fn mcp_session_observation(session: &ClosedSession) -> Observation {
     }
     labels.push((attr::ROUTE, label(&session.route)));
     labels.push((attr::MCP_SESSION_END, session.ended_by.as_str().to_string()));
-    Observation { metric: MetricId::McpClientSessionDuration, labels, value: session.duration_ns() as f64 / 1e9 }
+    Observation {
+        metric: MetricId::McpClientSessionDuration,
+        labels: labels.into(),
+        value: session.duration_ns() as f64 / 1e9,
+    }
 }
 
 /// A W3C `traceparent`'s trace id and parent span id.

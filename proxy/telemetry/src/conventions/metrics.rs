@@ -360,11 +360,15 @@ impl MetricId {
 /// Label set of one observation: attribute key → value, in a fixed order.
 pub type Labels = Vec<(&'static str, String)>;
 
+/// A label set shared by the observations of one record (a stream's gaps all carry the same one):
+/// cloned by reference, and resolved to the SDK's attributes once per record, not per value.
+pub type SharedLabels = std::sync::Arc<Labels>;
+
 /// One value to add to a metric.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observation {
     pub metric: MetricId,
-    pub labels: Labels,
+    pub labels: SharedLabels,
     pub value: f64,
 }
 

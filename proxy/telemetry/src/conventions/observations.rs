@@ -5,7 +5,7 @@ use tokentap_record::Record;
 
 use super::attributes::attr;
 use super::metrics::MetricId;
-use super::metrics::{label, Labels, Objectives, Observation};
+use super::metrics::{label, Labels, Objectives, Observation, SharedLabels};
 use super::request::{error_type, provider_name, request_end_ns};
 
 // ---------------------------------------------------------------------------------------------
@@ -37,7 +37,7 @@ pub fn rebuffer_observation(record: &Record, scope: &str) -> Option<Observation>
         labels.push((attr::REBUFFER_HOP, hop.as_str().to_string()));
     }
     labels.push((attr::REBUFFER_SCOPE, scope.to_string()));
-    Some(Observation { metric: MetricId::RebufferVerdicts, labels, value: 1.0 })
+    Some(Observation { metric: MetricId::RebufferVerdicts, labels: labels.into(), value: 1.0 })
 }
 
 /// Whether a request counts towards goodput (the same verdict the dashboard and reports show).
@@ -54,9 +54,9 @@ pub fn metric_observations(record: &Record, objectives: &Objectives) -> Vec<Obse
 
 /// What the request itself adds (the GenAI, voice, stream and server metrics).
 fn request_observations(record: &Record, objectives: &Objectives) -> Vec<Observation> {
-    let labels = request_labels(record);
+    let labels: SharedLabels = request_labels(record).into();
     let mut out = Vec::new();
-    let mut push = |metric: MetricId, labels: &Labels, value: f64| {
+    let mut push = |metric: MetricId, labels: &SharedLabels, value: f64| {
         if value.is_finite() && value >= 0.0 {
             out.push(Observation { metric, labels: labels.clone(), value });
         }
@@ -72,7 +72,9 @@ fn request_observations(record: &Record, objectives: &Objectives) -> Vec<Observa
     if genai {
         let mut duration_labels = labels.clone();
         if let Some(error) = error_type(record) {
-            duration_labels.push((attr::ERROR_TYPE, label(&error)));
+            let mut with_error = Labels::clone(&labels);
+            with_error.push((attr::ERROR_TYPE, label(&error)));
+            duration_labels = with_error.into();
         }
         let end_ns = record.timeline.t_end_ns.unwrap_or_else(|| request_end_ns(record));
         push(MetricId::OperationDuration, &duration_labels, end_ns as f64 / 1e9);
@@ -118,9 +120,9 @@ fn request_observations(record: &Record, objectives: &Objectives) -> Vec<Observa
         if let Some(u) = &a.usage {
             for (kind, tokens) in [("input", u.input_tokens), ("output", u.output_tokens)] {
                 if let Some(tokens) = tokens {
-                    let mut token_labels = labels.clone();
+                    let mut token_labels = Labels::clone(&labels);
                     token_labels.push((attr::TOKEN_TYPE, kind.to_string()));
-                    push(MetricId::TokenUsage, &token_labels, tokens as f64);
+                    push(MetricId::TokenUsage, &token_labels.into(), tokens as f64);
                 }
             }
         }

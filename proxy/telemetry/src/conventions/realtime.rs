@@ -168,7 +168,11 @@ pub(super) fn realtime_spans(record: &Record, trace_id: [u8; 16], session_span: 
 }
 
 /// The session's histogram values: per response with audio, the two times to first audio.
-pub(super) fn realtime_observations(record: &Record, labels: &Labels, out: &mut Vec<Observation>) {
+pub(super) fn realtime_observations(
+    record: &Record,
+    labels: &super::metrics::SharedLabels,
+    out: &mut Vec<Observation>,
+) {
     let Some(session) = &record.realtime else { return };
     for r in &session.responses {
         if let Some(v) = r.time_to_first_audio_from_speech_stopped_ms {
@@ -187,9 +191,9 @@ pub(super) fn realtime_observations(record: &Record, labels: &Labels, out: &mut 
         }
         for c in &r.tool_calls {
             if let (Some(gap), Some(name)) = (c.tool_gap_ms, &c.name) {
-                let mut l = labels.clone();
+                let mut l = Labels::clone(labels);
                 l.push((attr::TOOL_NAME, super::label(name)));
-                out.push(Observation { metric: MetricId::ExecuteToolDuration, labels: l, value: gap / 1e3 });
+                out.push(Observation { metric: MetricId::ExecuteToolDuration, labels: l.into(), value: gap / 1e3 });
             }
         }
     }
@@ -244,7 +248,7 @@ pub(super) fn realtime_playout_spans(
 /// `tokentap.voice.voice_to_voice` per realtime response the page heard (end of speech → heard).
 pub fn realtime_browser_observations(record: &Record) -> Vec<Observation> {
     let Some(browser) = &record.browser else { return Vec::new() };
-    let labels: Labels = vec![(attr::ROUTE, super::label(&record.route))];
+    let labels: super::metrics::SharedLabels = vec![(attr::ROUTE, super::label(&record.route))].into();
     browser
         .realtime
         .iter()

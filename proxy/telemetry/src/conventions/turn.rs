@@ -126,7 +126,7 @@ pub fn turn_spans(turn: &TurnRecord) -> Vec<SpanPlan> {
 pub fn voice_turn_observations(turn: &TurnRecord) -> Vec<Observation> {
     let Some(v) = turn.voice.as_ref().and_then(|v| v.voice_to_voice_ms) else { return Vec::new() };
     let labels: Labels = vec![(attr::ROUTE, label(&turn.route))];
-    vec![Observation { metric: MetricId::VoiceToVoice, labels, value: v / 1e3 }]
+    vec![Observation { metric: MetricId::VoiceToVoice, labels: labels.into(), value: v / 1e3 }]
 }
 
 /// The turn's metric observations. Durations of agent turns only (turns with tool calls) go to
@@ -134,20 +134,21 @@ pub fn voice_turn_observations(turn: &TurnRecord) -> Vec<Observation> {
 pub fn turn_observations(turn: &TurnRecord) -> Vec<Observation> {
     let labels: Labels = vec![(attr::ROUTE, label(&turn.route)), (attr::TURN_STATUS, turn.status.as_str().to_owned())];
     let t = &turn.totals;
+    let shared: super::metrics::SharedLabels = labels.clone().into();
     let mut out = Vec::new();
     // A fragment's totals are partial: its tool runs count, the turn's times do not.
     if !turn.fragment {
         out = vec![
-            Observation { metric: MetricId::TurnModelTime, labels: labels.clone(), value: t.model_ms / 1e3 },
-            Observation { metric: MetricId::TurnToolTime, labels: labels.clone(), value: t.tool_ms / 1e3 },
-            Observation { metric: MetricId::TurnClientTime, labels: labels.clone(), value: t.client_ms / 1e3 },
-            Observation { metric: MetricId::TurnSteps, labels: labels.clone(), value: f64::from(t.steps) },
+            Observation { metric: MetricId::TurnModelTime, labels: shared.clone(), value: t.model_ms / 1e3 },
+            Observation { metric: MetricId::TurnToolTime, labels: shared.clone(), value: t.tool_ms / 1e3 },
+            Observation { metric: MetricId::TurnClientTime, labels: shared.clone(), value: t.client_ms / 1e3 },
+            Observation { metric: MetricId::TurnSteps, labels: shared.clone(), value: f64::from(t.steps) },
         ];
     }
     if turn.agent_span_id.is_some() && !turn.fragment {
         let mut agent = labels;
         agent.insert(0, (attr::OPERATION_NAME, INVOKE_AGENT.to_owned()));
-        out.push(Observation { metric: MetricId::InvokeAgentDuration, labels: agent, value: t.e2e_ms / 1e3 });
+        out.push(Observation { metric: MetricId::InvokeAgentDuration, labels: agent.into(), value: t.e2e_ms / 1e3 });
     }
     for run in &turn.tool_runs {
         let Some(ms) = run.duration_ms else { continue };
@@ -156,7 +157,7 @@ pub fn turn_observations(turn: &TurnRecord) -> Vec<Observation> {
             (attr::TOOL_NAME, label(run.name.as_deref().unwrap_or("unknown"))),
             (attr::ROUTE, label(&turn.route)),
         ];
-        out.push(Observation { metric: MetricId::ExecuteToolDuration, labels, value: ms / 1e3 });
+        out.push(Observation { metric: MetricId::ExecuteToolDuration, labels: labels.into(), value: ms / 1e3 });
     }
     out
 }
