@@ -1,9 +1,11 @@
 //! What tokentap keeps for analysis is bounded by `[timeline] max_kept_bytes` in memory, not only
 //! in bytes: a response of one-byte chunks (each one a separate piece) cannot grow tokentap's
-//! resident memory past the budget plus a constant.
+//! resident memory past the budget plus a constant, and a request body of one-byte chunks costs
+//! about the bytes `max_request_bytes` lets it keep, not an entry per chunk.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use tokentap_e2e::Tokentap;
@@ -91,4 +93,108 @@ fn a_response_of_one_byte_chunks_keeps_no_more_memory_than_the_budget() {
     let record = feed.next_record_for("/big");
     assert_eq!(record["timeline"]["body_bytes"], CHUNKS, "{}", record["timeline"]);
     assert_eq!(record["timeline"]["chunk_count"], CHUNKS, "{}", record["timeline"]);
+}
+
+const REQUEST_CHUNKS: usize = 600_000;
+const MAX_REQUEST_BYTES: u64 = 512 << 10;
+/// What the request test allows besides the kept bytes: the runtime's buffers and allocator
+/// slack (measured growth with no piece kept: under 1 MiB on the debug build; an entry per kept
+/// one-byte chunk made it about 27 MiB).
+const REQUEST_CONSTANT: u64 = 6 << 20;
+
+/// An upstream that reads a whole chunked request body before it answers, and hands the body's
+/// bytes as received (chunk framing included) to the test; one request per connection.
+fn body_reading_upstream() -> (SocketAddr, mpsc::Receiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 65536];
+            let body_start = loop {
+                if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break got.len(),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            };
+            // The chunks here are all `1\r\nx\r\n`: the last chunk is the only `0\r\n\r\n`.
+            while !got[body_start..].ends_with(b"0\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            let _ = tx.send(got.split_off(body_start));
+        }
+    });
+    (addr, rx)
+}
+
+/// Posts `chunks` one-byte chunks to `path` and reads the whole answer.
+fn post_one_byte_chunks(proxy: SocketAddr, path: &str, chunks: usize) {
+    let mut stream = TcpStream::connect(proxy).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let mut request =
+        format!("POST {path} HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n")
+            .into_bytes();
+    request.extend_from_slice(&b"1\r\nx\r\n".repeat(chunks));
+    request.extend_from_slice(b"0\r\n\r\n");
+    stream.write_all(&request).unwrap();
+    let mut got = Vec::new();
+    stream.read_to_end(&mut got).unwrap();
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got[..got.len().min(200)]));
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} in {status}"));
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn a_request_of_one_byte_chunks_costs_its_kept_bytes_not_an_entry_per_chunk() {
+    let (upstream, bodies) = body_reading_upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tokentap.toml");
+    // The budget of all requests (512 MiB by default) is far away: what must bound this request
+    // is its own cap on kept bytes.
+    std::fs::write(&config, format!("[timeline]\nmax_request_bytes = {MAX_REQUEST_BYTES}\n")).unwrap();
+    // The worker holds each finished request 5 s before building its record: the big request's
+    // kept pieces are still in memory when its answer has arrived, and no analysis runs meanwhile.
+    let tokentap = Tokentap::start_with_env(
+        &["--upstream", &format!("http://{upstream}"), "--config", config.to_str().unwrap()],
+        &[("TOKENTAP_TEST_WORKER_DELAY_MS", "5000")],
+    );
+    let mut feed = tokentap.feed();
+    post_one_byte_chunks(tokentap.addr, "/small", 10);
+    bodies.recv().unwrap();
+    feed.next_record_for("/small");
+    let pid = tokentap.proc.pid();
+    // The peak from here on: `5` resets the process's peak resident size to its current size.
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = status_kib(pid, "VmHWM:");
+    post_one_byte_chunks(tokentap.addr, "/big", REQUEST_CHUNKS);
+    let peak = status_kib(pid, "VmHWM:");
+    let (_, health) = tokentap.admin_get("/_tokentap/api/health");
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown <= MAX_REQUEST_BYTES + REQUEST_CONSTANT,
+        "peak resident memory grew {grown} bytes for a request of {REQUEST_CHUNKS} one-byte chunks; \
+         max_request_bytes {MAX_REQUEST_BYTES} + {REQUEST_CONSTANT}: {health}"
+    );
+    // What is charged to the budget is what the kept body costs: its bytes in shared buffers.
+    let charged = health["records"]["kept_bytes"].as_u64().unwrap();
+    assert!(charged <= 2 * MAX_REQUEST_BYTES, "charged {charged}: {health}");
+    // Forwarded byte for byte: pingora re-frames each chunk, here as the same `1\r\nx\r\n`.
+    let mut expected = b"1\r\nx\r\n".repeat(REQUEST_CHUNKS);
+    expected.extend_from_slice(b"0\r\n\r\n");
+    let received = bodies.recv().unwrap();
+    assert!(received == expected, "the upstream received {} bytes, not the {} sent", received.len(), expected.len());
+    let record = feed.next_record_for("/big");
+    assert_eq!(record["conditions"]["request_bytes"], REQUEST_CHUNKS, "every byte counted: {}", record["conditions"]);
 }

@@ -119,6 +119,10 @@ pub(crate) struct CapturedBody {
     charged: usize,
     /// The shared buffer small pieces are copied into now (its room is charged already).
     small: bytes::BytesMut,
+    /// When the open run began: small pieces kept by [`CapturedBody::push_coalesced`] wait in
+    /// `small`, behind the pieces already in `pieces`, until the run is closed into one entry
+    /// (its slot in `pieces` is reserved and charged when the run opens).
+    run_t_ns: Option<u64>,
 }
 
 impl CapturedBody {
@@ -135,26 +139,43 @@ impl CapturedBody {
     pub(crate) fn push_at_most(&mut self, piece: &Bytes, t_ns: u64, cap: usize, max_pieces: usize) {
         if self.pieces.len() >= max_pieces {
             self.total_bytes += piece.len() as u64;
-            self.truncated = true;
+            self.stop();
             return;
         }
         self.push(piece, t_ns, cap);
     }
 
     pub(crate) fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
+        self.keep(piece, t_ns, cap, false);
+    }
+
+    /// Like [`CapturedBody::push`], for a body that is only read back whole ([`CapturedBody::concat`]):
+    /// consecutive small pieces are kept as one entry (stamped with the first one's time), so a
+    /// body of one-byte chunks costs its bytes and an entry per shared buffer, not an entry per
+    /// chunk. Until the run is closed (by a larger piece, a full buffer or the cap) its bytes are
+    /// in `concat` but not yet in `pieces`.
+    pub(crate) fn push_coalesced(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
+        self.keep(piece, t_ns, cap, true);
+    }
+
+    fn keep(&mut self, piece: &Bytes, t_ns: u64, cap: usize, coalesce: bool) {
         self.total_bytes += piece.len() as u64;
         if self.truncated {
             return;
         }
         if self.kept_bytes + piece.len() > cap {
-            self.truncated = true;
+            self.stop();
             return;
         }
         let small = piece.len() <= SMALL_PIECE;
+        let new_buffer = small && self.small.capacity() - self.small.len() < piece.len();
+        // A small piece that fits the open run's buffer joins the run: no new entry.
+        let joins = coalesce && small && !new_buffer && self.run_t_ns.is_some();
+        // Entries taken or promised (the open run's); a new entry needs one more slot.
+        let promised = self.pieces.len() + usize::from(self.run_t_ns.is_some());
         // What keeping this piece adds: room for more entries (doubling), a new shared buffer
         // for a small piece that does not fit the current one, or a large piece's bytes.
-        let grow = if self.pieces.len() == self.pieces.capacity() { self.pieces.len().max(8) } else { 0 };
-        let new_buffer = small && self.small.capacity() - self.small.len() < piece.len();
+        let grow = if !joins && promised == self.pieces.capacity() { promised.max(8) } else { 0 };
         let charge = grow * PIECE_SLOT_COST
             + if small {
                 if new_buffer {
@@ -167,31 +188,56 @@ impl CapturedBody {
             };
         if charge > 0 {
             if self.budget.as_ref().is_some_and(|b| !b.take(charge)) {
-                self.truncated = true;
+                self.stop();
                 return;
             }
             self.charged += charge;
         }
         if grow > 0 {
-            self.pieces.reserve_exact(grow);
+            self.pieces.reserve_exact(promised + grow - self.pieces.len());
+        }
+        if !joins {
+            self.close_run();
         }
         let kept = if small {
             if new_buffer {
                 self.small = bytes::BytesMut::with_capacity(SMALL_PIECE_BUFFER);
             }
             self.small.extend_from_slice(piece);
-            self.small.split().freeze()
+            if coalesce {
+                self.run_t_ns.get_or_insert(t_ns);
+                None
+            } else {
+                Some(self.small.split().freeze())
+            }
         } else {
-            piece.clone()
+            Some(piece.clone())
         };
         self.kept_bytes += piece.len();
-        self.pieces.push((t_ns, kept));
+        if let Some(kept) = kept {
+            self.pieces.push((t_ns, kept));
+        }
+    }
+
+    /// Keeps nothing more: the open run becomes an entry (into its reserved slot).
+    fn stop(&mut self) {
+        self.truncated = true;
+        self.close_run();
+    }
+
+    /// The open run of small pieces, if any, becomes one entry (its slot is reserved).
+    fn close_run(&mut self) {
+        if let Some(t_ns) = self.run_t_ns.take() {
+            let run = self.small.split().freeze();
+            self.pieces.push((t_ns, run));
+        }
     }
 
     /// Lets go of the kept bytes (overload): the counts stay, the pieces are released.
     pub(crate) fn shed(&mut self) {
         self.pieces = Vec::new();
         self.small = bytes::BytesMut::new();
+        self.run_t_ns = None;
         if let Some(budget) = &self.budget {
             budget.give(self.charged);
         }
@@ -205,11 +251,14 @@ impl CapturedBody {
         self.charged
     }
 
-    /// The kept bytes as one contiguous buffer.
+    /// The kept bytes as one contiguous buffer (the open run's included).
     pub(crate) fn concat(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.kept_bytes);
         for (_, p) in &self.pieces {
             out.extend_from_slice(p);
+        }
+        if self.run_t_ns.is_some() {
+            out.extend_from_slice(&self.small);
         }
         out
     }
@@ -381,6 +430,60 @@ mod tests {
         assert_eq!(body.concat().len(), kept);
         drop(body);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_body_read_back_whole_keeps_runs_of_small_pieces_as_one_entry() {
+        let budget = KeptBudget::new(1 << 20);
+        let mut body = CapturedBody::with_budget(budget.clone());
+        let mut sent = Vec::new();
+        let one = Bytes::from_static(b"x");
+        for i in 0..10_000 {
+            body.push_coalesced(&one, i, 1 << 20);
+            sent.push(b'x');
+        }
+        // A larger piece closes the run and is kept by reference; small ones open a new run.
+        let large = Bytes::from(vec![b'L'; SMALL_PIECE + 1]);
+        body.push_coalesced(&large, 10_000, 1 << 20);
+        sent.extend_from_slice(&large);
+        for i in 0..3u8 {
+            let piece = Bytes::from(vec![b'a' + i; 3]);
+            body.push_coalesced(&piece, 10_001 + u64::from(i), 1 << 20);
+            sent.extend_from_slice(&piece);
+        }
+        assert_eq!(body.concat(), sent, "the bytes read back as they came, the open run included");
+        assert_eq!(body.kept_bytes, sent.len());
+        // 10,000 one-byte pieces fill three 4 KiB buffers: three entries, then the large piece.
+        let runs: Vec<(u64, usize)> = body.pieces.iter().map(|(t, p)| (*t, p.len())).collect();
+        assert_eq!(runs, [(0, 4096), (4096, 4096), (8192, 1808), (10_000, SMALL_PIECE + 1)]);
+        assert_eq!(body.pieces[3].1.as_ptr(), large.as_ptr());
+        // The three small pieces after the large one fit the third buffer's room.
+        let real = body.pieces.capacity() * PIECE_SLOT_COST + 3 * SMALL_PIECE_BUFFER + large.len();
+        assert_eq!(body.charged(), real, "entries' room, three buffers and the large piece");
+        assert_eq!(budget.used(), body.charged());
+        // The cap closes the open run into its reserved slot.
+        body.push_coalesced(&Bytes::from(vec![b'z'; 2]), 20_000, body.kept_bytes + 1);
+        assert!(body.truncated);
+        assert_eq!(body.pieces.last().map(|(t, p)| (*t, p.as_ref())), Some((10_001, &b"aaabbbccc"[..])));
+        assert_eq!(body.concat(), sent);
+        body.shed();
+        assert_eq!((budget.used(), body.concat().len()), (0, 0));
+    }
+
+    #[test]
+    fn a_coalesced_body_of_one_byte_pieces_is_stopped_by_the_budget_at_its_bytes() {
+        let budget = KeptBudget::new(64 << 10);
+        let mut body = CapturedBody::with_budget(budget.clone());
+        let one = Bytes::from_static(b"x");
+        for i in 0..1_000_000 {
+            body.push_coalesced(&one, i, 1 << 30);
+        }
+        assert!(body.truncated, "the budget stops the body");
+        assert_eq!(body.total_bytes, 1_000_000, "counts go on");
+        // Nearly all of the budget holds bytes: one entry per 4 KiB buffer.
+        assert!(body.kept_bytes >= 60 << 10, "kept {}", body.kept_bytes);
+        assert!(body.pieces.len() <= 16 && body.charged() <= 64 << 10);
+        assert_eq!(body.concat().len(), body.kept_bytes);
     }
 
     #[test]

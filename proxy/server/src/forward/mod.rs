@@ -383,7 +383,7 @@ impl ProxyHttp for TapProxy {
                 // The client's WebSocket frames: bytes and pieces capped per session.
                 ctx.data.request_body.push_at_most(piece, t, limits.max_websocket_bytes, limits.max_chunks);
             } else {
-                ctx.data.request_body.push(piece, t, limits.max_request_bytes);
+                ctx.data.request_body.push_coalesced(piece, t, limits.max_request_bytes);
             }
         }
         if end_of_stream {
