@@ -9,13 +9,22 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use tokentap_analysis::mcp::{McpEra, McpExchange, McpOperation, McpOperationStatus, McpTransport};
 pub use tokentap_record::turn::{
-    CriticalSegment, SegmentKind, ToolRun, TurnRecord, TurnStatus, TurnStep, TurnTotals, TURNS_FILE,
+    CriticalSegment, JoinedBy, SegmentKind, ToolRun, TurnRecord, TurnStatus, TurnStep, TurnTotals, TURNS_FILE,
 };
 pub use tokentap_record::{Outcome, Record, TurnLink, TurnRef, RECORDS_FILE};
 
 /// `json` read as `T`, checked to serialise back to exactly `json`; `what` names it in a failure.
 pub fn typed<T: DeserializeOwned + Serialize>(json: &Value, what: &str) -> T {
+    // The record crate writes conversation hashes (turn keys, tool call argument hashes) only in a
+    // process whose hashes are fleet-keyed. This process hashes nothing: marking it fleet-keyed
+    // makes it write back exactly the hashes a fleet-keyed tokentap wrote (and none when it wrote
+    // none).
+    static WRITE_HASHES_BACK: std::sync::Once = std::sync::Once::new();
+    WRITE_HASHES_BACK.call_once(|| {
+        tokentap_analysis::conversation::use_fleet_key(b"tokentap-e2e: hashes are only read back");
+    });
     let value: T = serde_json::from_value(json.clone())
         .unwrap_or_else(|e| panic!("{what} does not read as the record crate's type: {e}\n{json}"));
     let back = serde_json::to_value(&value).unwrap_or_else(|e| panic!("{what} does not serialise again: {e}"));
