@@ -10,12 +10,13 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::process::{sdk_python, Proc};
+use crate::records::{McpOperation, McpOperationStatus, Outcome, Record};
 use crate::RecordFeed;
 
 /// A request as (method, JSON-RPC id).
 pub type Key = (String, String);
 /// Answered operations by key, each with its record.
-pub type Operations = BTreeMap<Key, (Value, Value)>;
+pub type Operations = BTreeMap<Key, (McpOperation, Record)>;
 /// The server's log lines by key.
 pub type Logged = BTreeMap<Key, Value>;
 
@@ -134,17 +135,17 @@ pub fn server_log(path: &Path) -> Logged {
 /// Reads records from the feed until every request the server logged has an answered operation;
 /// returns every record read and the answered operations by (method, id). An operation whose
 /// answer came in another exchange counts in the record of that exchange.
-pub fn collect(feed: &mut RecordFeed, logged: &Logged) -> (Vec<Value>, Operations) {
+pub fn collect(feed: &mut RecordFeed, logged: &Logged) -> (Vec<Record>, Operations) {
     let mut records = Vec::new();
     let mut ops = BTreeMap::new();
     while !logged.keys().all(|k| ops.contains_key(k)) {
-        let record = feed.next_record();
-        for op in record["mcp"]["operations"].as_array().cloned().unwrap_or_default() {
-            if op["status"] != "answered" {
+        let record = feed.record();
+        for op in record.mcp.iter().flat_map(|m| &m.operations) {
+            if op.status != McpOperationStatus::Answered {
                 continue;
             }
-            let key = (op["method"].as_str().unwrap().to_string(), op["request_id"].as_str().unwrap().to_string());
-            ops.insert(key, (op, record.clone()));
+            let key = (op.method.clone(), op.request_id.clone());
+            ops.insert(key, (op.clone(), record.clone()));
         }
         records.push(record);
     }
@@ -160,14 +161,15 @@ pub fn excess_over_server(ops: &Operations, logged: &Logged) -> Vec<i64> {
     let mut excess = Vec::new();
     for (key, line) in logged {
         let (op, record) = &ops[key];
-        assert_eq!(op["status"], "answered", "{key:?}: {op}");
-        assert_eq!(record["outcome"], "ok", "{key:?}: {record}");
+        assert_eq!(op.status, McpOperationStatus::Answered, "{key:?}: {op:?}");
+        assert_eq!(record.outcome, Outcome::Ok, "{key:?}: {record:?}");
         let server_ns = line["out_ns"].as_i64().unwrap() - line["in_ns"].as_i64().unwrap();
-        let ours = op["end_ns"].as_i64().unwrap() - op["start_ns"].as_i64().unwrap();
+        let end_ns = op.end_ns.and_then(|e| i64::try_from(e).ok()).unwrap_or_else(|| panic!("{key:?}: no end: {op:?}"));
+        let ours = end_ns - op.start_ns;
         let diff = ours - server_ns;
-        assert!(diff >= 0, "{key:?}: tokentap {ours} ns, server {server_ns} ns: {op}");
-        assert_eq!(op["name"].as_str(), line["name"].as_str(), "{key:?}: {op}");
-        assert_eq!(op["is_error"].as_bool().unwrap_or(false), line["is_error"].as_bool().unwrap(), "{key:?}: {op}");
+        assert!(diff >= 0, "{key:?}: tokentap {ours} ns, server {server_ns} ns: {op:?}");
+        assert_eq!(op.name.as_deref(), line["name"].as_str(), "{key:?}: {op:?}");
+        assert_eq!(op.is_error, line["is_error"].as_bool().unwrap(), "{key:?}: {op:?}");
         let sent_ns = line["sent_ns"].as_i64().map_or(server_ns, |sent| sent - line["in_ns"].as_i64().unwrap());
         excess.push(ours - sent_ns);
     }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokentap_e2e::otlp_receiver::{attr_f64, attr_str, hex, span, Received, Span};
 use tokentap_e2e::process::run_sdk_script;
+use tokentap_e2e::records::{Outcome, SegmentKind, ToolRun, TurnLink, TurnRecord, TurnStatus};
 use tokentap_e2e::{Mock, OtlpReceiver, Tokentap};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -53,97 +54,94 @@ fn strings(values: &[Value]) -> Vec<String> {
 }
 
 /// The turn's steps' request ids, in step order.
-fn step_request_ids(turn: &Value) -> Vec<String> {
-    turn["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| str_of(&s["request_id"], "request_id").to_string())
-        .collect()
+fn step_request_ids(turn: &TurnRecord) -> Vec<String> {
+    turn.steps.iter().map(|s| s.request_id.clone()).collect()
 }
 
 /// The turn's tool runs by call id.
-fn tool_runs(turn: &Value) -> BTreeMap<String, Value> {
-    turn["tool_runs"]
-        .as_array()
-        .expect("tool_runs")
+fn tool_runs(turn: &TurnRecord) -> BTreeMap<String, &ToolRun> {
+    turn.tool_runs
         .iter()
-        .map(|r| (str_of(&r["call_id"], "tool_runs[].call_id").to_string(), r.clone()))
+        .map(|r| (r.call_id.clone().unwrap_or_else(|| panic!("tool_runs[].call_id missing: {r:?}")), r))
         .collect()
 }
 
 /// The invariants every closed turn keeps: its totals add up and match its lists, steps are
 /// numbered 1.. in time order, the critical path is ordered and inside the turn.
-fn check_turn_shape(turn: &Value) {
-    assert_eq!(turn["record_version"], 1, "{turn}");
-    for key in ["turn_id", "conversation_id", "trace_id", "started_at", "route"] {
-        assert!(turn[key].as_str().is_some_and(|s| !s.is_empty()), "{key} missing: {turn}");
+fn check_turn_shape(turn: &TurnRecord) {
+    assert_eq!(turn.record_version, 1, "{turn:?}");
+    for (key, value) in [
+        ("turn_id", &turn.turn_id),
+        ("conversation_id", &turn.conversation_id),
+        ("trace_id", &turn.trace_id),
+        ("started_at", &turn.started_at),
+        ("route", &turn.route),
+    ] {
+        assert!(!value.is_empty(), "{key} missing: {turn:?}");
     }
-    assert_eq!(str_of(&turn["trace_id"], "trace_id").len(), 32, "a W3C trace id: {turn}");
-    assert!(turn["t0_unix_ns"].as_u64().is_some_and(|t| t > 0), "{turn}");
-    let totals = &turn["totals"];
-    let e2e = f64_of(&totals["e2e_ms"], "e2e_ms");
-    let parts = f64_of(&totals["model_ms"], "model_ms")
-        + f64_of(&totals["tool_ms"], "tool_ms")
-        + f64_of(&totals["client_ms"], "client_ms");
-    assert!((parts - e2e).abs() <= ROUNDING_MS, "model_ms + tool_ms + client_ms = {parts}, e2e_ms = {e2e}: {totals}");
-    for key in ["model_ms", "tool_ms", "client_ms"] {
-        assert!(f64_of(&totals[key], key) >= 0.0, "{key} negative: {totals}");
+    assert_eq!(turn.trace_id.len(), 32, "a W3C trace id: {turn:?}");
+    assert!(turn.t0_unix_ns > 0, "{turn:?}");
+    let totals = &turn.totals;
+    let e2e = totals.e2e_ms;
+    let parts = totals.model_ms + totals.tool_ms + totals.client_ms;
+    assert!((parts - e2e).abs() <= ROUNDING_MS, "model_ms + tool_ms + client_ms = {parts}, e2e_ms = {e2e}: {totals:?}");
+    for (key, value) in [("model_ms", totals.model_ms), ("tool_ms", totals.tool_ms), ("client_ms", totals.client_ms)] {
+        assert!(value >= 0.0, "{key} negative: {totals:?}");
     }
-    let steps = turn["steps"].as_array().expect("steps");
-    let runs = turn["tool_runs"].as_array().expect("tool_runs");
-    assert_eq!(totals["steps"], steps.len() as u64, "{turn}");
-    assert_eq!(totals["tool_calls"], runs.len() as u64, "{turn}");
-    let unanswered = runs.iter().filter(|r| r["result_ms"].is_null()).count() as u64;
-    assert_eq!(totals["unanswered_tool_calls"], unanswered, "{turn}");
-    let calls_in_steps: u64 = steps.iter().map(|s| s["tool_calls"].as_u64().expect("steps[].tool_calls")).sum();
-    assert_eq!(calls_in_steps, runs.len() as u64, "each step's tool_calls count its runs: {turn}");
+    let (steps, runs) = (&turn.steps, &turn.tool_runs);
+    assert_eq!(totals.steps as usize, steps.len(), "{turn:?}");
+    assert_eq!(totals.tool_calls as usize, runs.len(), "{turn:?}");
+    let unanswered = runs.iter().filter(|r| r.result_ms.is_none()).count();
+    assert_eq!(totals.unanswered_tool_calls as usize, unanswered, "{turn:?}");
+    let calls_in_steps: usize = steps.iter().map(|s| s.tool_calls as usize).sum();
+    assert_eq!(calls_in_steps, runs.len(), "each step's tool_calls count its runs: {turn:?}");
     let mut previous_start = -1.0;
     for (i, s) in steps.iter().enumerate() {
-        assert_eq!(s["step"], i as u64 + 1, "steps numbered from 1: {turn}");
-        let (start, end) = (f64_of(&s["start_ms"], "start_ms"), f64_of(&s["end_ms"], "end_ms"));
-        assert!(start >= previous_start && end >= start, "step {} out of order: {turn}", i + 1);
+        assert_eq!(s.step as usize, i + 1, "steps numbered from 1: {turn:?}");
+        let (start, end) = (s.start_ms, s.end_ms);
+        assert!(start >= previous_start && end >= start, "step {} out of order: {turn:?}", i + 1);
         previous_start = start;
-        assert!(s["span_id"].as_str().is_some_and(|id| id.len() == 16), "{s}");
+        assert_eq!(s.span_id.len(), 16, "{s:?}");
     }
-    assert_eq!(f64_of(&steps[0]["start_ms"], "start_ms"), 0.0, "t0 is the first step's t0: {turn}");
+    assert_eq!(steps[0].start_ms, 0.0, "t0 is the first step's t0: {turn:?}");
     let mut previous_end = 0.0;
-    for seg in turn["critical_path"].as_array().expect("critical_path") {
-        assert!(["model", "tool", "client"].contains(&str_of(&seg["kind"], "kind")), "{seg}");
-        let (start, end) = (f64_of(&seg["start_ms"], "start_ms"), f64_of(&seg["end_ms"], "end_ms"));
-        assert!(start >= previous_end - ROUNDING_MS && end >= start, "critical path out of order: {turn}");
-        assert!(end <= e2e + ROUNDING_MS, "critical path past e2e_ms: {turn}");
+    // Each segment's kind is model, tool or client: `SegmentKind` reads no other.
+    for seg in &turn.critical_path {
+        let (start, end) = (seg.start_ms, seg.end_ms);
+        assert!(start >= previous_end - ROUNDING_MS && end >= start, "critical path out of order: {turn:?}");
+        assert!(end <= e2e + ROUNDING_MS, "critical path past e2e_ms: {turn:?}");
         previous_end = end;
     }
 }
 
 /// A turn of tool loop(s) whose calls were all answered: `calls` are the script's calls (id, name,
 /// step, held_ms). Checks the turn's tool runs against them one by one.
-fn check_tool_runs(turn: &Value, calls: &[Value]) {
+fn check_tool_runs(turn: &TurnRecord, calls: &[Value]) {
     let runs = tool_runs(turn);
     let expected: BTreeSet<String> = calls.iter().map(|c| str_of(&c["id"], "call id").to_string()).collect();
-    assert_eq!(runs.keys().cloned().collect::<BTreeSet<_>>(), expected, "the SDK's call ids: {turn}");
-    let steps = turn["steps"].as_array().unwrap();
+    assert_eq!(runs.keys().cloned().collect::<BTreeSet<_>>(), expected, "the SDK's call ids: {turn:?}");
+    let steps = &turn.steps;
     for call in calls {
         let id = str_of(&call["id"], "call id");
-        let run = &runs[id];
-        assert_eq!(run["name"], call["name"], "{run}");
-        assert_eq!(run["step"], call["step"], "the step whose response made {id}: {run}");
-        let result_step = run["result_step"].as_u64().unwrap_or_else(|| panic!("{id} unanswered: {run}"));
-        assert_eq!(result_step, call["step"].as_u64().unwrap() + 1, "the results went in the next request: {run}");
-        let (ready, result) = (f64_of(&run["ready_ms"], "ready_ms"), f64_of(&run["result_ms"], "result_ms"));
-        let duration = f64_of(&run["duration_ms"], "duration_ms");
-        assert!((duration - (result - ready)).abs() <= ROUNDING_MS, "duration_ms = result_ms - ready_ms: {run}");
-        let maker = &steps[call["step"].as_u64().unwrap() as usize - 1];
+        let run = runs[id];
+        assert_eq!(run.name.as_deref(), Some(str_of(&call["name"], "call name")), "{run:?}");
+        let call_step = call["step"].as_u64().unwrap();
+        assert_eq!(u64::from(run.step), call_step, "the step whose response made {id}: {run:?}");
+        let result_step = run.result_step.unwrap_or_else(|| panic!("{id} unanswered: {run:?}"));
+        assert_eq!(u64::from(result_step), call_step + 1, "the results went in the next request: {run:?}");
+        let ready = run.ready_ms;
+        let result = run.result_ms.unwrap_or_else(|| panic!("result_ms is not a number: {run:?}"));
+        let duration = run.duration_ms.unwrap_or_else(|| panic!("duration_ms is not a number: {run:?}"));
+        assert!((duration - (result - ready)).abs() <= ROUNDING_MS, "duration_ms = result_ms - ready_ms: {run:?}");
+        let maker = &steps[call_step as usize - 1];
         let carrier = &steps[result_step as usize - 1];
         assert!(
-            (f64_of(&maker["start_ms"], "start_ms")..=f64_of(&maker["end_ms"], "end_ms") + ROUNDING_MS)
-                .contains(&ready),
-            "{id} ready outside the step that made it: {run} {maker}"
+            (maker.start_ms..=maker.end_ms + ROUNDING_MS).contains(&ready),
+            "{id} ready outside the step that made it: {run:?} {maker:?}"
         );
         assert!(
-            (result - f64_of(&carrier["start_ms"], "start_ms")).abs() <= ROUNDING_MS,
-            "{id}'s result arrives with the request carrying it (its t0): {run} {carrier}"
+            (result - carrier.start_ms).abs() <= ROUNDING_MS,
+            "{id}'s result arrives with the request carrying it (its t0): {run:?} {carrier:?}"
         );
         let held = f64_of(&call["held_ms"], "held_ms");
         let outer = f64_of(&call["outer_ms"], "outer_ms");
@@ -156,19 +154,18 @@ fn check_tool_runs(turn: &Value, calls: &[Value]) {
 }
 
 /// Each step's request record carries its place in the turn.
-fn check_request_records(tokentap: &Tokentap, turn: &Value) {
-    for s in turn["steps"].as_array().unwrap() {
-        let id = str_of(&s["request_id"], "request_id");
-        let (status, record) = tokentap.admin_get(&format!("/_tokentap/api/requests/{id}"));
-        assert_eq!(status, 200, "request record {id}: {record}");
-        let r = &record["turn"];
-        assert_eq!(r["turn_id"], turn["turn_id"], "{id}: {record}");
-        assert_eq!(r["conversation_id"], turn["conversation_id"], "{id}: {r}");
-        assert_eq!(r["step"], s["step"], "{id}: {r}");
-        assert_eq!(r["link"], s["link"], "{id}: {r}");
-        assert_eq!(r["trace_id"], turn["trace_id"], "{id}: {r}");
-        assert_eq!(r["agent_span_id"], turn["agent_span_id"], "{id}: {r}");
-        assert_eq!(record["span_id"], s["span_id"], "the step's span is the request's: {id}");
+fn check_request_records(tokentap: &Tokentap, turn: &TurnRecord) {
+    for s in &turn.steps {
+        let id = &s.request_id;
+        let record = tokentap.request_record(id);
+        let r = record.turn.as_ref().unwrap_or_else(|| panic!("{id} has no turn: {record:?}"));
+        assert_eq!(r.turn_id, turn.turn_id, "{id}: {record:?}");
+        assert_eq!(r.conversation_id, turn.conversation_id, "{id}: {r:?}");
+        assert_eq!(r.step, s.step, "{id}: {r:?}");
+        assert_eq!(r.link, s.link, "{id}: {r:?}");
+        assert_eq!(r.trace_id, turn.trace_id, "{id}: {r:?}");
+        assert_eq!(r.agent_span_id, turn.agent_span_id, "{id}: {r:?}");
+        assert_eq!(record.span_id, s.span_id, "the step's span is the request's: {id}");
     }
 }
 
@@ -210,57 +207,49 @@ fn openai_sdk_tool_loop_is_one_turn_with_measured_tool_runs_and_one_trace() {
     assert_eq!(calls.len(), 2, "two parallel tool calls: {out}");
     assert!(!script_turn["answer"].as_str().unwrap().is_empty(), "{out}");
 
-    let turn = feed.next_turn();
+    let turn = feed.turn();
     check_turn_shape(&turn);
-    assert_eq!(turn["status"], "complete", "{turn}");
-    assert_eq!(turn["turn_index"], 0, "{turn}");
-    assert_eq!(step_request_ids(&turn), strings(script_turn["request_ids"].as_array().unwrap()), "{turn}");
-    let steps = turn["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 2, "{turn}");
-    assert_eq!(steps[0]["link"], "first", "{turn}");
-    assert_eq!(steps[1]["link"], "tool_result", "{turn}");
-    assert_eq!(steps[0]["tool_calls"], 2, "{turn}");
-    assert_eq!(steps[1]["tool_calls"], 0, "{turn}");
-    assert!(steps.iter().all(|s| s["outcome"] == "ok"), "{turn}");
-    assert!(steps[0]["ttft_tool_ms"].as_f64().is_some(), "the first step streamed tool calls: {turn}");
-    assert!(steps[1]["ttft_answer_ms"].as_f64().is_some(), "the second step streamed the answer: {turn}");
+    assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+    assert_eq!(turn.turn_index, 0, "{turn:?}");
+    assert_eq!(step_request_ids(&turn), strings(script_turn["request_ids"].as_array().unwrap()), "{turn:?}");
+    let steps = &turn.steps;
+    assert_eq!(steps.len(), 2, "{turn:?}");
+    assert_eq!(steps[0].link, TurnLink::First, "{turn:?}");
+    assert_eq!(steps[1].link, TurnLink::ToolResult, "{turn:?}");
+    assert_eq!(steps[0].tool_calls, 2, "{turn:?}");
+    assert_eq!(steps[1].tool_calls, 0, "{turn:?}");
+    assert!(steps.iter().all(|s| s.outcome == Outcome::Ok), "{turn:?}");
+    assert!(steps[0].ttft_tool_ms.is_some(), "the first step streamed tool calls: {turn:?}");
+    assert!(steps[1].ttft_answer_ms.is_some(), "the second step streamed the answer: {turn:?}");
     check_tool_runs(&turn, calls);
     // The tools slept 0.3 s and 0.6 s in parallel: at least 0.6 s with both calls out and no model
     // call running.
-    let tool_ms = f64_of(&turn["totals"]["tool_ms"], "tool_ms");
-    assert!(tool_ms >= 600.0 - TOOL_SLACK_MS, "tool_ms {tool_ms}: {turn}");
+    let tool_ms = turn.totals.tool_ms;
+    assert!(tool_ms >= 600.0 - TOOL_SLACK_MS, "tool_ms {tool_ms}: {turn:?}");
     // The critical path names both calls on the tool stretch before step 2.
     let ids: BTreeSet<&str> = calls.iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert!(
-        turn["critical_path"].as_array().unwrap().iter().any(|seg| seg["kind"] == "tool"
-            && seg["step"] == 2
-            && seg["call_ids"]
-                .as_array()
-                .is_some_and(|c| c.iter().filter_map(Value::as_str).collect::<BTreeSet<_>>() == ids)),
-        "no tool segment with both calls: {}",
-        turn["critical_path"]
+        turn.critical_path.iter().any(|seg| seg.kind == SegmentKind::Tool
+            && seg.step == Some(2)
+            && seg.call_ids.iter().map(String::as_str).collect::<BTreeSet<_>>() == ids),
+        "no tool segment with both calls: {:?}",
+        turn.critical_path
     );
-    let agent_span = str_of(&turn["agent_span_id"], "agent_span_id").to_string();
-    assert_eq!(agent_span.len(), 16, "{turn}");
+    let agent_span = turn.agent_span_id.clone().unwrap_or_else(|| panic!("agent_span_id missing: {turn:?}"));
+    assert_eq!(agent_span.len(), 16, "{turn:?}");
     check_request_records(&tokentap, &turn);
 
     // The admin API and the journal have the same record.
-    let turn_id = str_of(&turn["turn_id"], "turn_id");
-    let (status, one) = tokentap.admin_get(&format!("/_tokentap/api/turns/{turn_id}"));
-    assert_eq!(status, 200, "{one}");
-    assert_eq!(one, turn);
-    let (status, list) = tokentap.admin_get("/_tokentap/api/turns?limit=5");
-    assert_eq!(status, 200, "{list}");
-    assert_eq!(list["turns"].as_array().map(Vec::len), Some(1), "{list}");
-    assert_eq!(list["turns"][0], turn);
+    let turn_id = turn.turn_id.as_str();
+    assert_eq!(tokentap.turn_record(turn_id), turn);
+    let list = tokentap.turn_records("limit=5");
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0], turn);
     assert_eq!(tokentap.admin_get("/_tokentap/api/turns/no-such-turn").0, 404);
-    let journal = std::fs::read_to_string(tokentap.data_dir.path().join("turns.jsonl")).expect("turns.jsonl");
-    let lines: Vec<Value> =
-        journal.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines, std::slice::from_ref(&turn), "turns.jsonl holds the turn once");
+    assert_eq!(tokentap.journal_turns(), std::slice::from_ref(&turn), "turns.jsonl holds the turn once");
 
     // OTLP: one trace for the whole turn, although the client sent no traceparent.
-    let trace = str_of(&turn["trace_id"], "trace_id").to_string();
+    let trace = turn.trace_id.clone();
     let request_ids = step_request_ids(&turn);
     let received = receiver.wait_for(WAIT, "the turn's chat, invoke_agent and execute_tool spans", |r| {
         let spans = distinct_spans(r);
@@ -278,14 +267,14 @@ fn openai_sdk_tool_loop_is_one_turn_with_measured_tool_runs_and_one_trace() {
     assert!(agent.parent_span_id.is_empty(), "no client span to hang under");
     let a = &agent.attributes;
     assert_eq!(attr_str(a, "gen_ai.operation.name"), Some("invoke_agent"));
-    assert_eq!(attr_str(a, "gen_ai.conversation.id"), turn["conversation_id"].as_str());
+    assert_eq!(attr_str(a, "gen_ai.conversation.id"), Some(turn.conversation_id.as_str()));
     assert_eq!(attr_str(a, "tokentap.turn.id"), Some(turn_id));
     assert_eq!(attr_f64(a, "tokentap.turn.steps"), Some(2.0));
     let mut chat_ids = BTreeSet::new();
     for (s, id) in steps.iter().zip(&request_ids) {
         let chat = chat_span_of(&spans, id).unwrap();
         assert!(chat.name.starts_with("chat "), "{}", chat.name);
-        assert_eq!(hex(&chat.span_id), s["span_id"].as_str().unwrap(), "{id}");
+        assert_eq!(hex(&chat.span_id), s.span_id, "{id}");
         assert_eq!(hex(&chat.trace_id), trace, "chat span of {id} in the turn's trace");
         assert_eq!(hex(&chat.parent_span_id), agent_span, "chat span of {id} under invoke_agent");
         chat_ids.insert(chat.span_id.clone());
@@ -298,7 +287,7 @@ fn openai_sdk_tool_loop_is_one_turn_with_measured_tool_runs_and_one_trace() {
     let tools: Vec<&Span> =
         spans.iter().filter(|s| hex(&s.parent_span_id) == agent_span && s.name.starts_with("execute_tool")).collect();
     assert_eq!(tools.len(), 2, "one execute_tool span per tool run");
-    let t0 = turn["t0_unix_ns"].as_u64().unwrap();
+    let t0 = turn.t0_unix_ns;
     for tool in tools {
         let a = &tool.attributes;
         let call_id = attr_str(a, "gen_ai.tool.call.id").expect("gen_ai.tool.call.id");
@@ -306,13 +295,14 @@ fn openai_sdk_tool_loop_is_one_turn_with_measured_tool_runs_and_one_trace() {
         assert_eq!(tool.kind, span::SpanKind::Internal as i32);
         assert_eq!(hex(&tool.trace_id), trace);
         assert_eq!(attr_str(a, "gen_ai.operation.name"), Some("execute_tool"));
-        assert_eq!(attr_str(a, "gen_ai.tool.name"), run["name"].as_str());
+        assert_eq!(attr_str(a, "gen_ai.tool.name"), run.name.as_deref());
         assert_eq!(attr_str(a, "gen_ai.tool.type"), Some("function"));
-        assert_eq!(tool.name, format!("execute_tool {}", run["name"].as_str().unwrap()));
+        assert_eq!(tool.name, format!("execute_tool {}", run.name.as_deref().unwrap()));
         // The span is the run: ready → result, to within a millisecond of the record's rounding.
-        let ms = |key: &str| t0 + (f64_of(&run[key], key) * 1e6).round() as u64;
-        assert!(tool.start_time_unix_nano.abs_diff(ms("ready_ms")) <= 1_000_000, "{call_id} start vs ready_ms");
-        assert!(tool.end_time_unix_nano.abs_diff(ms("result_ms")) <= 1_000_000, "{call_id} end vs result_ms");
+        let ms = |value: f64| t0 + (value * 1e6).round() as u64;
+        let result_ms = run.result_ms.unwrap_or_else(|| panic!("result_ms is not a number: {run:?}"));
+        assert!(tool.start_time_unix_nano.abs_diff(ms(run.ready_ms)) <= 1_000_000, "{call_id} start vs ready_ms");
+        assert!(tool.end_time_unix_nano.abs_diff(ms(result_ms)) <= 1_000_000, "{call_id} end vs result_ms");
     }
     // Nothing of the turn is in another trace.
     for s in spans.iter().filter(|s| {
@@ -332,13 +322,13 @@ fn anthropic_sdk_tool_loop_is_one_turn_with_measured_tool_runs() {
     let calls = out["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "two parallel tool_use blocks: {out}");
 
-    let turn = feed.next_turn();
+    let turn = feed.turn();
     check_turn_shape(&turn);
-    assert_eq!(turn["status"], "complete", "{turn}");
-    assert_eq!(step_request_ids(&turn), strings(out["request_ids"].as_array().unwrap()), "{turn}");
-    let steps = turn["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 2, "{turn}");
-    assert_eq!(steps[1]["link"], "tool_result", "tool_use_id links the results: {turn}");
+    assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+    assert_eq!(step_request_ids(&turn), strings(out["request_ids"].as_array().unwrap()), "{turn:?}");
+    let steps = &turn.steps;
+    assert_eq!(steps.len(), 2, "{turn:?}");
+    assert_eq!(steps[1].link, TurnLink::ToolResult, "tool_use_id links the results: {turn:?}");
     check_tool_runs(&turn, calls);
     check_request_records(&tokentap, &turn);
 }
@@ -354,21 +344,21 @@ fn openai_agents_sdk_run_is_one_turn() {
     assert_eq!(out["output_call_ids"].as_array().unwrap().len(), 2, "{out}");
     assert!(out["final_output"].as_str().is_some_and(|s| !s.is_empty()), "{out}");
 
-    let turn = feed.next_turn();
+    let turn = feed.turn();
     check_turn_shape(&turn);
-    assert_eq!(turn["status"], "complete", "{turn}");
-    let steps = turn["steps"].as_array().unwrap();
-    assert!(steps.len() >= 2, "{turn}");
-    assert!(steps[1..].iter().all(|s| s["link"] == "tool_result"), "{turn}");
+    assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+    let steps = &turn.steps;
+    assert!(steps.len() >= 2, "{turn:?}");
+    assert!(steps[1..].iter().all(|s| s.link == TurnLink::ToolResult), "{turn:?}");
     let runs = tool_runs(&turn);
     let expected: BTreeSet<String> = calls.iter().map(|c| c["id"].as_str().unwrap().to_string()).collect();
-    assert_eq!(runs.keys().cloned().collect::<BTreeSet<_>>(), expected, "{turn}");
+    assert_eq!(runs.keys().cloned().collect::<BTreeSet<_>>(), expected, "{turn:?}");
     for call in calls {
-        let run = &runs[call["id"].as_str().unwrap()];
-        assert_eq!(run["name"], call["name"], "{run}");
-        assert!(run["duration_ms"].as_f64().is_some_and(|d| d > 0.0), "answered: {run}");
+        let run = runs[call["id"].as_str().unwrap()];
+        assert_eq!(run.name.as_deref(), Some(str_of(&call["name"], "call name")), "{run:?}");
+        assert!(run.duration_ms.is_some_and(|d| d > 0.0), "answered: {run:?}");
     }
-    assert_eq!(turn["totals"]["unanswered_tool_calls"], 0, "{turn}");
+    assert_eq!(turn.totals.unanswered_tool_calls, 0, "{turn:?}");
     check_request_records(&tokentap, &turn);
 }
 
@@ -381,26 +371,25 @@ fn two_user_messages_are_two_turns_of_one_conversation() {
     let script_turns = out["clients"][0]["turns"].as_array().unwrap();
     assert_eq!(script_turns.len(), 2, "{out}");
 
-    let first = feed.next_turn();
-    let second = feed.next_turn();
+    let first = feed.turn();
+    let second = feed.turn();
     for (turn, script_turn) in [(&first, &script_turns[0]), (&second, &script_turns[1])] {
         check_turn_shape(turn);
-        assert_eq!(turn["status"], "complete", "{turn}");
-        assert_eq!(step_request_ids(turn), strings(script_turn["request_ids"].as_array().unwrap()), "{turn}");
+        assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+        assert_eq!(step_request_ids(turn), strings(script_turn["request_ids"].as_array().unwrap()), "{turn:?}");
         check_tool_runs(turn, script_turn["calls"].as_array().unwrap());
         check_request_records(&tokentap, turn);
     }
-    assert_eq!(first["conversation_id"], second["conversation_id"], "one conversation");
-    assert_ne!(first["turn_id"], second["turn_id"]);
-    assert_eq!(first["turn_index"], 0);
-    assert_eq!(second["turn_index"], 1);
-    assert_eq!(first["steps"][0]["link"], "first", "{first}");
-    assert_eq!(second["steps"][0]["link"], "next_turn", "a new user message in a known conversation: {second}");
-    assert_eq!(second["steps"][1]["link"], "tool_result", "{second}");
-    let (status, list) = tokentap.admin_get("/_tokentap/api/turns?limit=1");
-    assert_eq!(status, 200);
-    assert_eq!(list["turns"].as_array().map(Vec::len), Some(1), "limit is honoured: {list}");
-    assert_eq!(list["turns"][0]["turn_id"], second["turn_id"], "newest first: {list}");
+    assert_eq!(first.conversation_id, second.conversation_id, "one conversation");
+    assert_ne!(first.turn_id, second.turn_id);
+    assert_eq!(first.turn_index, 0);
+    assert_eq!(second.turn_index, 1);
+    assert_eq!(first.steps[0].link, TurnLink::First, "{first:?}");
+    assert_eq!(second.steps[0].link, TurnLink::NextTurn, "a new user message in a known conversation: {second:?}");
+    assert_eq!(second.steps[1].link, TurnLink::ToolResult, "{second:?}");
+    let list = tokentap.turn_records("limit=1");
+    assert_eq!(list.len(), 1, "limit is honoured: {list:?}");
+    assert_eq!(list[0].turn_id, second.turn_id, "newest first: {list:?}");
 
     // `tokentap report` has turn percentiles, `tokentap explain` takes a turn id.
     let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
@@ -415,7 +404,7 @@ fn two_user_messages_are_two_turns_of_one_conversation() {
         status.success() && markdown.contains("## Turns") && markdown.contains("| tool share |"),
         "{err}{markdown}"
     );
-    let turn_id = second["turn_id"].as_str().unwrap();
+    let turn_id = second.turn_id.as_str();
     let (status, text, err) = tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--data-dir", &data_dir]);
     assert!(status.success(), "{err}");
     assert!(text.starts_with(&format!("turn {turn_id} (complete)")), "{text}");
@@ -459,28 +448,23 @@ fn an_explicit_turn_header_joins_steps_on_two_instances_into_one_trace() {
     // Each instance records its steps under the header's turn, in one trace.
     let mut traces = BTreeSet::new();
     for (i, id) in request_ids.iter().enumerate() {
-        let (status, record) = served_by(i).admin_get(&format!("/_tokentap/api/requests/{id}"));
-        assert_eq!(status, 200, "step {} ({id}) on instance {}: {record}", i + 1, if i % 2 == 0 { "A" } else { "B" });
-        assert_eq!(record["turn"]["turn_id"], turn_id.as_str(), "step {}: {}", i + 1, record["turn"]);
+        eprintln!("step {} ({id}) on instance {}", i + 1, if i % 2 == 0 { "A" } else { "B" });
+        let record = served_by(i).request_record(id);
+        let r = record.turn.as_ref().unwrap_or_else(|| panic!("step {}: no turn: {record:?}", i + 1));
+        assert_eq!(r.turn_id, turn_id, "step {}: {r:?}", i + 1);
         // Each instance's first request of the turn starts it there; its next one follows by the header.
-        assert_eq!(
-            record["turn"]["link"],
-            if i < 2 { "first" } else { "header" },
-            "step {}: {}",
-            i + 1,
-            record["turn"]
-        );
-        traces.insert(str_of(&record["turn"]["trace_id"], "turn.trace_id").to_string());
+        assert_eq!(r.link, if i < 2 { TurnLink::First } else { TurnLink::Header }, "step {}: {r:?}", i + 1);
+        traces.insert(r.trace_id.clone());
     }
     assert_eq!(traces.len(), 1, "both instances derive the same trace from the header: {traces:?}");
     let trace = traces.into_iter().next().unwrap();
 
     // B saw the final answer: it closes the turn, with its own two steps.
-    let turn = feed_b.next_turn();
-    assert_eq!(turn["turn_id"], turn_id.as_str(), "{turn}");
-    assert_eq!(turn["trace_id"], trace.as_str(), "{turn}");
-    assert_eq!(turn["status"], "complete", "{turn}");
-    assert_eq!(step_request_ids(&turn), [request_ids[1].clone(), request_ids[3].clone()], "{turn}");
+    let turn = feed_b.turn();
+    assert_eq!(turn.turn_id, turn_id, "{turn:?}");
+    assert_eq!(turn.trace_id, trace, "{turn:?}");
+    assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+    assert_eq!(step_request_ids(&turn), [request_ids[1].clone(), request_ids[3].clone()], "{turn:?}");
 
     // Every chat span, from either instance, is in that one trace.
     let received = receiver.wait_for(WAIT, "the four steps' chat spans", |r| {
@@ -507,10 +491,10 @@ fn concurrent_tool_loops_are_separate_turns() {
     let clients = out["clients"].as_array().unwrap();
     assert_eq!(clients.len(), CLIENTS);
 
-    let turns: Vec<Value> = (0..CLIENTS).map(|_| feed.next_turn()).collect();
-    let turn_ids: BTreeSet<&str> = turns.iter().map(|t| t["turn_id"].as_str().unwrap()).collect();
+    let turns: Vec<TurnRecord> = (0..CLIENTS).map(|_| feed.turn()).collect();
+    let turn_ids: BTreeSet<&str> = turns.iter().map(|t| t.turn_id.as_str()).collect();
     assert_eq!(turn_ids.len(), CLIENTS, "distinct turns");
-    let conversations: BTreeSet<&str> = turns.iter().map(|t| t["conversation_id"].as_str().unwrap()).collect();
+    let conversations: BTreeSet<&str> = turns.iter().map(|t| t.conversation_id.as_str()).collect();
     assert_eq!(conversations.len(), CLIENTS, "each client is its own conversation");
     for (i, client) in clients.iter().enumerate() {
         let script_turn = &client["turns"][0];
@@ -524,11 +508,11 @@ fn concurrent_tool_loops_are_separate_turns() {
             )
         });
         check_turn_shape(turn);
-        assert_eq!(turn["status"], "complete", "{turn}");
-        assert_eq!(turn["steps"][1]["link"], "tool_result", "{turn}");
+        assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+        assert_eq!(turn.steps[1].link, TurnLink::ToolResult, "{turn:?}");
         let expected: BTreeSet<String> =
             script_turn["calls"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_string()).collect();
-        assert_eq!(tool_runs(turn).keys().cloned().collect::<BTreeSet<_>>(), expected, "client {i}'s calls: {turn}");
+        assert_eq!(tool_runs(turn).keys().cloned().collect::<BTreeSet<_>>(), expected, "client {i}'s calls: {turn:?}");
         check_request_records(&tokentap, turn);
     }
 }
@@ -554,21 +538,16 @@ fn step_records_summary(tokentap: &Tokentap, ids: &[String]) -> String {
 }
 
 /// One line per turn: id, conversation, steps (request id and link) and tool-run call ids.
-fn turns_summary(turns: &[Value]) -> String {
+fn turns_summary(turns: &[TurnRecord]) -> String {
     let lines: Vec<String> = turns
         .iter()
         .map(|t| {
-            let steps: Vec<String> = t["steps"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| format!("{}({})", s["request_id"].as_str().unwrap_or("?"), s["link"].as_str().unwrap_or("?")))
-                .collect();
+            let steps: Vec<String> = t.steps.iter().map(|s| format!("{}({})", s.request_id, s.link.as_str())).collect();
             format!(
                 "turn {} conversation {} status {} steps [{}] calls {:?}",
-                t["turn_id"],
-                t["conversation_id"],
-                t["status"],
+                t.turn_id,
+                t.conversation_id,
+                t.status.as_str(),
                 steps.join(", "),
                 tool_runs(t).keys().collect::<Vec<_>>()
             )

@@ -19,6 +19,7 @@ use serde_json::Value;
 use tokentap_e2e::mcp::{collect, excess_over_server, median, McpServer, Operations, Peer};
 use tokentap_e2e::otlp_receiver::{attr_str, hex, Received};
 use tokentap_e2e::process::run_sdk_script;
+use tokentap_e2e::records::{JoinedBy, McpEra, McpExchange, McpOperationStatus, Outcome, Record, TurnStatus};
 use tokentap_e2e::{Framing, OtlpReceiver, Script, ScriptedUpstream, Tokentap};
 
 /// Most tokentap's operation may exceed the server's own time (two loopback hops).
@@ -41,7 +42,7 @@ fn run_mode(
     mode: &str,
     server: &McpServer,
     tokentap: &Tokentap,
-) -> (Vec<Value>, Operations, tokentap_e2e::mcp::Logged) {
+) -> (Vec<Record>, Operations, tokentap_e2e::mcp::Logged) {
     server.clear_log();
     let mut feed = tokentap.feed();
     let url = format!("http://{}/mcp", tokentap.addr);
@@ -60,18 +61,28 @@ fn run_mode(
 /// own results right. Returns how much longer tokentap's duration is, per operation.
 fn check_operations(ops: &Operations, logged: &tokentap_e2e::mcp::Logged) -> Vec<i64> {
     for key in logged.keys() {
-        assert_ne!(ops[key].1["outcome"], "client_cancelled", "{key:?}");
+        assert_ne!(ops[key].1.outcome, Outcome::ClientCancelled, "{key:?}");
     }
     let excess = excess_over_server(ops, logged);
     let tool = |name: &str| {
-        ops.values().map(|(op, _)| op).find(|op| op["method"] == "tools/call" && op["name"] == name).unwrap().clone()
+        ops.values()
+            .map(|(op, _)| op)
+            .find(|op| op.method == "tools/call" && op.name.as_deref() == Some(name))
+            .unwrap()
+            .clone()
     };
     let count = tool("count");
-    assert_eq!(count["progress_notifications"], 3, "{count}");
-    assert!(count["first_progress_ns"].as_i64().unwrap() < count["end_ns"].as_i64().unwrap(), "{count}");
-    assert_eq!(tool("fail")["is_error"], true);
-    assert!(tool("sleep_ms")["end_ns"].as_u64().unwrap() >= 150_000_000);
+    assert_eq!(count.progress_notifications, 3, "{count:?}");
+    let end_ns = count.end_ns.and_then(|e| i64::try_from(e).ok()).unwrap();
+    assert!(count.first_progress_ns.unwrap() < end_ns, "{count:?}");
+    assert!(tool("fail").is_error);
+    assert!(tool("sleep_ms").end_ns.unwrap() >= 150_000_000);
     excess
+}
+
+/// The record's MCP exchange (an MCP route's records all have one).
+fn exchange(record: &Record) -> &McpExchange {
+    record.mcp.as_ref().unwrap_or_else(|| panic!("no MCP exchange: {record:?}"))
 }
 
 fn mcp_spans(received: &Received) -> Vec<(String, BTreeMap<String, String>)> {
@@ -101,17 +112,20 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
     let (records, ops, logged) = run_mode("legacy", &server, &tokentap);
     let excess_legacy = check_operations(&ops, &logged);
     let (init, init_record) = &ops[&("initialize".to_string(), "1".to_string())];
-    assert_eq!(init_record["mcp"]["session_started"], true, "{init_record}");
-    let session = init_record["mcp"]["session_id"].as_str().expect("a session id").to_string();
-    assert_eq!(init["status"], "answered");
+    assert!(exchange(init_record).session_started, "{init_record:?}");
+    let session = exchange(init_record).session_id.clone().expect("a session id");
+    assert_eq!(init.status, McpOperationStatus::Answered);
     for (op, record) in ops.values() {
-        assert_eq!(record["mcp"]["session_id"], session.as_str(), "{op}");
-        assert_eq!(record["mcp"]["era"], "handshake", "{record}");
-        assert!(record["mcp"]["protocol_version"].as_str().is_some_and(|v| v.starts_with("2025-")), "{record}");
+        let mcp = exchange(record);
+        assert_eq!(mcp.session_id.as_deref(), Some(session.as_str()), "{op:?}");
+        assert_eq!(mcp.era, Some(McpEra::Handshake), "{record:?}");
+        assert!(mcp.protocol_version.as_deref().is_some_and(|v| v.starts_with("2025-")), "{record:?}");
     }
     // Notifications (initialized) and the GET stream are recorded as exchanges without operations.
     assert!(
-        records.iter().any(|r| r["mcp"]["client_notifications"]["other"] == 1 && r["status"] == 202),
+        records
+            .iter()
+            .any(|r| r.mcp.as_ref().is_some_and(|m| m.client_notifications.other == 1) && r.status == Some(202)),
         "no notifications/initialized record"
     );
 
@@ -120,9 +134,10 @@ fn python_sdk_through_an_mcp_route_in_both_eras() {
     let excess_modern = check_operations(&ops, &logged);
     assert!(ops.contains_key(&("server/discover".to_string(), "1".to_string())), "{:?}", ops.keys());
     for (op, record) in ops.values() {
-        assert_eq!(record["mcp"]["era"], "modern", "{op}: {record}");
-        assert_eq!(record["mcp"]["protocol_version"], "2026-07-28", "{record}");
-        assert!(record["mcp"]["session_id"].is_null(), "{record}");
+        let mcp = exchange(record);
+        assert_eq!(mcp.era, Some(McpEra::Modern), "{op:?}: {record:?}");
+        assert_eq!(mcp.protocol_version.as_deref(), Some("2026-07-28"), "{record:?}");
+        assert!(mcp.session_id.is_none(), "{record:?}");
     }
     eprintln!("tokentap − server per operation (ns): legacy {excess_legacy:?}, modern {excess_modern:?}");
     let all: Vec<i64> = excess_legacy.iter().chain(&excess_modern).copied().collect();
@@ -213,18 +228,18 @@ fn bad_input_is_forwarded_untouched_and_counted() {
     let resp = tokentap_e2e::http1::post(tokentap.addr, "/batch", &headers, batch.as_bytes());
     assert_eq!((resp.status, &resp.body), (200, &answer));
     assert!(upstream.received("/batch").unwrap() == batch.as_bytes(), "the batch reached the server changed");
-    let record = feed.next_record_for("/batch");
-    let mcp = &record["mcp"];
-    assert_eq!(mcp["batch"], true, "{mcp}");
-    assert_eq!(mcp["operations"].as_array().unwrap().len(), 256, "{mcp}");
-    assert_eq!(mcp["operations"][0]["status"], "answered");
-    let skipped = &mcp["skipped"];
-    assert_eq!(skipped["operations_not_recorded"], 4096 - 256, "{skipped}");
+    let record = feed.record_for("/batch");
+    let mcp = exchange(&record);
+    assert!(mcp.batch, "{mcp:?}");
+    assert_eq!(mcp.operations.len(), 256, "{mcp:?}");
+    assert_eq!(mcp.operations[0].status, McpOperationStatus::Answered);
+    let skipped = &mcp.skipped;
+    assert_eq!(skipped.operations_not_recorded, 4096 - 256, "{skipped:?}");
     // Everything past the first 4,096 elements is counted, not read (or cut at the request keep
     // limit, which the record says).
-    let not_read = skipped["messages_not_read"].as_u64().unwrap_or(0);
-    assert!(not_read == 100_000 - 4096 || skipped["request_truncated"] == true, "{skipped}");
-    assert_eq!(skipped["unmatched_responses"], 1, "{skipped}");
+    let not_read = skipped.messages_not_read;
+    assert!(not_read == 100_000 - 4096 || skipped.request_truncated, "{skipped:?}");
+    assert_eq!(skipped.unmatched_responses, 1, "{skipped:?}");
 
     // Malformed JSON-RPC, answered by a parse error without an id.
     let error = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#.to_vec();
@@ -233,10 +248,11 @@ fn bad_input_is_forwarded_untouched_and_counted() {
     let resp = tokentap_e2e::http1::post(tokentap.addr, "/bad", &headers, body);
     assert_eq!((resp.status, &resp.body), (400, &error));
     assert_eq!(upstream.received("/bad").unwrap(), body);
-    let record = feed.next_record_for("/bad");
-    assert_eq!(record["mcp"]["skipped"]["malformed"], 1, "{record}");
-    assert_eq!(record["mcp"]["skipped"]["unmatched_responses"], 1, "{record}");
-    assert_eq!(record["mcp"]["operations"], serde_json::json!([]));
+    let record = feed.record_for("/bad");
+    let mcp = exchange(&record);
+    assert_eq!(mcp.skipped.malformed, 1, "{record:?}");
+    assert_eq!(mcp.skipped.unmatched_responses, 1, "{record:?}");
+    assert!(mcp.operations.is_empty(), "{record:?}");
 
     // A GET stream of 10,000 server notifications in 100 pieces.
     let event = b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\r\n\r\n";
@@ -246,11 +262,11 @@ fn bad_input_is_forwarded_untouched_and_counted() {
     let resp = tokentap_e2e::http1::get(tokentap.addr, "/stream", &[("accept", "text/event-stream")]);
     assert_eq!((resp.status, resp.body.len()), (200, stream.len()));
     assert!(resp.body == stream, "the stream reached the client changed");
-    let record = feed.next_record_for("/stream");
-    let mcp = &record["mcp"];
-    assert_eq!(mcp["get_stream"], true, "{mcp}");
-    assert_eq!(mcp["server_notifications"]["other"], 4096, "{mcp}");
-    assert_eq!(mcp["skipped"]["messages_not_read"], 10_000 - 4096, "{mcp}");
+    let record = feed.record_for("/stream");
+    let mcp = exchange(&record);
+    assert!(mcp.get_stream, "{mcp:?}");
+    assert_eq!(mcp.server_notifications.other, 4096, "{mcp:?}");
+    assert_eq!(mcp.skipped.messages_not_read, 10_000 - 4096, "{mcp:?}");
 }
 
 /// openai-agents (unmodified) running a turn whose two tool calls execute on the MCP server, the
@@ -287,40 +303,36 @@ fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
     );
     let calls = out["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 2, "{out}");
-    let turn = feed.next_turn();
-    assert_eq!(turn["status"], "complete", "{turn}");
-    let runs = turn["tool_runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2, "{turn}");
+    let turn = feed.turn();
+    assert_eq!(turn.status, TurnStatus::Complete, "{turn:?}");
+    let runs = &turn.tool_runs;
+    assert_eq!(runs.len(), 2, "{turn:?}");
     let logged = server.logged();
     let mut server_ms_total = 0.0;
     for run in runs {
-        let mcp = &run["mcp"];
-        assert_eq!(mcp["tool"], run["name"], "{run}");
-        assert_eq!(mcp["joined_by"], serde_json::json!(["name_exact", "arguments", "window"]), "{run}");
-        let (server_ms, before, after) = (
-            mcp["server_ms"].as_f64().unwrap(),
-            mcp["harness_before_ms"].as_f64().unwrap(),
-            mcp["harness_after_ms"].as_f64().unwrap(),
-        );
-        assert!(before >= 0.0 && after >= 0.0, "{run}");
+        let mcp = run.mcp.as_ref().unwrap_or_else(|| panic!("no MCP call joined: {run:?}"));
+        assert_eq!(Some(&mcp.tool), run.name.as_ref(), "{run:?}");
+        assert_eq!(mcp.joined_by, [JoinedBy::NameExact, JoinedBy::Arguments, JoinedBy::Window], "{run:?}");
+        let (server_ms, before, after) = (mcp.server_ms, mcp.harness_before_ms, mcp.harness_after_ms);
+        assert!(before >= 0.0 && after >= 0.0, "{run:?}");
         let sum = server_ms + before + after;
-        assert!((sum - run["duration_ms"].as_f64().unwrap()).abs() < 0.01, "the split adds up: {run}");
+        assert!((sum - run.duration_ms.unwrap()).abs() < 0.01, "the split adds up: {run:?}");
         // The MCP server's own time for that request, from its log.
-        let line = &logged[&("tools/call".to_string(), mcp["jsonrpc_id"].as_str().unwrap().to_string())];
+        let line = &logged[&("tools/call".to_string(), mcp.jsonrpc_id.clone())];
         let own_ms = (line["out_ns"].as_i64().unwrap() - line["in_ns"].as_i64().unwrap()) as f64 / 1e6;
-        assert!(server_ms >= own_ms, "{run}: the server's own time {own_ms} ms");
+        assert!(server_ms >= own_ms, "{run:?}: the server's own time {own_ms} ms");
         eprintln!(
-            "{}: server {server_ms:.3} ms (its own {own_ms:.3}), harness {before:.3} + {after:.3} ms",
-            run["name"]
+            "{:?}: server {server_ms:.3} ms (its own {own_ms:.3}), harness {before:.3} + {after:.3} ms",
+            run.name
         );
         server_ms_total += server_ms;
     }
-    let total = turn["totals"]["tool_server_ms"].as_f64().unwrap();
-    assert!((total - server_ms_total).abs() < 0.01, "{turn}");
+    let total = turn.totals.tool_server_ms.unwrap();
+    assert!((total - server_ms_total).abs() < 0.01, "{turn:?}");
 
     // `tokentap explain` lays the split out per run; `tokentap report` has its percentiles.
     let data_dir = tokentap.data_dir.path().to_str().unwrap().to_string();
-    let turn_id = turn["turn_id"].as_str().unwrap();
+    let turn_id = turn.turn_id.as_str();
     let (status, text, err) = tokentap_e2e::process::run_tokentap(&["explain", turn_id, "--data-dir", &data_dir]);
     assert!(status.success(), "{err}");
     assert_eq!(text.matches("over MCP (tools/call ").count(), 2, "{text}");
@@ -333,7 +345,7 @@ fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
 
     // The trace: each tools/call CLIENT span is the child of its run's execute_tool span, in the
     // turn's trace.
-    let trace = turn["trace_id"].as_str().unwrap().to_string();
+    let trace = turn.trace_id.clone();
     let received = receiver.wait_for(Duration::from_secs(30), "the turn's execute_tool and MCP spans", |r| {
         let in_turn =
             |prefix: &str| r.spans().iter().filter(|s| hex(&s.trace_id) == trace && s.name.starts_with(prefix)).count();
@@ -359,7 +371,7 @@ fn an_agent_turn_splits_tool_runs_into_mcp_server_and_harness_time() {
     assert_eq!(page["mcp_bars"].as_array().map(Vec::len), Some(2), "{page}");
     assert_eq!(page["mcp_rows"], serde_json::json!(["joined", "joined"]), "{page}");
     for run in runs {
-        let link = format!("#/r/{}", run["mcp"]["request_id"].as_str().unwrap());
+        let link = format!("#/r/{}", run.mcp.as_ref().unwrap().request_id);
         assert!(page["mcp_links"].as_array().unwrap().contains(&Value::String(link.clone())), "{link}: {page}");
     }
 }

@@ -12,9 +12,9 @@
 //! Durations are checked as in tests/tests/mcp.rs: each contains the server's own time (request
 //! in → answer out, from its log), and the median difference stays within two loopback hops.
 
-use serde_json::Value;
 use tokentap_e2e::mcp::{assert_forwarded, bodies, collect, excess_over_server, median, McpServer, Operations, Peer};
 use tokentap_e2e::process::run_sdk_script;
+use tokentap_e2e::records::{McpEra, McpExchange, McpOperation, McpOperationStatus, McpTransport, Outcome, Record};
 use tokentap_e2e::{Tokentap, WireTap};
 
 /// Most tokentap's operation may exceed the server's own time (two loopback hops; here with a
@@ -40,8 +40,13 @@ fn run_client(url: &str, transport: &str) {
     assert_eq!(out["fail"]["is_error"], true, "{out}");
 }
 
-fn tool<'a>(ops: &'a Operations, name: &str) -> &'a (Value, Value) {
-    ops.values().find(|(op, _)| op["method"] == "tools/call" && op["name"] == name).unwrap()
+fn tool<'a>(ops: &'a Operations, name: &str) -> &'a (McpOperation, Record) {
+    ops.values().find(|(op, _)| op.method == "tools/call" && op.name.as_deref() == Some(name)).unwrap()
+}
+
+/// The record's MCP exchange (an MCP route's records all have one).
+fn exchange(record: &Record) -> &McpExchange {
+    record.mcp.as_ref().unwrap_or_else(|| panic!("no MCP exchange: {record:?}"))
 }
 
 fn check_median(excess: &[i64]) {
@@ -67,15 +72,15 @@ fn typescript_sdk_server_byte_exact_and_timed() {
     check_median(&excess_over_server(&ops, &logged));
 
     let (_, init_record) = &ops[&("initialize".to_string(), "1".to_string())];
-    let session = init_record["mcp"]["session_id"].as_str().expect("a session id").to_string();
+    let session = exchange(init_record).session_id.clone().expect("a session id");
     for (op, record) in ops.values() {
-        assert_eq!(record["mcp"]["session_id"], session.as_str(), "{op}");
-        assert_eq!(record["mcp"]["era"], "handshake", "{record}");
-        assert_eq!(record["outcome"], "ok", "{record}");
+        assert_eq!(exchange(record).session_id.as_deref(), Some(session.as_str()), "{op:?}");
+        assert_eq!(exchange(record).era, Some(McpEra::Handshake), "{record:?}");
+        assert_eq!(record.outcome, Outcome::Ok, "{record:?}");
     }
     let (count, _) = tool(&ops, "count");
-    assert_eq!(count["progress_notifications"], 3, "{count}");
-    assert_eq!(tool(&ops, "fail").0["is_error"], true);
+    assert_eq!(count.progress_notifications, 3, "{count:?}");
+    assert!(tool(&ops, "fail").0.is_error);
 
     // Byte-exact: the bodies the client sent are those the server received, and the bodies the
     // server sent are those the client received (streams the client closed: a prefix).
@@ -109,29 +114,29 @@ fn http_sse_transport_pairs_requests_with_answers_on_the_get_stream() {
         let (records, ops) = collect(&mut feed, &logged);
         check_median(&excess_over_server(&ops, &logged));
         let (sleep, stream) = tool(&ops, "sleep_ms");
-        let x = &stream["mcp"];
-        assert_eq!((x["transport"].as_str(), x["get_stream"].as_bool()), (Some("http_sse"), Some(true)), "{x}");
-        let session = x["session_id"].as_str().expect("the session from the endpoint event");
-        assert!(x["endpoint"].as_str().is_some_and(|e| e.contains(session)), "{x}");
-        assert_eq!(x["skipped"]["unmatched_responses"], Value::Null, "{x}");
+        let x = exchange(stream);
+        assert_eq!((x.transport, x.get_stream), (McpTransport::HttpSse, true), "{x:?}");
+        let session = x.session_id.as_deref().expect("the session from the endpoint event");
+        assert!(x.endpoint.as_deref().is_some_and(|e| e.contains(session)), "{x:?}");
+        assert_eq!(x.skipped.unmatched_responses, 0, "{peer:?}: {x:?}");
         // Every answer came on the one stream: the operation is on the stream's record, or, when
         // that record reached the worker before the request's, on the request's record naming it.
         for (op, record) in ops.values() {
-            match op["answer_record"].as_str() {
-                Some(answer) => assert_eq!(answer, stream["request_id"], "{peer:?}: {op}"),
-                None => assert_eq!(record["request_id"], stream["request_id"], "{peer:?}: {op}"),
+            match op.answer_record.as_deref() {
+                Some(answer) => assert_eq!(answer, stream.request_id, "{peer:?}: {op:?}"),
+                None => assert_eq!(record.request_id, stream.request_id, "{peer:?}: {op:?}"),
             }
         }
         // The POST that carried the request: answered 202, its operation detached.
-        let post_id = sleep["request_record"].as_str().expect("the request's exchange");
-        let post = records.iter().find(|r| r["request_id"] == post_id).expect("the POST's record");
-        assert_eq!((post["method"].as_str(), post["status"].as_u64()), (Some("POST"), Some(202)), "{post}");
-        assert_eq!(post["mcp"]["session_id"], session, "{post}");
-        assert_eq!(post["mcp"]["operations"][0]["status"], "detached", "{post}");
-        assert!(sleep["start_ns"].as_i64().unwrap() > 0, "the stream began before the POST: {sleep}");
+        let post_id = sleep.request_record.as_deref().expect("the request's exchange");
+        let post = records.iter().find(|r| r.request_id == post_id).expect("the POST's record");
+        assert_eq!((post.method.as_str(), post.status), ("POST", Some(202)), "{post:?}");
+        assert_eq!(exchange(post).session_id.as_deref(), Some(session), "{post:?}");
+        assert_eq!(exchange(post).operations[0].status, McpOperationStatus::Detached, "{post:?}");
+        assert!(sleep.start_ns > 0, "the stream began before the POST: {sleep:?}");
         let (count, _) = tool(&ops, "count");
-        assert_eq!(count["progress_notifications"], 3, "{peer:?}: {count}");
-        assert!(count["first_progress_ns"].as_i64().unwrap() > count["start_ns"].as_i64().unwrap(), "{count}");
+        assert_eq!(count.progress_notifications, 3, "{peer:?}: {count:?}");
+        assert!(count.first_progress_ns.unwrap() > count.start_ns, "{count:?}");
         let (status, health) = tokentap.admin_get("/_tokentap/api/health");
         assert_eq!(status, 200);
         assert!(health["mcp_pairing"]["paired"].as_u64().unwrap() >= 5, "{}", health["mcp_pairing"]);
@@ -155,18 +160,18 @@ fn a_resumed_stream_completes_the_operation_it_resumes() {
     let (records, ops) = collect(&mut feed, &logged);
     check_median(&excess_over_server(&ops, &logged));
     let (count, resumed) = tool(&ops, "count");
-    assert_eq!(resumed["method"], "GET", "{resumed}");
-    assert!(resumed["mcp"]["resumed_after"].as_str().is_some(), "{resumed}");
-    assert!(count["start_ns"].as_i64().unwrap() < 0, "the request came before the GET: {count}");
-    assert_eq!(count["progress_notifications"], 3, "{count}");
-    let post_id = count["request_record"].as_str().expect("the request's exchange");
-    let post = records.iter().find(|r| r["request_id"] == post_id).expect("the POST's record");
-    let op = &post["mcp"]["operations"][0];
-    assert_eq!((op["status"].as_str(), op["progress_notifications"].as_u64()), (Some("detached"), Some(1)), "{post}");
-    assert_eq!(post["mcp"]["session_id"], resumed["mcp"]["session_id"]);
+    assert_eq!(resumed.method, "GET", "{resumed:?}");
+    assert!(exchange(resumed).resumed_after.is_some(), "{resumed:?}");
+    assert!(count.start_ns < 0, "the request came before the GET: {count:?}");
+    assert_eq!(count.progress_notifications, 3, "{count:?}");
+    let post_id = count.request_record.as_deref().expect("the request's exchange");
+    let post = records.iter().find(|r| r.request_id == post_id).expect("the POST's record");
+    let op = &exchange(post).operations[0];
+    assert_eq!((op.status, op.progress_notifications), (McpOperationStatus::Detached, 1), "{post:?}");
+    assert_eq!(exchange(post).session_id, exchange(resumed).session_id);
     // The other calls were answered on their own streams.
     for name in ["sleep_ms", "fail"] {
         let (op, record) = tool(&ops, name);
-        assert!(op["request_record"].is_null() && record["method"] == "POST", "{op}");
+        assert!(op.request_record.is_none() && record.method == "POST", "{op:?}");
     }
 }

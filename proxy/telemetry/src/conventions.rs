@@ -1,7 +1,7 @@
 //! The mapping from a [`Record`] to OpenTelemetry's vocabulary, as plain data.
 //!
 //! This file knows the GenAI semantic conventions (v1.41) and tokentap's own `tokentap.*` names; it
-//! does not know the OpenTelemetry SDK or the OTLP wire format (`otlp.rs` does). Tests call it
+//! does not know the OpenTelemetry SDK or the OTLP wire format (`otlp/` does). Tests call it
 //! directly: a record in, span descriptions and metric observations out.
 //!
 //! - [`METRICS`] is the one table of metric names, units, bucket boundaries and Prometheus names.

@@ -12,7 +12,7 @@
 //!     │        └─ ManualReader ──► export thread, every interval ──► SDK OTLP metric exporter
 //!     └─ conventions::request_spans ── try_send (bounded; full → dropped, counted)
 //!                                          ▼
-//!                               export thread (otlp.rs, own runtime)
+//!                               export thread (otlp/, own runtime)
 //!                               batch → SpanData → SDK OTLP exporter → collector
 //!                                        │ unreachable → spool.rs → replay
 //! ```
@@ -28,7 +28,9 @@
 //! - `spans.rs`: span descriptions → the SDK's `SpanData`; the resource.
 //! - `transport.rs`: the HTTP client (plain or TLS) the SDK's exporter posts through, the gRPC
 //!   channel, and which failures are worth spooling.
-//! - `otlp.rs`: the export thread: the SDK's OTLP span and metric exporters, the spool, replay.
+//! - `otlp/`: the export thread (`mod.rs`: batching, the spool, replay, what each export came to)
+//!   and `exporters.rs` (each signal's link to its collector, the SDK's OTLP span and metric
+//!   exporters built on it, one SDK export run).
 //! - `settings.rs`, `stats.rs`, `telemetry.rs`: what the server configures, counts and calls.
 
 pub mod conventions;

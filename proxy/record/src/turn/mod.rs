@@ -19,6 +19,7 @@
 //! hashes, bounded in bytes.
 
 mod breakdown;
+mod conversation;
 pub mod mcp_join;
 pub mod mcp_trace;
 pub mod schema;

@@ -1,13 +1,17 @@
 //! The turn tracker: links each model call to the step before it, groups steps into turns and
 //! turns into conversations, and closes turns. It holds ids and keyed hashes only, bounded in
-//! bytes; what it has to forget is counted.
+//! bytes; what it has to forget is counted. One conversation's state and its memory estimate are
+//! in `conversation.rs`.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use tokentap_analysis::LastInput;
 
-use super::breakdown::{self, CallSpan, StepSpan};
-use super::schema::{TurnLink, TurnRecord, TurnRef, TurnStatus, TurnStep, TURN_RECORD_VERSION};
+use super::breakdown::{CallSpan, StepSpan};
+use super::conversation::{
+    finish, unindex, Conversation, LinkKey, OpenTurn, MAX_KEYS_PER_CONVERSATION, MAX_SLOTS_PER_KEY,
+};
+use super::schema::{TurnLink, TurnRecord, TurnRef, TurnStatus, TurnStep};
 use super::step::{derived_id, StepInput, TurnHeaders};
 use crate::trace::random_hex;
 use crate::Outcome;
@@ -69,128 +73,6 @@ pub struct TurnCounters {
 pub struct Placement {
     pub turn: TurnRef,
     pub closed: Vec<TurnRecord>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum LinkKey {
-    Call(String),
-    Response(String),
-    Prefix(u64),
-    Trace(String),
-    TurnHeader(String),
-    ConversationHeader(String),
-}
-
-/// What one heap allocation of `n` bytes takes from the allocator: glibc's chunks carry an 8-byte
-/// header, are 16-byte aligned and at least 32 bytes.
-fn heap(n: usize) -> usize {
-    if n == 0 {
-        0
-    } else {
-        (n + 8).next_multiple_of(16).max(32)
-    }
-}
-
-fn heap_str(s: &str) -> usize {
-    heap(s.len())
-}
-
-/// What one entry of a `HashMap<K, V>` takes in its table: the pair and a control byte, at the
-/// table's load (7/8 at most; a table doubles, so it is 0.44–0.875 full): counted at half full.
-fn table_entry<K, V>() -> usize {
-    (std::mem::size_of::<(K, V)>() + 1) * 2
-}
-
-impl LinkKey {
-    fn text(&self) -> Option<&str> {
-        match self {
-            LinkKey::Call(s)
-            | LinkKey::Response(s)
-            | LinkKey::Trace(s)
-            | LinkKey::TurnHeader(s)
-            | LinkKey::ConversationHeader(s) => Some(s),
-            LinkKey::Prefix(_) => None,
-        }
-    }
-
-    /// A key's memory outside its conversation's key list: its entry in the index (the key
-    /// again, its own copy of the text, and the list of conversations it names) and the text of
-    /// the copy in the conversation's list.
-    fn bytes(&self) -> usize {
-        let text = self.text().map_or(0, heap_str);
-        2 * text + table_entry::<LinkKey, Vec<u64>>() + heap(4 * std::mem::size_of::<u64>())
-    }
-}
-
-/// Keys remembered per conversation (oldest forgotten first).
-const MAX_KEYS_PER_CONVERSATION: usize = 2048;
-/// Conversations one key may name (a shared first message); more are not indexed.
-const MAX_SLOTS_PER_KEY: usize = 8;
-
-#[derive(Debug)]
-struct OpenTurn {
-    turn_id: String,
-    trace_id: String,
-    parent_span_id: Option<String>,
-    agent_span_id: Option<String>,
-    started_at: String,
-    route: String,
-    t0: u64,
-    steps: Vec<StepSpan>,
-    steps_total: u32,
-    calls: Vec<CallSpan>,
-    last_failed: bool,
-    /// The turn's anchor (prefix up to its user message): a step with another anchor belongs to
-    /// another turn, whatever else links it.
-    anchor: Option<u64>,
-    /// The turn's key, when every instance can compute it (fleet ids).
-    key: Option<(u64, u64)>,
-    /// Opened by a step that continues a turn (tool results): its start was not seen here.
-    fragment: bool,
-}
-
-#[derive(Debug)]
-struct Conversation {
-    id: String,
-    turns_done: u32,
-    open: Option<OpenTurn>,
-    keys: VecDeque<LinkKey>,
-    last_seen: u64,
-    bytes: usize,
-}
-
-impl Conversation {
-    /// Its memory, as the allocator sees it: its entries in the tracker's tables, its key list
-    /// and keys, its open turn's steps and calls with their strings.
-    fn estimate(&self) -> usize {
-        let keys: usize = self.keys.iter().map(LinkKey::bytes).sum::<usize>()
-            + heap(self.keys.capacity() * std::mem::size_of::<LinkKey>());
-        let turn = self.open.as_ref().map_or(0, |t| {
-            let strings = [Some(&t.turn_id), Some(&t.trace_id), t.parent_span_id.as_ref(), t.agent_span_id.as_ref()]
-                .into_iter()
-                .flatten()
-                .chain([&t.started_at, &t.route])
-                .map(|s| heap_str(s))
-                .sum::<usize>();
-            let steps = heap(t.steps.capacity() * std::mem::size_of::<StepSpan>())
-                + t.steps
-                    .iter()
-                    .map(|s| {
-                        heap_str(&s.step.request_id)
-                            + heap_str(&s.step.span_id)
-                            + s.step.model.as_deref().map_or(0, heap_str)
-                    })
-                    .sum::<usize>();
-            let calls = heap(t.calls.capacity() * std::mem::size_of::<CallSpan>())
-                + t.calls
-                    .iter()
-                    .map(|c| c.call_id.as_deref().map_or(0, heap_str) + c.name.as_deref().map_or(0, heap_str))
-                    .sum::<usize>();
-            strings + steps + calls
-        });
-        // Its entry in `conversations` and in `by_age` (a B-tree: about twice the pair).
-        table_entry::<u64, Conversation>() + 2 * std::mem::size_of::<(u64, u64)>() + heap_str(&self.id) + keys + turn
-    }
 }
 
 pub struct TurnTracker {
@@ -564,8 +446,6 @@ impl TurnTracker {
         Some(finish(&mut conv, turn, TurnStatus::Evicted))
     }
 
-    /// Closes turns idle longer than `idle_close_ns` and forgets conversations idle longer than
-    /// `conversation_idle_ns`, as of `now_unix_ns`.
     /// The open agent turns' tool calls ready by `at_unix_ns` and not yet answered, with their
     /// turn's trace id, agent span id and index among the turn's calls (`mcp_trace`).
     pub(crate) fn waiting_calls(&self, at_unix_ns: u64) -> impl Iterator<Item = (&str, &str, usize, &CallSpan)> {
@@ -577,6 +457,8 @@ impl TurnTracker {
         })
     }
 
+    /// Closes turns idle longer than `idle_close_ns` and forgets conversations idle longer than
+    /// `conversation_idle_ns`, as of `now_unix_ns`.
     pub fn tick(&mut self, now_unix_ns: u64) -> Vec<TurnRecord> {
         let mut closed = Vec::new();
         let idle_close = now_unix_ns.saturating_sub(self.config.idle_close_ns);
@@ -621,41 +503,4 @@ impl TurnTracker {
         }
         closed
     }
-}
-
-fn unindex(index: &mut HashMap<LinkKey, Vec<u64>>, key: &LinkKey, slot: u64) {
-    if let Some(slots) = index.get_mut(key) {
-        slots.retain(|s| *s != slot);
-        if slots.is_empty() {
-            index.remove(key);
-        }
-    }
-}
-
-/// The turn record of a turn that has just closed; the conversation counts it.
-fn finish(conv: &mut Conversation, turn: OpenTurn, status: TurnStatus) -> TurnRecord {
-    let b = breakdown::compute(turn.t0, &turn.steps, &turn.calls, turn.steps_total);
-    let record = TurnRecord {
-        record_version: TURN_RECORD_VERSION,
-        turn_id: turn.turn_id,
-        conversation_id: conv.id.clone(),
-        turn_index: conv.turns_done,
-        trace_id: turn.trace_id,
-        agent_span_id: turn.agent_span_id,
-        parent_span_id: turn.parent_span_id,
-        started_at: turn.started_at,
-        t0_unix_ns: turn.t0,
-        route: turn.route,
-        status,
-        totals: b.totals,
-        steps: b.steps,
-        tool_runs: b.tool_runs,
-        critical_path: b.critical_path,
-        fragment: turn.fragment,
-        steps_not_listed: (turn.steps_total as usize).saturating_sub(turn.steps.len()) as u32,
-        browser: None,
-        voice: None,
-    };
-    conv.turns_done += 1;
-    record
 }

@@ -17,7 +17,7 @@ use pingora::protocols::SocketDigest;
 use tokentap_record::ack::ACK_POLL;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-use super::sample_socket;
+use super::body::sample_socket;
 use crate::pipeline::{CompletedRequest, FinalizeQueue};
 
 /// One response whose tail is being watched.

@@ -23,7 +23,8 @@ use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
-use super::{RequestCtx, TapProxy, MAX_INFORMATIONAL};
+use super::response_head::MAX_INFORMATIONAL;
+use super::{RequestCtx, TapProxy};
 
 /// The connector for upgrade requests: its own, since an upgraded connection is never pooled.
 pub(crate) struct Tunnels {
@@ -38,7 +39,7 @@ impl Tunnels {
 
 /// An upstream failure, named as `error_while_proxy` names one (never retried).
 fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
-    super::while_proxying(e.into_up(), peer)
+    super::failure::while_proxying(e.into_up(), peer)
 }
 
 /// Whether a request is a WebSocket handshake (`Upgrade: websocket`, RFC 6455 §4.1), the one

@@ -1,0 +1,136 @@
+//! Body stamping: the work of the three body hooks. This is the forwarding path: each reads the
+//! clock, pushes a fixed-size stamp and keeps a `Bytes` handle, and the handoff reads the client
+//! socket's TCP counters when due (one getsockopt). Nothing else: no parsing, no lock, no
+//! allocation per byte, no logging.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use pingora::protocols::SocketDigest;
+use pingora::proxy::Session;
+use pingora::Result;
+
+use tokentap_record::ack::AckSample;
+
+use super::{RequestCtx, TapProxy};
+
+impl TapProxy {
+    /// A piece of the request body (or of the client's WebSocket frames): kept within the bounds.
+    #[inline]
+    pub(super) fn stamp_request_piece(
+        &self,
+        body: Option<&Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if !ctx.recording {
+            return Ok(());
+        }
+        let entered = Instant::now();
+        let t = ctx.data.anchor.since_t0(entered);
+        if let Some(piece) = body {
+            let limits = &self.config.timeline;
+            if ctx.data.upgrade {
+                // The client's WebSocket frames: bytes and pieces capped per session.
+                ctx.data.request_body.push_at_most(piece, t, limits.max_websocket_bytes, limits.max_chunks);
+            } else {
+                ctx.data.request_body.push_coalesced(piece, t, limits.max_request_bytes);
+            }
+        }
+        if end_of_stream {
+            ctx.data.t_request_body_end_ns = Some(t);
+        }
+        ctx.charge(entered);
+        Ok(())
+    }
+
+    /// A piece of the upstream's response: stamped, and a handle to its bytes kept.
+    #[inline]
+    pub(super) fn stamp_upstream_piece(&self, body: Option<&Bytes>, end_of_stream: bool, ctx: &mut RequestCtx) {
+        // Forwarding path: stamp and keep a handle to the bytes. Nothing else.
+        if !ctx.recording {
+            return;
+        }
+        let entered = Instant::now();
+        if let Some(piece) = body {
+            if !piece.is_empty() {
+                let t = ctx.data.anchor.since_t0(entered);
+                let limits = &self.config.timeline;
+                let cap = if ctx.data.upgrade { limits.max_websocket_bytes } else { limits.max_analysis_bytes };
+                ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, cap);
+            }
+        }
+        if end_of_stream {
+            ctx.data.upstream_eos = true;
+        }
+        ctx.charge(entered);
+    }
+}
+
+/// A piece handed to the client: stamped by byte range and, when due, the client socket read.
+#[inline]
+pub(super) fn stamp_handoff(session: &Session, body: Option<&Bytes>, end_of_stream: bool, ctx: &mut RequestCtx) {
+    // Forwarding path: stamp the handoff and, when due, read the client socket's TCP
+    // counters (one getsockopt, for delivery from ACKs: `AckTracker::handoff_read_due`; the
+    // piece that ends the response is not read, the tail reading follows it). Nothing else.
+    if !ctx.recording {
+        return;
+    }
+    let entered = Instant::now();
+    let t = ctx.data.anchor.since_t0(entered);
+    if let Some(piece) = body {
+        if !piece.is_empty() && !ctx.internal {
+            let body_before = ctx.data.chunks.handed_off_bytes;
+            ctx.data.chunks.on_handoff(piece.len(), t);
+            if ctx.data.ack.unavailable.is_none() && !end_of_stream && ctx.data.ack.handoff_read_due(t) {
+                match sample_ack(session, t, body_before) {
+                    Ok(reading) => ctx.data.ack.push_handoff(reading.sample, ctx.data.chunks.chunks.capacity()),
+                    Err(reason) => ctx.data.ack.unavailable = Some(reason.to_string()),
+                }
+            }
+        }
+    }
+    if end_of_stream {
+        ctx.data.t_end_ns = Some(t);
+    }
+    ctx.charge(entered);
+}
+
+/// A reading of the client socket: the counters, and whether the connection can still
+/// acknowledge anything (ESTABLISHED, or CLOSE_WAIT after the client's half-close). A client that
+/// closed or reset its socket never acknowledges the tail: watching it would only burn CPU.
+pub(super) struct SocketReading {
+    pub(super) sample: AckSample,
+    pub(super) open: bool,
+}
+
+const TCP_ESTABLISHED: u8 = 1;
+const TCP_CLOSE_WAIT: u8 = 8;
+
+/// Reads the client socket's TCP counters (one getsockopt), or says why it cannot.
+pub(super) fn sample_ack(session: &Session, t_ns: u64, body_before: u64) -> Result<SocketReading, &'static str> {
+    let downstream = session.as_downstream();
+    if downstream.is_http2() {
+        return Err("HTTP/2 client: streams share one socket, so its ACKs are not per response");
+    }
+    let socket = downstream
+        .digest()
+        .and_then(|d| d.socket_digest.as_ref())
+        .ok_or("no TCP information for the client socket on this platform")?;
+    sample_socket(socket, t_ns, body_before)
+}
+
+pub(super) fn sample_socket(socket: &SocketDigest, t_ns: u64, body_before: u64) -> Result<SocketReading, &'static str> {
+    let info = socket.tcp_info().ok_or("no TCP information for the client socket on this platform")?;
+    let written = info.tcpi_bytes_sent.saturating_sub(info.tcpi_bytes_retrans) + u64::from(info.tcpi_notsent_bytes);
+    Ok(SocketReading {
+        sample: AckSample {
+            t_ns,
+            body_before,
+            written,
+            acked: info.tcpi_bytes_acked,
+            last_ack_ns: t_ns.saturating_sub(u64::from(info.tcpi_last_ack_recv) * 1_000_000),
+        },
+        open: matches!(info.tcpi_state, TCP_ESTABLISHED | TCP_CLOSE_WAIT),
+    })
+}

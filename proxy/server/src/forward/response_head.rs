@@ -1,0 +1,125 @@
+//! The response head: what `upstream_response_filter` records of the upstream's head (status,
+//! content type and encoding, protocol, server timings; informational heads passed on, a few at
+//! most) and what `response_filter` changes in the head the client gets.
+
+use std::time::Instant;
+
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use pingora::{ErrorType, Result};
+
+use tokentap_analysis::server_timing::{MAX_TIMING_HEADER_BYTES, TIMING_HEADERS};
+use tokentap_record::HttpProtocol;
+
+use super::failure::{upstream_error, ENDLESS_INFORMATIONAL, UNSOLICITED_UPGRADE};
+use super::{header_str, RequestCtx, TapProxy, REQUEST_ID_HEADER};
+
+/// At most this many informational (1xx) heads are passed on before the answer, on a plain
+/// request as on a WebSocket handshake; an upstream that sends more is answering nothing.
+pub(crate) const MAX_INFORMATIONAL: u32 = 16;
+
+/// The upstream's head is in: recorded, and its hop-by-hop headers dropped.
+pub(super) fn take_upstream_head(
+    session: &Session,
+    upstream_response: &mut ResponseHeader,
+    ctx: &mut RequestCtx,
+) -> Result<()> {
+    let entered = Instant::now();
+    // A response byte arrived: this attempt is never retried.
+    ctx.stale_probe = None;
+    if upstream_response.status.is_informational() && upstream_response.status.as_u16() != 101 {
+        // Passed on as it came, a few at most: an upstream that sends 1xx heads without end
+        // is answering nothing, and each one would cost the client a read.
+        ctx.informational += 1;
+        if ctx.informational > MAX_INFORMATIONAL {
+            return Err(upstream_error(
+                ErrorType::Custom(ENDLESS_INFORMATIONAL),
+                format!("more than {MAX_INFORMATIONAL} informational heads"),
+            ));
+        }
+        return Ok(());
+    }
+    // A 101 the client did not ask for would turn the connection into a blind tunnel.
+    if upstream_response.status.as_u16() == 101 && !session.is_upgrade_req() {
+        return Err(upstream_error(ErrorType::Custom(UNSOLICITED_UPGRADE), "101 without an upgrade request".into()));
+    }
+    ctx.data.t_upstream_headers_ns = Some(ctx.data.anchor.since_t0(entered));
+    ctx.data.status = Some(upstream_response.status.as_u16());
+    ctx.data.response_content_type = header_str(upstream_response.headers.get("content-type"));
+    ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
+    ctx.data.response_protocol = http_protocol(upstream_response.version);
+    copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
+    ctx.data.mcp_session_id = upstream_response
+        .headers
+        .get(tokentap_analysis::mcp::SESSION_HEADER)
+        .filter(|v| v.len() <= 256)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if upstream_response.status.as_u16() == 101 {
+        ctx.data.websocket_extensions = upstream_response
+            .headers
+            .get("sec-websocket-extensions")
+            .filter(|v| v.len() <= 256)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+    }
+    if upstream_response.status.as_u16() != 101 {
+        for name in ["connection", "keep-alive", "proxy-connection", "upgrade"] {
+            upstream_response.remove_header(name);
+        }
+    }
+    ctx.charge(entered);
+    Ok(())
+}
+
+impl TapProxy {
+    /// The head the client gets: framed for an HTTP/1.0 client, and the request id when enabled.
+    pub(super) fn write_client_head(
+        &self,
+        session: &Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &RequestCtx,
+    ) -> Result<()> {
+        // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a body of unknown length
+        // is delimited by closing the connection instead. Same bytes, framed the way it can read.
+        if session.req_header().version == http::Version::HTTP_10
+            && upstream_response.headers.get("content-length").is_none()
+            && upstream_response.status.as_u16() != 101
+        {
+            upstream_response.remove_header("transfer-encoding");
+            upstream_response.insert_header("connection", "close")?;
+        }
+        if self.config.response_request_id_header && !ctx.internal {
+            upstream_response.insert_header(REQUEST_ID_HEADER, ctx.data.request_id.as_str())?;
+        }
+        Ok(())
+    }
+}
+
+/// Copies the few response headers that carry the server's own timings (`TIMING_HEADERS`), each
+/// at most `MAX_TIMING_HEADER_BYTES`; the record worker parses them. An overlong value is kept
+/// empty, so the worker counts it as rejected rather than reading a prefix of it.
+fn copy_timing_headers(response: &ResponseHeader, into: &mut Vec<(&'static str, String)>) {
+    for name in TIMING_HEADERS {
+        if let Some(value) = response.headers.get(name) {
+            let bytes = value.as_bytes();
+            let kept = if bytes.len() <= MAX_TIMING_HEADER_BYTES {
+                String::from_utf8_lossy(bytes).into_owned()
+            } else {
+                String::new()
+            };
+            into.push((name, kept));
+        }
+    }
+}
+
+/// The upstream response's HTTP version as the record names it.
+fn http_protocol(version: http::Version) -> Option<HttpProtocol> {
+    match version {
+        http::Version::HTTP_10 => Some(HttpProtocol::Http10),
+        http::Version::HTTP_11 => Some(HttpProtocol::Http11),
+        http::Version::HTTP_2 => Some(HttpProtocol::H2),
+        http::Version::HTTP_3 => Some(HttpProtocol::H3),
+        _ => None,
+    }
+}
