@@ -362,13 +362,17 @@ impl WebRtcSeen {
         self.estimate_last_ms = Some(t_ms);
     }
 
-    /// An onset the readings found and the tap did not hear for [`TAP_DEAF_MS`]: the tap hears
-    /// nothing, the readings take over from that answer on.
+    /// An onset the readings found and the tap did not hear for [`TAP_DEAF_MS`]: a tap that never
+    /// heard an answer hears nothing, and the readings take over from that answer on; one that did
+    /// hears the track (the readings split an answer the samples kept whole).
     fn check_tap(&mut self, t_ms: f64) {
         let Some((at, method)) = self.estimate_pending else { return };
-        if self.remote_tap == Some(TapState::Running) && t_ms - at >= TAP_DEAF_MS {
+        if self.remote_tap != Some(TapState::Running) || t_ms - at < TAP_DEAF_MS {
+            return;
+        }
+        self.estimate_pending = None;
+        if self.answers.iter().all(|a| a.method != OnsetMethod::Worklet) {
             self.remote_tap = Some(TapState::Silent);
-            self.estimate_pending = None;
             self.start_answer(at, method, None);
             self.audible = self.estimate_audible;
             self.last_audible_ms = self.estimate_last_ms;

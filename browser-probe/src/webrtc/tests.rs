@@ -192,3 +192,15 @@ fn the_microphone_taps_speech_replaces_the_readings_and_counts_barge_in() {
     assert_eq!(s.answers[0].barge_in_ms, Some(2000.0));
     assert_eq!(s.answers[1].barge_in_ms, None);
 }
+
+#[test]
+fn a_tap_that_heard_answers_is_not_called_silent_for_one_it_kept_whole() {
+    let mut s = WebRtcSeen { remote_tap: Some(TapState::Running), ..WebRtcSeen::default() };
+    s.tap_audible(1000.0, true);
+    s.ssrc(1005.0, 0.5);
+    s.ssrc(1100.0, 0.0);
+    s.ssrc(1400.0, 0.5); // the levels' gap: a second onset the samples did not see
+    s.inbound(2000.0, reading(2000.0, 0.0, 0.0, 0.0), None);
+    assert_eq!(s.remote_tap, Some(TapState::Running));
+    assert_eq!(s.answers.len(), 1);
+}
