@@ -225,6 +225,14 @@ fn write_webrtc(w: &mut Json, s: &WebRtcSeen) {
         ],
     );
     delays(w, &s.session_delays());
+    for (key, tap) in [("mic_tap", s.mic_tap), ("remote_tap", s.remote_tap)] {
+        if let Some(tap) = tap {
+            w.raw(",\"");
+            w.raw(key);
+            w.raw("\":");
+            w.string(tap.as_str());
+        }
+    }
     w.raw(",\"answers\":[");
     for (i, a) in s.answers.iter().enumerate() {
         w.comma(i);
@@ -236,6 +244,7 @@ fn write_webrtc(w: &mut Json, s: &WebRtcSeen) {
         fields(
             w,
             &[
+                ("estimate_ms", a.estimate_ms),
                 ("end_ms", a.end_ms),
                 ("samples", Some(a.samples)),
                 ("concealed_samples", Some(a.concealed)),
@@ -254,6 +263,8 @@ fn write_webrtc(w: &mut Json, s: &WebRtcSeen) {
         w.number(sp.start_ms);
         w.raw(",\"end_ms\":");
         w.opt_number(sp.end_ms);
+        w.raw(",\"source\":");
+        w.string(sp.source.as_str());
         w.raw("}");
     }
     w.raw("]");

@@ -3,6 +3,11 @@
 //! speech on the microphone track (an energy voice-activity detector over the same readings), and
 //! the events a data channel brings (OpenAI Realtime's `type`s).
 //!
+//! When the page lets the probe tap the tracks' samples (an `AudioWorklet`, see `web::tap`), the
+//! tap's transitions take over: the microphone's speech from its voice-activity detector, the
+//! answers' onsets from the received samples' energy; the readings' estimates of the same onsets
+//! are kept beside them as a cross-check, and take over again when the tap heard nothing.
+//!
 //! Plain Rust: the web layer polls and hands readings over; this module keeps what a report needs,
 //! every list capped and what does not fit counted.
 
@@ -17,6 +22,9 @@ pub const ANSWER_GAP_MS: f64 = 250.0;
 pub const SPEECH_TAIL_FACTOR: f64 = 3.0;
 /// Silence after the last voiced reading that confirms the user's end of speech.
 pub const SPEECH_HANGOVER_MS: f64 = 500.0;
+/// An estimate's onset that the tap did not hear within this long means the tap hears nothing
+/// (in Chromium a remote track feeds WebAudio only while a media element plays it).
+pub const TAP_DEAF_MS: f64 = 2.0 * ANSWER_GAP_MS;
 
 /// One `getStats()` reading of the remote audio track (`inbound-rtp`, cumulative counters as the
 /// stats define them; seconds where the stats use seconds), and of the `media-playout` object.
@@ -99,6 +107,9 @@ pub enum OnsetMethod {
     Ssrc,
     /// `getStats()` energy: the reading interval whose RMS is audible (its midpoint).
     Stats,
+    /// The tap on the received samples: the first sample over the threshold in the first audible
+    /// 10 ms window.
+    Worklet,
 }
 
 impl OnsetMethod {
@@ -106,6 +117,54 @@ impl OnsetMethod {
         match self {
             OnsetMethod::Ssrc => "ssrc",
             OnsetMethod::Stats => "stats",
+            OnsetMethod::Worklet => "worklet",
+        }
+    }
+}
+
+/// How the tap on one track fared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TapState {
+    /// Its samples reach the probe's detector.
+    Running,
+    /// The page has no `AudioWorklet` (an old browser, or not a secure context).
+    Unavailable,
+    /// Loading the detector's module failed (a content security policy that refuses `blob:`
+    /// scripts, or the audio context could not be made).
+    Blocked,
+    /// The probe's audio context did not start (autoplay policy: no user gesture yet).
+    Suspended,
+    /// It heard nothing while the readings heard an answer (the remote stream is not played by a
+    /// media element): the readings' estimates took over.
+    Silent,
+}
+
+impl TapState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TapState::Running => "running",
+            TapState::Unavailable => "unavailable",
+            TapState::Blocked => "blocked",
+            TapState::Suspended => "suspended",
+            TapState::Silent => "silent",
+        }
+    }
+}
+
+/// Which detector found a stretch of the user's speech.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpeechSource {
+    /// The tap's voice-activity detector over the microphone's samples.
+    Worklet,
+    /// The readings' detector over the microphone's `media-source` energy.
+    Stats,
+}
+
+impl SpeechSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpeechSource::Worklet => "worklet",
+            SpeechSource::Stats => "stats",
         }
     }
 }
@@ -116,6 +175,9 @@ pub struct Answer {
     /// When its first audible sample left the jitter buffer for playout.
     pub delivered_ms: f64,
     pub method: OnsetMethod,
+    /// With the tap's onset: the readings' estimate of the same onset (method `ssrc` when the
+    /// sender reports levels, else `stats`).
+    pub estimate_ms: Option<f64>,
     /// Delays over the first reading interval that contains it.
     pub delays: Delays,
     /// Last audible sample (`None` while it plays).
@@ -134,6 +196,7 @@ pub struct Speech {
     pub start_ms: f64,
     /// The end of the last voiced reading, once confirmed by [`SPEECH_HANGOVER_MS`] of silence.
     pub end_ms: Option<f64>,
+    pub source: SpeechSource,
 }
 
 /// A data channel event kept with its time.
@@ -184,6 +247,14 @@ pub struct WebRtcSeen {
     pub events: Vec<ChannelEvent>,
     pub event_counts: Vec<(String, u64)>,
     pub events_dropped: u64,
+    /// The taps on the microphone and on the remote audio (`None`: not tried).
+    pub mic_tap: Option<TapState>,
+    pub remote_tap: Option<TapState>,
+    /// While the remote tap runs: the readings' own view of the answers, and an onset of theirs
+    /// the tap has not matched yet.
+    estimate_audible: bool,
+    estimate_last_ms: Option<f64>,
+    estimate_pending: Option<(f64, OnsetMethod)>,
 }
 
 impl WebRtcSeen {
@@ -206,6 +277,7 @@ impl WebRtcSeen {
                 self.level(mid_ms, level > AUDIBLE_RMS, OnsetMethod::Stats);
             }
         }
+        self.check_tap(t_ms);
         // The newest answer takes the interval's delays (once) and its concealment while it plays.
         let delays = now.delays_since(&before);
         if let Some(a) = self.answers.last_mut() {
@@ -228,25 +300,34 @@ impl WebRtcSeen {
         self.level(t_ms, level > AUDIBLE_RMS, OnsetMethod::Ssrc);
     }
 
-    /// Received audio at `t_ms` is audible or not.
+    fn start_answer(&mut self, t_ms: f64, method: OnsetMethod, estimate_ms: Option<f64>) {
+        if self.answers.len() < MAX_WEBRTC_ANSWERS {
+            self.answers.push(Answer {
+                delivered_ms: t_ms,
+                method,
+                estimate_ms,
+                delays: Delays::default(),
+                end_ms: None,
+                samples: 0.0,
+                concealed: 0.0,
+                concealment_events: 0.0,
+                barge_in_ms: None,
+            });
+        } else {
+            self.answers_dropped += 1;
+        }
+    }
+
+    /// Received audio at `t_ms` is audible or not, by the readings.
     fn level(&mut self, t_ms: f64, audible: bool, method: OnsetMethod) {
+        if self.remote_tap == Some(TapState::Running) {
+            self.estimate(t_ms, audible, method);
+            return;
+        }
         if audible {
             let resumed = self.last_audible_ms.is_some_and(|last| t_ms - last < ANSWER_GAP_MS);
             if !self.audible && !resumed {
-                if self.answers.len() < MAX_WEBRTC_ANSWERS {
-                    self.answers.push(Answer {
-                        delivered_ms: t_ms,
-                        method,
-                        delays: Delays::default(),
-                        end_ms: None,
-                        samples: 0.0,
-                        concealed: 0.0,
-                        concealment_events: 0.0,
-                        barge_in_ms: None,
-                    });
-                } else {
-                    self.answers_dropped += 1;
-                }
+                self.start_answer(t_ms, method, None);
             }
             if let Some(a) = self.answers.last_mut() {
                 a.end_ms = None;
@@ -261,8 +342,98 @@ impl WebRtcSeen {
         }
     }
 
+    /// The readings' onsets while the tap runs: each goes to the tap's answer it matches (within
+    /// [`ANSWER_GAP_MS`]), or waits for it.
+    fn estimate(&mut self, t_ms: f64, audible: bool, method: OnsetMethod) {
+        if !audible {
+            self.estimate_audible = false;
+            return;
+        }
+        let resumed = self.estimate_last_ms.is_some_and(|last| t_ms - last < ANSWER_GAP_MS);
+        if !self.estimate_audible && !resumed {
+            match self.answers.last_mut() {
+                Some(a) if a.estimate_ms.is_none() && (a.delivered_ms - t_ms).abs() < ANSWER_GAP_MS => {
+                    a.estimate_ms = Some(t_ms);
+                }
+                _ => self.estimate_pending = Some((t_ms, method)),
+            }
+        }
+        self.estimate_audible = true;
+        self.estimate_last_ms = Some(t_ms);
+    }
+
+    /// An onset the readings found and the tap did not hear for [`TAP_DEAF_MS`]: a tap that never
+    /// heard an answer hears nothing, and the readings take over from that answer on; one that did
+    /// hears the track (the readings split an answer the samples kept whole).
+    fn check_tap(&mut self, t_ms: f64) {
+        let Some((at, method)) = self.estimate_pending else { return };
+        if self.remote_tap != Some(TapState::Running) || t_ms - at < TAP_DEAF_MS {
+            return;
+        }
+        self.estimate_pending = None;
+        if self.answers.iter().all(|a| a.method != OnsetMethod::Worklet) {
+            self.remote_tap = Some(TapState::Silent);
+            self.start_answer(at, method, None);
+            self.audible = self.estimate_audible;
+            self.last_audible_ms = self.estimate_last_ms;
+        }
+    }
+
+    /// The remote tap heard the answer audio start (`audible`) or end at `t_ms` (it confirmed the
+    /// end after [`ANSWER_GAP_MS`] of silence).
+    pub fn tap_audible(&mut self, t_ms: f64, audible: bool) {
+        if self.remote_tap != Some(TapState::Running) {
+            return;
+        }
+        if audible {
+            let estimate = self.estimate_pending.take().filter(|(e, _)| (e - t_ms).abs() < ANSWER_GAP_MS);
+            self.start_answer(t_ms, OnsetMethod::Worklet, estimate.map(|(e, _)| e));
+            self.audible = true;
+        } else if let Some(a) = self.answers.last_mut().filter(|a| a.end_ms.is_none()) {
+            a.end_ms = Some(t_ms);
+            // Speech that started after the answer's last sample did not talk over it.
+            if a.barge_in_ms.is_some_and(|b| b > t_ms) {
+                a.barge_in_ms = None;
+            }
+            self.audible = false;
+        }
+        self.last_audible_ms = Some(t_ms);
+    }
+
+    /// The microphone tap heard the user start (`voiced`) or stop speaking at `t_ms` (it
+    /// confirmed the end after [`SPEECH_HANGOVER_MS`] of silence).
+    pub fn tap_speech(&mut self, t_ms: f64, voiced: bool) {
+        if self.mic_tap != Some(TapState::Running) {
+            return;
+        }
+        let open = self.speech.last().is_some_and(|s| s.end_ms.is_none());
+        if voiced && !open {
+            self.speech_started(t_ms, SpeechSource::Worklet);
+        } else if !voiced && open {
+            if let Some(s) = self.speech.last_mut() {
+                s.end_ms = Some(t_ms);
+            }
+        }
+    }
+
+    fn speech_started(&mut self, t_ms: f64, source: SpeechSource) {
+        if self.speech.len() < MAX_WEBRTC_ANSWERS {
+            self.speech.push(Speech { start_ms: t_ms, end_ms: None, source });
+            // Speech that starts while an answer plays is a barge-in.
+            if let Some(a) = self.answers.last_mut().filter(|a| a.end_ms.is_none()) {
+                a.barge_in_ms.get_or_insert(t_ms);
+            }
+        } else {
+            self.speech_dropped += 1;
+        }
+    }
+
     /// A `getStats()` reading of the microphone (`media-source`): cumulative energy and duration.
+    /// Ignored while the microphone tap runs.
     pub fn local(&mut self, t_ms: f64, energy: f64, duration_s: f64) {
+        if self.mic_tap == Some(TapState::Running) {
+            return;
+        }
         let before = self.local.replace((energy, duration_s));
         let Some((e0, d0)) = before else { return };
         let Some(level) = rms(energy - e0, duration_s - d0) else { return };
@@ -274,16 +445,8 @@ impl WebRtcSeen {
             self.last_voiced_ms = Some(t_ms);
             self.speech_peak = if open { self.speech_peak.max(level) } else { level };
             if !open {
-                if self.speech.len() < MAX_WEBRTC_ANSWERS {
-                    // The reading covers the interval before it: speech started within it.
-                    self.speech.push(Speech { start_ms: t_ms, end_ms: None });
-                    // Speech that starts while an answer plays is a barge-in.
-                    if let Some(a) = self.answers.last_mut().filter(|a| a.end_ms.is_none()) {
-                        a.barge_in_ms.get_or_insert(t_ms);
-                    }
-                } else {
-                    self.speech_dropped += 1;
-                }
+                // The reading covers the interval before it: speech started within it.
+                self.speech_started(t_ms, SpeechSource::Stats);
             }
         } else if let (true, Some(last)) = (open, self.last_voiced_ms) {
             if t_ms - last >= SPEECH_HANGOVER_MS {
@@ -317,7 +480,8 @@ impl WebRtcSeen {
     pub fn close(&mut self, t_ms: f64) {
         self.closed_ms.get_or_insert(t_ms);
         if let (Some(a), Some(last)) = (self.answers.last_mut(), self.last_audible_ms) {
-            a.end_ms.get_or_insert(last);
+            // The tap tells only the onset of what still plays.
+            a.end_ms.get_or_insert(if a.method == OnsetMethod::Worklet { t_ms } else { last });
         }
     }
 
@@ -331,129 +495,4 @@ impl WebRtcSeen {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reading(t: f64, rms: f64, emitted: f64, jb_s_per_sample: f64) -> Inbound {
-        // 48 kHz: `t` ms of audio so far, all of it at `rms`.
-        Inbound {
-            packets_received: t / 20.0,
-            samples_received: t * 48.0,
-            energy: rms * rms * t / 1000.0,
-            energy_duration_s: t / 1000.0,
-            jitter_buffer_emitted: emitted,
-            jitter_buffer_delay_s: emitted * jb_s_per_sample,
-            ..Inbound::default()
-        }
-    }
-
-    #[test]
-    fn an_answer_starts_at_the_first_audible_interval_and_ends_after_a_gap() {
-        let mut s = WebRtcSeen::default();
-        let mut energy = 0.0;
-        let mut t = 0.0;
-        // 50 ms readings: silence until 1000 ms, audible until 1500 ms, silence after.
-        for step in 1..=50 {
-            t = f64::from(step) * 50.0;
-            let level: f64 = if t > 1000.0 && t <= 1500.0 { 0.1 } else { 0.0 };
-            energy += level * level * 0.05;
-            let now = Inbound {
-                packets_received: t / 20.0,
-                samples_received: t * 48.0,
-                energy,
-                energy_duration_s: t / 1000.0,
-                jitter_buffer_emitted: t * 48.0,
-                jitter_buffer_delay_s: t * 48.0 * 0.04,
-                ..Inbound::default()
-            };
-            s.inbound(t, now, Some(0.002));
-        }
-        s.close(t + 1.0);
-        assert_eq!(s.first_packet_ms, Some(50.0));
-        assert_eq!(s.answers.len(), 1);
-        let a = &s.answers[0];
-        assert_eq!((a.delivered_ms, a.end_ms, a.method), (1025.0, Some(1475.0), OnsetMethod::Stats));
-        let jb = a.delays.jitter_buffer_ms.unwrap();
-        assert!((jb - 40.0).abs() < 1e-6, "{jb}");
-        assert_eq!(s.rtt_ms, Some(2.0));
-        assert!((s.session_delays().jitter_buffer_ms.unwrap() - 40.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn ssrc_levels_take_over_and_short_gaps_do_not_split_an_answer() {
-        let mut s = WebRtcSeen::default();
-        s.ssrc(100.0, 0.0);
-        s.ssrc(110.0, 0.5);
-        s.ssrc(120.0, 0.0);
-        s.ssrc(200.0, 0.5); // 90 ms after the last audible frame: the same answer
-        s.ssrc(220.0, 0.0);
-        s.ssrc(600.0, 0.3); // a new answer
-                            // Stats energy no longer starts answers.
-        s.inbound(700.0, reading(700.0, 0.5, 0.0, 0.0), None);
-        let starts: Vec<f64> = s.answers.iter().map(|a| a.delivered_ms).collect();
-        assert_eq!(starts, vec![110.0, 600.0]);
-        assert_eq!(s.answers[0].end_ms, Some(200.0));
-    }
-
-    #[test]
-    fn speech_ends_after_the_hangover_and_barge_in_is_counted() {
-        let mut s = WebRtcSeen::default();
-        let mut e = 0.0;
-        let mut t = 0.0;
-        s.local(t, e, 0.0);
-        // Speech from 100 to 600 ms, silence to 2000 ms, speech again at 2000 ms.
-        for step in 1..=45 {
-            t = f64::from(step) * 50.0;
-            if (t > 100.0 && t <= 600.0) || t > 2000.0 {
-                e += 0.01 * 0.05;
-            }
-            if t == 1500.0 {
-                s.ssrc(1500.0, 0.5);
-            }
-            s.local(t, e, t / 1000.0);
-        }
-        assert_eq!(s.speech.len(), 2);
-        assert_eq!((s.speech[0].start_ms, s.speech[0].end_ms), (150.0, Some(600.0)));
-        assert_eq!(s.speech[1].end_ms, None);
-        assert_eq!(s.answers[0].barge_in_ms, Some(2050.0));
-    }
-
-    #[test]
-    fn the_levels_decaying_tail_is_not_speech() {
-        // libwebrtc's level after loud speech that ended at 1000 ms: held until the next 100 ms
-        // update, then a quarter of it per update; 50 ms readings.
-        let mut s = WebRtcSeen::default();
-        let (mut e, mut t) = (0.0, 0.0);
-        s.local(t, e, 0.0);
-        for step in 1..=40 {
-            t = f64::from(step) * 50.0;
-            let level: f64 = match t {
-                t if t <= 500.0 => 0.0,
-                t if t <= 1100.0 => 0.25,
-                t if t <= 1200.0 => 0.0625,
-                t if t <= 1300.0 => 0.0156,
-                _ => 0.0039,
-            };
-            e += level * level * 0.05;
-            s.local(t, e, t / 1000.0);
-        }
-        assert_eq!(s.speech.len(), 1);
-        assert_eq!(s.speech[0].end_ms, Some(1100.0), "the end of the held peak, not of the tail");
-    }
-
-    #[test]
-    fn events_are_timed_or_counted_within_caps() {
-        let mut s = WebRtcSeen::default();
-        s.event(1.0, "response.created");
-        s.event(2.0, "response.output_audio_transcript.delta");
-        s.event(3.0, "response.output_audio_transcript.delta");
-        s.event(4.0, &"x".repeat(MAX_NAME_LEN + 1));
-        for i in 0..MAX_WEBRTC_EVENT_NAMES + 2 {
-            s.event(5.0, &format!("other.{i}"));
-        }
-        assert_eq!(s.events, vec![ChannelEvent { name: "response.created".into(), t_ms: 1.0 }]);
-        assert_eq!(s.event_counts[0], ("response.output_audio_transcript.delta".to_string(), 2));
-        assert_eq!(s.event_counts.len(), MAX_WEBRTC_EVENT_NAMES);
-        assert_eq!(s.events_dropped, 4);
-    }
-}
+mod tests;

@@ -14,7 +14,7 @@ const ARTIFACTS: [(&str, &str); 3] = [
 ];
 /// wasm + JS glue, gzipped (64 KiB until the WebRTC peer connection watch added 8.3 KB:
 /// browser-probe/README.md, "Size").
-const BUDGET_GZIP_BYTES: usize = 74 * 1024;
+const BUDGET_GZIP_BYTES: usize = 77 * 1024;
 
 fn committed(name: &str) -> Vec<u8> {
     let path = repo_root().join("proxy/server/assets/probe").join(name);

@@ -9,8 +9,15 @@ clock in 20 ms frames. On the `oai-events` data channel the browser opened it se
 Realtime's turn events: `input_audio_buffer.speech_stopped`, `response.created`,
 `output_audio_buffer.started`, `output_audio_buffer.stopped`, `response.done`.
 
-Prints one JSON line when listening ({"listening": port}) and one per answer
-({"answer": n, "speech_end_detected_ms": …, "first_audible_sent_ms": …}), wall-clock ms.
+`--barge-in`: when the caller speaks while an answer plays, the answer stops after the frame in
+which the speech was detected (`output_audio_buffer.cleared`, `response.done`), as a voice agent
+stops talking when interrupted. `--jitter-ms N`: each frame is held for a random 0–N ms past its
+time before it goes to the encoder (the network's jitter, made by the sender; frames keep their
+order).
+
+Prints one JSON line when listening ({"listening": port}), one per answer ({"answer": n,
+"speech_end_detected_ms": …, "first_audible_sent_ms": …}) and one per interruption
+({"barge_in": n, "speech_start_detected_ms": …, "last_audible_sent_ms": …}), wall-clock ms.
 """
 
 import argparse
@@ -18,6 +25,7 @@ import asyncio
 import fractions
 import json
 import math
+import random
 import struct
 import sys
 import time
@@ -46,8 +54,10 @@ class AnswerTrack(MediaStreamTrack):
 
     kind = "audio"
 
-    def __init__(self, on_first_audible):
+    def __init__(self, on_first_audible, jitter_ms=0.0):
         super().__init__()
+        self.jitter_ms = jitter_ms
+        self.last_audible_ms = None  # when the last frame of the answer's tone was sent
         self.start = None
         self.pts = 0
         self.pending = bytearray()
@@ -61,12 +71,21 @@ class AnswerTrack(MediaStreamTrack):
         self.pending += bytes(2 * silence_samples) + tone
         self.audible_left = silence_samples
 
+    def stop(self):
+        """Drops what is left of the answer; True when it was still playing."""
+        playing = len(self.pending) > 0 and self.audible_left is None
+        self.pending.clear()
+        self.audible_left = None
+        return playing
+
     async def recv(self):
         if self.start is None:
             self.start = time.time()
         else:
             self.pts += FRAME
             wait = self.start + self.pts / RATE - time.time()
+            if self.jitter_ms > 0:
+                wait += random.uniform(0, self.jitter_ms) / 1000
             if wait > 0:
                 await asyncio.sleep(wait)
         chunk = bytes(self.pending[: 2 * FRAME])
@@ -78,6 +97,8 @@ class AnswerTrack(MediaStreamTrack):
                 self.audible_left = None
             else:
                 self.audible_left -= FRAME
+        if self.audible_left is None and chunk:
+            self.last_audible_ms = now_ms()
         chunk = chunk.ljust(2 * FRAME, b"\0")
         frame = av.AudioFrame(format="s16", layout="mono", samples=FRAME)
         frame.planes[0].update(chunk)
@@ -101,7 +122,8 @@ class Session:
         self.channel = None
         self.answers = 0
         self.current = None
-        self.track = AnswerTrack(self.first_audible)
+        self.track = AnswerTrack(self.first_audible, args.jitter_ms)
+        self.playing = None  # the answer whose audio is queued or playing
         self.pc.addTrack(self.track)
         self.pc.on("track", self.on_track)
         self.pc.on("datachannel", self.on_datachannel)
@@ -130,6 +152,8 @@ class Session:
             rms = math.sqrt(sum(x * x for x in samples) / count) if samples else 0.0
             t = time.time()
             if rms > VOICED_RMS:
+                if voiced_s == 0.0 and self.args.barge_in:
+                    self.interrupted()
                 voiced_s += frame.samples / frame.sample_rate
                 last_voiced = t
             elif last_voiced is not None and voiced_s >= 0.1 and t - last_voiced >= HANGOVER_S:
@@ -145,7 +169,18 @@ class Session:
         loop = asyncio.get_event_loop()
         loop.call_later(self.args.delay_ms / 1000, self.answer, n)
 
+    def interrupted(self):
+        n = self.playing
+        detected = now_ms()
+        if n is None or not self.track.stop():
+            return
+        self.playing = None
+        emit({"barge_in": n, "speech_start_detected_ms": detected, "last_audible_sent_ms": self.track.last_audible_ms})
+        self.send_event("output_audio_buffer.cleared")
+        self.send_event("response.done", response={"id": f"resp_{n}", "status": "cancelled"})
+
     def answer(self, n):
+        self.playing = n
         self.send_event("response.created", response={"id": f"resp_{n}"})
         silence = int(RATE * self.args.silence_ms / 1000)
         tone = int(RATE * self.args.tone_ms / 1000)
@@ -161,6 +196,9 @@ class Session:
             self.current = None
 
     def answer_done(self, n):
+        if self.playing != n:
+            return  # interrupted: done already
+        self.playing = None
         self.send_event("output_audio_buffer.stopped")
         self.send_event("response.done", response={"id": f"resp_{n}"})
 
@@ -171,6 +209,8 @@ async def main():
     parser.add_argument("--delay-ms", type=float, default=300)
     parser.add_argument("--silence-ms", type=float, default=200)
     parser.add_argument("--tone-ms", type=float, default=800)
+    parser.add_argument("--barge-in", action="store_true")
+    parser.add_argument("--jitter-ms", type=float, default=0.0)
     args = parser.parse_args()
     sessions = []
 

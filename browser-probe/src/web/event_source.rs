@@ -12,7 +12,7 @@
 //! on arrival and kept to count its answer characters (`body_text`). An `EventSource` shows the
 //! page no response headers: `content_encoding`, `via` and `server` stay unknown.
 
-use js_sys::{Array, Function, Object, Reflect};
+use js_sys::{Array, Function, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::EventTarget;
@@ -25,21 +25,10 @@ use tokentap_probe_protocol::Transport;
 
 /// Replaces `window.EventSource` with a `Proxy` whose `construct` tracks the stream (once).
 pub(super) fn install() {
-    let window = with_probe(|p| p.window.clone());
-    let Ok(original) = Reflect::get(&window, &"EventSource".into()) else { return };
-    if !original.is_function() {
-        return;
-    }
-    let handler = Object::new();
-    let construct = Closure::<dyn FnMut(Function, Array, JsValue) -> Result<JsValue, JsValue>>::new(construct);
-    let _ = Reflect::set(&handler, &"construct".into(), construct.as_ref());
-    construct.forget();
-    let proxy = js_sys::Proxy::new(&original, &handler);
-    let _ = Reflect::set(&window, &"EventSource".into(), &proxy);
+    super::wrap_constructor("EventSource", construct);
 }
 
-fn construct(target: Function, args: Array, new_target: JsValue) -> Result<JsValue, JsValue> {
-    let new_target: Function = new_target.dyn_into().unwrap_or_else(|_| target.clone());
+fn construct(target: Function, args: Array, new_target: Function) -> Result<JsValue, JsValue> {
     let predicate = with_probe(|p| p.track_fetch.clone());
     let tracked = traced_url(&args.get(0), |page, url| match &predicate {
         // The app's predicate runs without the probe borrowed; it may call mark().

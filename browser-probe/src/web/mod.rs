@@ -18,6 +18,8 @@
 //! - `peer`: the `window.RTCPeerConnection` wrapper: a peer connection joins the turn of the request
 //!   that carried its offer, and its received audio, the user's speech and its data channels'
 //!   events are read on one timer until it closes.
+//! - `tap`: the `AudioWorklet` tap on a peer connection's microphone and remote audio tracks (the
+//!   user's speech and the answers' onsets from the samples).
 
 mod audio;
 mod body_text;
@@ -27,10 +29,11 @@ mod paint;
 mod peer;
 mod send;
 mod socket;
+mod tap;
 
 use std::cell::RefCell;
 
-use js_sys::{Function, Object, Promise, Reflect};
+use js_sys::{Array, Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -123,12 +126,38 @@ fn get(target: &JsValue, key: &str) -> JsValue {
     Reflect::get(target, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
 }
 
+/// The probe's side of an app's `new X(...)`: the original constructor, the arguments and
+/// `new.target` (the constructor itself unless the app subclassed it).
+type Construct = fn(Function, Array, Function) -> Result<JsValue, JsValue>;
+
+/// Replaces `window[name]` with a `Proxy` whose `construct` is `construct` (nothing when the page
+/// has no such constructor). Everything else (static members, `instanceof`) goes to the original.
+fn wrap_constructor(name: &str, construct: Construct) {
+    let window = with_probe(|p| p.window.clone());
+    let original = get(&window, name);
+    if !original.is_function() {
+        return;
+    }
+    let handler = Object::new();
+    let trap = Closure::<dyn FnMut(Function, Array, JsValue) -> Result<JsValue, JsValue>>::new(
+        move |target: Function, args: Array, new_target: JsValue| {
+            let new_target = new_target.dyn_into().unwrap_or_else(|_| target.clone());
+            construct(target, args, new_target)
+        },
+    );
+    let _ = Reflect::set(&handler, &"construct".into(), trap.as_ref());
+    trap.forget();
+    let _ = Reflect::set(&window, &name.into(), &js_sys::Proxy::new(&original, &handler));
+}
+
 /// Starts the probe: wraps `fetch`, `EventSource` and `WebSocket`, watches long frames, reports on `pagehide`, and measures the
 /// clock offset to tokentap. Options: `endpoint`, `clockUrl` (`null` skips the clock), `trackFetch`,
 /// `trackWebSocket`.
 /// The promise resolves when the clock round trips are done; tracking starts at once.
+/// `tap_track` is `probe.js`'s `tapTrack`, the `AudioWorklet` tap on peer connections' audio
+/// tracks (`tap`); without it the probe estimates from `getStats()` alone.
 #[wasm_bindgen]
-pub fn init(options: JsValue) -> Promise {
+pub fn init(options: JsValue, tap_track: JsValue) -> Promise {
     let endpoint = get(&options, "endpoint").as_string();
     let track_fetch = get(&options, "trackFetch").dyn_into::<Function>().ok();
     let track_websocket = get(&options, "trackWebSocket").dyn_into::<Function>().ok();
@@ -145,6 +174,7 @@ pub fn init(options: JsValue) -> Promise {
         p.original_fetch.is_none()
     });
     if first_time {
+        tap::set_tap_track(tap_track);
         fetch::install();
         event_source::install();
         socket::install();

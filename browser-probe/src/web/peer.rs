@@ -8,14 +8,17 @@
 //! `getStats()` every [`STATS_EVERY`] ticks (libwebrtc caches a report for 50 ms). A data channel
 //! gets a `message` listener beside the app's (the probe reads the first characters of a text
 //! message for its `type`); the app's own `createDataChannel` call is passed through unchanged.
+//! The first tick that sees the connection's microphone track, and its remote audio track, taps
+//! it (`tap`).
 
 use std::cell::RefCell;
 
-use js_sys::{Array, Function, JsString, Object, Reflect};
+use js_sys::{Array, Function, JsString, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::EventTarget;
 
+use super::tap::{self, Side};
 use super::{get, now_ms, schedule_settle, with_probe};
 use crate::realtime::{string_field, HEAD_CHARS};
 use crate::webrtc::{Inbound, WebRtcSeen};
@@ -52,6 +55,9 @@ struct Peer {
     offer_ms: Option<f64>,
     /// The last synchronization source timestamp read.
     last_ssrc_ms: f64,
+    /// Its microphone track and its remote audio track were tapped.
+    mic_tapped: bool,
+    remote_tapped: bool,
 }
 
 #[derive(Default)]
@@ -76,20 +82,10 @@ fn number(target: &JsValue, key: &str) -> f64 {
 
 /// Replaces `window.RTCPeerConnection` with a `Proxy` whose `construct` watches the connection.
 pub(super) fn install() {
-    let window = with_probe(|p| p.window.clone());
-    let original = get(&window, "RTCPeerConnection");
-    if !original.is_function() {
-        return;
-    }
-    let handler = Object::new();
-    let construct = Closure::<dyn FnMut(Function, Array, JsValue) -> Result<JsValue, JsValue>>::new(construct);
-    let _ = Reflect::set(&handler, &"construct".into(), construct.as_ref());
-    construct.forget();
-    let _ = Reflect::set(&window, &"RTCPeerConnection".into(), &js_sys::Proxy::new(&original, &handler));
+    super::wrap_constructor("RTCPeerConnection", construct);
 }
 
-fn construct(target: Function, args: Array, new_target: JsValue) -> Result<JsValue, JsValue> {
-    let new_target: Function = new_target.dyn_into().unwrap_or_else(|_| target.clone());
+fn construct(target: Function, args: Array, new_target: Function) -> Result<JsValue, JsValue> {
     let pc = Reflect::construct_with_new_target(&target, &args, &new_target)?;
     let index = PEERS.with(|p| {
         let mut peers = p.borrow_mut();
@@ -100,6 +96,8 @@ fn construct(target: Function, args: Array, new_target: JsValue) -> Result<JsVal
                 pending: Some(WebRtcSeen::default()),
                 offer_ms: None,
                 last_ssrc_ms: 0.0,
+                mic_tapped: false,
+                remote_tapped: false,
             });
             peers.list.len() - 1
         })
@@ -132,6 +130,40 @@ fn with_seen(pc: &JsValue, f: &mut dyn FnMut(&mut WebRtcSeen)) {
 
 fn forget(pc: &JsValue) {
     PEERS.with(|p| p.borrow_mut().list.retain(|x| &x.pc != pc));
+    tap::stop(pc);
+}
+
+/// The first audio track of `pc`'s senders (`getSenders`) or receivers (`getReceivers`).
+fn audio_track(pc: &JsValue, list: &str) -> Option<JsValue> {
+    let items = method(pc, list)?.call0(pc).ok()?;
+    Array::from(&items)
+        .iter()
+        .map(|x| get(&x, "track"))
+        .find(|track| get(track, "kind").as_string().as_deref() == Some("audio"))
+}
+
+/// Taps the microphone and the remote audio once each, when they first show.
+fn tap_tracks(pc: &JsValue) {
+    let Some((mic, remote)) =
+        PEERS.with(|p| p.borrow().list.iter().find(|x| &x.pc == pc).map(|x| (x.mic_tapped, x.remote_tapped)))
+    else {
+        return;
+    };
+    for (side, done, list) in [(Side::Mic, mic, "getSenders"), (Side::Remote, remote, "getReceivers")] {
+        if done {
+            continue;
+        }
+        let Some(track) = audio_track(pc, list) else { continue };
+        PEERS.with(|p| {
+            if let Some(peer) = p.borrow_mut().list.iter_mut().find(|x| &x.pc == pc) {
+                match side {
+                    Side::Mic => peer.mic_tapped = true,
+                    Side::Remote => peer.remote_tapped = true,
+                }
+            }
+        });
+        tap::start(pc.clone(), track, side, with_seen);
+    }
 }
 
 /// Listeners on the connection: the signalling state (which request carried the offer) and data
@@ -241,6 +273,7 @@ fn tick() {
                 s.connected_ms.get_or_insert(now);
             });
         }
+        tap_tracks(&pc);
         read_sources(&pc);
         if stats {
             read_stats(pc);

@@ -15,7 +15,7 @@
 //! (`/v1/realtime`, `/openai/realtime`, …). A URL that already carries a valid
 //! `tokentap_traceparent` keeps it: the app then knows the session's trace id.
 
-use js_sys::{Array, Function, JsString, Object, Reflect};
+use js_sys::{Array, Function, JsString, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{EventTarget, Url};
@@ -33,23 +33,12 @@ const TRACEPARENT_QUERY: &str = "tokentap_traceparent";
 
 /// Replaces `window.WebSocket` with a `Proxy` whose `construct` tracks the socket (once).
 pub(super) fn install() {
-    let window = with_probe(|p| p.window.clone());
-    let Ok(original) = Reflect::get(&window, &"WebSocket".into()) else { return };
-    if !original.is_function() {
-        return;
-    }
-    let handler = Object::new();
-    let construct = Closure::<dyn FnMut(Function, Array, JsValue) -> Result<JsValue, JsValue>>::new(construct);
-    let _ = Reflect::set(&handler, &"construct".into(), construct.as_ref());
-    construct.forget();
-    let proxy = js_sys::Proxy::new(&original, &handler);
-    let _ = Reflect::set(&window, &"WebSocket".into(), &proxy);
+    super::wrap_constructor("WebSocket", construct);
 }
 
 /// `new WebSocket(url, protocols)`: the original constructor, with the trace context in the URL
 /// when the socket is tracked.
-fn construct(target: Function, args: Array, new_target: JsValue) -> Result<JsValue, JsValue> {
-    let new_target: Function = new_target.dyn_into().unwrap_or_else(|_| target.clone());
+fn construct(target: Function, args: Array, new_target: Function) -> Result<JsValue, JsValue> {
     let Some((url, info)) = tracked(&args.get(0)) else {
         return Reflect::construct_with_new_target(&target, &args, &new_target);
     };

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::browser::report::Mark;
-use crate::browser::webrtc_report::{OnsetMethod, ReportedWebrtc};
+use crate::browser::webrtc_report::{OnsetMethod, ReportedWebrtc, SpeechSource, TapState};
 
 /// Share of received samples concealed (not silent) above which audio is choppy: 2 %, about one
 /// 20 ms packet in fifty lost or late.
@@ -36,12 +36,13 @@ pub struct BrowserWebrtc {
     /// packets lost / (received + lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_ratio: Option<f64>,
+    #[serde(flatten)]
+    pub delays: WebrtcDelays,
+    /// The probe's taps on the microphone's and the remote audio's samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter_buffer_ms: Option<f64>,
+    pub mic_tap: Option<TapState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter_buffer_target_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub playout_delay_ms: Option<f64>,
+    pub remote_tap: Option<TapState>,
     /// Concealed, not silent, samples over received ones, for the whole session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concealed_ratio: Option<f64>,
@@ -63,6 +64,18 @@ pub struct BrowserWebrtc {
     pub events_dropped: u64,
 }
 
+/// The received audio's delays: mean jitter buffer delay and target per emitted sample, and the
+/// mean playout delay (for the session, or over the reading that holds a turn's onset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WebrtcDelays {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_buffer_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_buffer_target_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub playout_delay_ms: Option<f64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebrtcEventCount {
     pub name: String,
@@ -75,8 +88,10 @@ tokentap_analysis::named_enum! {
     pub enum SpeechEndSource {
         /// The page's `user_speech_end` mark.
         Mark = "mark",
-        /// The probe's energy detector on the microphone track.
+        /// The probe's energy detector on the microphone's `getStats()` energy.
         Vad = "vad",
+        /// The probe's voice-activity detector on the microphone's samples (`AudioWorklet`).
+        Worklet = "worklet",
     }
 }
 
@@ -104,12 +119,12 @@ pub struct WebrtcVoiceTurn {
     /// Its first audible sample was played (delivered + playout delay).
     pub heard_ms: f64,
     pub onset_method: OnsetMethod,
+    /// With onset method `worklet`: `getSynchronizationSources()`'s (else `getStats()`'s)
+    /// estimate of the same onset, a cross-check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter_buffer_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jitter_buffer_target_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub playout_delay_ms: Option<f64>,
+    pub onset_estimate_ms: Option<f64>,
+    #[serde(flatten)]
+    pub delays: WebrtcDelays,
     /// Heard − end of speech.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voice_to_ear_ms: Option<f64>,
@@ -141,7 +156,17 @@ pub fn join_webrtc(page: &ReportedWebrtc, marks: &[Mark], rel: impl Fn(f64) -> f
     let mut speech_ends: Vec<(f64, SpeechEndSource)> =
         marks.iter().filter(|m| m.name == SPEECH_END_MARK).map(|m| (m.t_ms, SpeechEndSource::Mark)).collect();
     if speech_ends.is_empty() {
-        speech_ends = page.speech.iter().filter_map(|s| Some((s.end_ms?, SpeechEndSource::Vad))).collect();
+        speech_ends = page
+            .speech
+            .iter()
+            .filter_map(|s| {
+                let source = match s.source {
+                    Some(SpeechSource::Worklet) => SpeechEndSource::Worklet,
+                    Some(SpeechSource::Stats) | None => SpeechEndSource::Vad,
+                };
+                Some((s.end_ms?, source))
+            })
+            .collect();
     }
     let mut turns = Vec::with_capacity(page.answers.len());
     let mut previous = f64::NEG_INFINITY;
@@ -163,9 +188,12 @@ pub fn join_webrtc(page: &ReportedWebrtc, marks: &[Mark], rel: impl Fn(f64) -> f
             delivered_ms: rel(a.delivered_ms),
             heard_ms: rel(heard),
             onset_method: a.method,
-            jitter_buffer_ms: a.jitter_buffer_ms,
-            jitter_buffer_target_ms: a.jitter_buffer_target_ms,
-            playout_delay_ms: a.playout_delay_ms,
+            onset_estimate_ms: a.estimate_ms.map(&rel),
+            delays: WebrtcDelays {
+                jitter_buffer_ms: a.jitter_buffer_ms,
+                jitter_buffer_target_ms: a.jitter_buffer_target_ms,
+                playout_delay_ms: a.playout_delay_ms,
+            },
             voice_to_ear_ms: speech_end.map(|(t, _)| heard - t),
             end_ms: a.end_ms.map(&rel),
             concealed_ratio: answer_ratio,
@@ -193,9 +221,13 @@ pub fn join_webrtc(page: &ReportedWebrtc, marks: &[Mark], rel: impl Fn(f64) -> f
         rtt_ms: page.rtt_ms,
         jitter_ms: page.jitter_ms,
         loss_ratio,
-        jitter_buffer_ms: page.jitter_buffer_ms,
-        jitter_buffer_target_ms: page.jitter_buffer_target_ms,
-        playout_delay_ms: page.playout_delay_ms,
+        delays: WebrtcDelays {
+            jitter_buffer_ms: page.jitter_buffer_ms,
+            jitter_buffer_target_ms: page.jitter_buffer_target_ms,
+            playout_delay_ms: page.playout_delay_ms,
+        },
+        mic_tap: page.mic_tap,
+        remote_tap: page.remote_tap,
         concealed_ratio,
         concealment_events: page.concealment_events,
         choppy: concealed_ratio.is_some_and(|r| r > CHOPPY_RATIO) || turns.iter().any(|t| t.choppy),
@@ -253,6 +285,28 @@ mod tests {
         assert_eq!(joined.concealed_ratio, Some(0.04));
         assert!(joined.choppy);
         assert_eq!(joined.event_counts.len(), 3);
+    }
+
+    #[test]
+    fn the_taps_speech_and_onsets_are_named_and_their_estimates_kept() {
+        let mut page = page();
+        page.speech[0].source = Some(SpeechSource::Worklet);
+        page.answers[0].method = OnsetMethod::Worklet;
+        page.answers[0].estimate_ms = Some(3012.0);
+        page.mic_tap = Some(TapState::Running);
+        let joined = join_webrtc(&page, &[], |t| t - 1000.0);
+        assert_eq!(joined.turns[0].speech_end_source, Some(SpeechEndSource::Worklet));
+        assert_eq!(joined.turns[0].onset_method, OnsetMethod::Worklet);
+        assert_eq!(joined.turns[0].onset_estimate_ms, Some(2012.0));
+        assert_eq!(joined.turns[1].speech_end_source, Some(SpeechEndSource::Vad));
+        assert_eq!(joined.mic_tap, Some(TapState::Running));
+        // The delays stay flat in the record.
+        let json = serde_json::to_value(&joined).unwrap();
+        assert_eq!(json["jitter_buffer_ms"], 40.0);
+        assert_eq!(json["turns"][0]["jitter_buffer_ms"], 30.0);
+        assert_eq!(json["turns"][0]["playout_delay_ms"], 10.0);
+        assert_eq!(json["mic_tap"], "running");
+        assert_eq!(serde_json::from_value::<BrowserWebrtc>(json).unwrap(), joined);
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub struct ReportedWebrtc {
     pub jitter_buffer_target_ms: Option<f64>,
     #[serde(default)]
     pub playout_delay_ms: Option<f64>,
+    /// The probe's taps on the microphone's and the remote audio's samples (absent: not tried).
+    #[serde(default)]
+    pub mic_tap: Option<TapState>,
+    #[serde(default)]
+    pub remote_tap: Option<TapState>,
     #[serde(default)]
     pub answers: Vec<ReportedAnswer>,
     #[serde(default)]
@@ -72,6 +77,38 @@ tokentap_analysis::named_enum! {
         /// `getStats()` energy: the midpoint of the first audible reading interval (±half a
         /// reading, 30 ms).
         Stats = "stats",
+        /// The probe's `AudioWorklet` tap on the received samples: the first sample over the
+        /// threshold in the first audible 10 ms window.
+        Worklet = "worklet",
+    }
+}
+
+tokentap_analysis::named_enum! {
+    /// How the probe's `AudioWorklet` tap on one track fared.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TapState {
+        /// Its samples reached the probe's detector.
+        Running = "running",
+        /// The page has no `AudioWorklet` (an old browser, or not a secure context).
+        Unavailable = "unavailable",
+        /// The detector's module did not load (a content security policy refusing `blob:`).
+        Blocked = "blocked",
+        /// The probe's audio context did not start (autoplay policy).
+        Suspended = "suspended",
+        /// It heard nothing while `getStats()` heard an answer (no media element plays the
+        /// remote stream): the estimates took over.
+        Silent = "silent",
+    }
+}
+
+tokentap_analysis::named_enum! {
+    /// Which of the probe's detectors found a stretch of the user's speech.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum SpeechSource {
+        /// The `AudioWorklet` tap's voice-activity detector over the microphone's samples.
+        Worklet = "worklet",
+        /// The detector over the microphone's `getStats()` `media-source` energy.
+        Stats = "stats",
     }
 }
 
@@ -82,6 +119,9 @@ pub struct ReportedAnswer {
     /// Its first audible sample left the jitter buffer for playout.
     pub delivered_ms: f64,
     pub method: OnsetMethod,
+    /// With method `worklet`: the `ssrc` (or `stats`) estimate of the same onset.
+    #[serde(default)]
+    pub estimate_ms: Option<f64>,
     #[serde(default)]
     pub jitter_buffer_ms: Option<f64>,
     #[serde(default)]
@@ -109,6 +149,9 @@ pub struct ReportedSpeech {
     pub start_ms: f64,
     #[serde(default)]
     pub end_ms: Option<f64>,
+    /// Absent from older probes: `stats`.
+    #[serde(default)]
+    pub source: Option<SpeechSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,7 +230,7 @@ impl ReportedWebrtc {
         }
         for a in &self.answers {
             span.time("webrtc.answers.delivered_ms", a.delivered_ms)?;
-            for t in [a.end_ms, a.barge_in_ms].into_iter().flatten() {
+            for t in [a.end_ms, a.barge_in_ms, a.estimate_ms].into_iter().flatten() {
                 span.time("webrtc.answers.end_ms", t)?;
             }
             for d in [a.jitter_buffer_ms, a.jitter_buffer_target_ms, a.playout_delay_ms].into_iter().flatten() {

@@ -53,9 +53,9 @@ pub(super) fn webrtc_turn_spans(
             a.push((attr::WEBRTC_SPEECH_END_SOURCE, AttrValue::Str(source.as_str().into())));
         }
         push_f64(a, attr::WEBRTC_VOICE_TO_EAR_MS, t.voice_to_ear_ms);
-        push_f64(a, attr::WEBRTC_JITTER_BUFFER_MS, t.jitter_buffer_ms);
-        push_f64(a, attr::WEBRTC_JITTER_BUFFER_TARGET_MS, t.jitter_buffer_target_ms);
-        push_f64(a, attr::WEBRTC_PLAYOUT_DELAY_MS, t.playout_delay_ms);
+        push_f64(a, attr::WEBRTC_JITTER_BUFFER_MS, t.delays.jitter_buffer_ms);
+        push_f64(a, attr::WEBRTC_JITTER_BUFFER_TARGET_MS, t.delays.jitter_buffer_target_ms);
+        push_f64(a, attr::WEBRTC_PLAYOUT_DELAY_MS, t.delays.playout_delay_ms);
         push_f64(a, attr::WEBRTC_CONCEALED_RATIO, t.concealed_ratio);
         a.push((attr::WEBRTC_CHOPPY, AttrValue::Bool(t.choppy)));
         a.push((attr::WEBRTC_BARGE_IN, AttrValue::Bool(t.barge_in_ms.is_some())));
