@@ -155,6 +155,14 @@ if [ "$mode" = probe ] || [ "$mode" = test ]; then
   ensure_npm_ci "$root/tests/browser" "Node tools"
 fi
 
+# A WebRTC peer (aiortc), pinned by tests/webrtc/requirements.txt, in its own virtualenv (PyAV's
+# wheels stay out of the SDK tests' environment): the demo's voice agent (examples/voice-webrtc,
+# started by scripts/demo.sh) and the WebRTC voice tests' peer.
+if [ "$mode" = demo ] || [ "$mode" = test ]; then
+  command -v python3 >/dev/null || ensure_apt python3
+  ensure_requirements "$root/.cache/venv-webrtc" "$root/tests/webrtc/requirements.txt" "aiortc"
+fi
+
 if [ "$mode" = test ]; then
   # Headless Chromium for the browser probe tests (driven by playwright-core, never downloaded).
   ensure_apt chromium chromium-driver
@@ -166,10 +174,8 @@ if [ "$mode" = test ]; then
   ensure_apt espeak-ng
   # The official Python SDKs the tests drive tokentap with.
   ensure_requirements "$root/.cache/venv" "$root/tests/sdk/requirements.txt" "Python SDKs"
-  # A WebRTC peer (aiortc) for the WebRTC voice tests (tests/tests/webrtc_voice.rs), in its own
-  # virtualenv (PyAV's wheels stay out of the SDK tests' environment), and nftables for the random
-  # loss those tests inject on the media path (this kernel has no tc netem).
-  ensure_requirements "$root/.cache/venv-webrtc" "$root/tests/webrtc/requirements.txt" "aiortc"
+  # nftables for the random loss the WebRTC voice tests (tests/tests/webrtc_voice.rs) inject on the
+  # media path (this kernel has no tc netem); their peer's aiortc is installed below with the demo's.
   ensure_apt nftables
   # The FastAPI app server example (examples/app-fastapi, tests/tests/app_topologies.rs) in its own
   # virtualenv: its Starlette pin (< 0.46, whose GZipMiddleware still compresses event streams) is

@@ -1,0 +1,201 @@
+//! The demo's WebRTC voice session, run the way `scripts/demo.sh` runs it: the voice agent of
+//! `examples/voice-webrtc/agent.py` (aiortc, the venv `scripts/setup.sh` makes) and
+//! `tokentap demo --webrtc-peer URL` in front of the built-in mock, both on this host; headless
+//! Chromium (a WAV file as its microphone) opens the demo's voice page in WebRTC mode. The browser
+//! and the agent meet on the host's own non-loopback address (aiortc gathers no loopback
+//! candidates, Chromium skips them), as on a user's machine.
+//!
+//! The checks: the page shows the answer's breakdown; tokentap joins the page's report to the
+//! offer's record (one voice turn); the agent's speech-to-text, model and text-to-speech calls went
+//! through tokentap in the offer's trace; and the exported trace holds the page's voice turn (with
+//! its `webrtc response`, `jitter buffer` and `playout` parts) next to the server's spans of those
+//! calls.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokentap_e2e::browser::{repo_root, run_page, PageRun, Reports};
+use tokentap_e2e::otlp_receiver::{attr_str, hex};
+use tokentap_e2e::process::{bin, Proc};
+use tokentap_e2e::OtlpReceiver;
+
+/// The agent's Python: `TOKENTAP_WEBRTC_PYTHON`, else the virtualenv `scripts/setup.sh` makes.
+fn python() -> PathBuf {
+    let path = std::env::var_os("TOKENTAP_WEBRTC_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".cache/venv-webrtc/bin/python"));
+    assert!(path.exists(), "{} is missing: run scripts/setup.sh test", path.display());
+    path
+}
+
+/// 2 s of silence (the connection comes up), 700 ms of "speech" (two tones, −14 dBFS), then 20 s
+/// of silence: one end of speech.
+fn speech_wav(dir: &Path) -> PathBuf {
+    const RATE: usize = 48_000;
+    let mut samples: Vec<i16> = vec![0; RATE * 2];
+    samples.extend((0..RATE * 7 / 10).map(|i| {
+        let t = i as f64 / RATE as f64;
+        (6000.0 * (2.0 * std::f64::consts::PI * 220.0 * t).sin()
+            + 2000.0 * (2.0 * std::f64::consts::PI * 330.0 * t).sin()) as i16
+    }));
+    samples.extend(std::iter::repeat_n(0, RATE * 20));
+    let data: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    let mut wav = Vec::new();
+    wav.extend_from_slice(b"RIFF");
+    wav.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(b"WAVEfmt ");
+    wav.extend_from_slice(&16u32.to_le_bytes());
+    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
+    wav.extend_from_slice(&(RATE as u32).to_le_bytes());
+    wav.extend_from_slice(&(RATE as u32 * 2).to_le_bytes());
+    wav.extend_from_slice(&2u16.to_le_bytes());
+    wav.extend_from_slice(&16u16.to_le_bytes());
+    wav.extend_from_slice(b"data");
+    wav.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    wav.extend_from_slice(&data);
+    let path = dir.join("speech.wav");
+    std::fs::write(&path, wav).unwrap();
+    path
+}
+
+/// The address after `marker` in a banner line (`http://ADDR/...`).
+fn url_in(line: &str, marker: &str) -> String {
+    let rest = line.split(marker).nth(1).unwrap_or_else(|| panic!("no {marker:?} in {line:?}"));
+    let addr = rest.trim_start().trim_start_matches("http://");
+    addr.split(['/', ' ']).next().unwrap().to_string()
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
+    // The agent first (its offer endpoint's port goes to tokentap), told tokentap's address after.
+    let mut cmd = Command::new(python());
+    cmd.arg(repo_root().join("examples/voice-webrtc/agent.py")).args(["--proxy", "-"]);
+    let (mut agent, mut agent_stdin) = Proc::spawn_with_stdin(cmd);
+    let line = agent.wait_line("{\"listening\"", Duration::from_secs(60));
+    let port = serde_json::from_str::<Value>(&line).unwrap()["listening"].as_u64().unwrap();
+
+    let receiver = OtlpReceiver::start();
+    let data_dir = tempfile::tempdir().unwrap();
+    let mut demo = Command::new(bin("tokentap"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("OTEL_") {
+            demo.env_remove(key);
+        }
+    }
+    demo.env("TOKENTAP_WORKER_PRIORITY", "normal")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.grpc_endpoint())
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .env("OTEL_METRICS_EXPORTER", "none")
+        .args(["demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir.path())
+        .args(["--webrtc-peer", &format!("http://127.0.0.1:{port}")]);
+    let mut demo = Proc::spawn(demo);
+    let proxy = url_in(&demo.wait_line("  chat page ", Duration::from_secs(30)), "chat page");
+    let webrtc_line = demo.wait_line("  webrtc voice ", Duration::from_secs(30));
+    assert!(webrtc_line.contains("mode=webrtc"), "{webrtc_line}");
+    let admin = url_in(&demo.wait_line("  admin API ", Duration::from_secs(30)), "admin API");
+    writeln!(agent_stdin, "http://{proxy}").unwrap();
+    agent_stdin.flush().unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let wav = speech_wav(dir.path());
+    let run = PageRun {
+        origin: format!("http://{proxy}"),
+        path: "/_tokentap/demo/voice/?mode=webrtc&auto=1&answers=1&talk_ms=60000".into(),
+        page_file: None,
+        probe_fallback: false,
+        reports: 1,
+        report_mode: Reports::Observe,
+        timeout_ms: 90_000,
+        result_expr: Some(
+            "window.__done.then((r) => Object.assign({}, r, { page_text: document.body.innerText }))".into(),
+        ),
+        // As a user's Chromium: the page has the microphone, so its host candidates are addresses.
+        chromium_args: vec![
+            "--use-fake-ui-for-media-stream".into(),
+            "--use-fake-device-for-media-stream".into(),
+            format!("--use-file-for-fake-audio-capture={}%noloop", wav.display()),
+        ],
+    };
+    let out = run_page(&run);
+    assert!(out["error"].is_null(), "browser run failed: {out:#}\nagent: {}", agent.stderr());
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let result = &out["result"];
+    assert!(result["error"].is_null(), "{out:#}\nagent: {}", agent.stderr());
+    assert_eq!(result["mode"], "webrtc", "{result:#}");
+    assert_eq!(result["answers_done"], 1, "{result:#}\nagent: {}", agent.stderr());
+
+    // The page: the answer's row, every figure shown, the agent's words.
+    let text = result["page_text"].as_str().unwrap();
+    assert!(text.contains("voice to ear") && text.contains("#1") && text.contains("1 answers"), "{text}");
+    for word in ["null", "undefined", "NaN"] {
+        assert!(!text.contains(word), "the voice page shows {word:?}:\n{text}");
+    }
+
+    // The offer's record, joined: one voice turn from the end of speech to heard.
+    let record = &result["record"];
+    assert_eq!(record["status"], 201, "{record:#}");
+    assert_eq!(record["route"], "webrtc-peer", "{record:#}");
+    let turns = record["browser"]["webrtc"]["turns"].as_array().unwrap_or_else(|| panic!("{record:#}"));
+    assert_eq!(turns.len(), 1, "{record:#}");
+    let turn = &turns[0];
+    let names: Vec<&str> = turn["events"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    for event in ["input_audio_buffer.speech_stopped", "response.created", "output_audio_buffer.started"] {
+        assert!(names.contains(&event), "no {event}: {turn:#}");
+    }
+    let (end, packet, heard) = (f(&turn["speech_end_ms"]), f(&turn["first_packet_ms"]), f(&turn["heard_ms"]));
+    assert!(end < packet && packet <= heard, "{turn:#}");
+    assert!(f(&turn["jitter_buffer_ms"]) > 0.0, "{turn:#}");
+    eprintln!(
+        "voice to ear {:.0} ms (end of speech → first packet {:.0} ms, jitter buffer {:.0} ms, playout {:.0} ms)",
+        f(&turn["voice_to_ear_ms"]),
+        packet - end,
+        f(&turn["jitter_buffer_ms"]),
+        f(&turn["playout_delay_ms"]),
+    );
+
+    // The agent's three calls went through tokentap in the offer's trace.
+    let trace = record["trace_id"].as_str().unwrap().to_string();
+    let (status, list) = {
+        let addr = admin.parse().unwrap();
+        let resp = tokentap_e2e::http1::get(addr, &format!("/_tokentap/api/requests?limit=20&trace_id={trace}"), &[]);
+        (resp.status, serde_json::from_slice::<Value>(&resp.body).unwrap_or(Value::Null))
+    };
+    assert_eq!(status, 200, "{list:#}");
+    let records = list["records"].as_array().unwrap_or_else(|| panic!("{list:#}"));
+    let mut ids = Vec::new();
+    for path in ["/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"] {
+        let call = records
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} record in the offer's trace: {list:#}"));
+        assert_eq!(call["status"], 200, "{call:#}");
+        ids.push(call["request_id"].as_str().unwrap().to_string());
+    }
+
+    // The exported trace: the page's voice turn and its parts, the server's spans of the calls.
+    let has_all = |r: &tokentap_e2e::otlp_receiver::Received| {
+        let spans: Vec<_> = r.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+        spans.iter().any(|s| s.name == "voice turn")
+            && ids.iter().all(|id| spans.iter().any(|s| attr_str(&s.attributes, "tokentap.request_id") == Some(id)))
+    };
+    let received = receiver.wait_for(Duration::from_secs(60), "the voice turn and the agent's calls", has_all);
+    let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+    let voice_turn = spans.iter().find(|s| s.name == "voice turn").unwrap();
+    let parts: Vec<&str> =
+        spans.iter().filter(|s| s.parent_span_id == voice_turn.span_id).map(|s| s.name.as_str()).collect();
+    for part in ["webrtc response", "jitter buffer", "playout"] {
+        assert!(parts.contains(&part), "no {part} span: {parts:?}");
+    }
+    drop(demo);
+    drop(agent);
+}
