@@ -44,7 +44,7 @@ import wave
 import aiohttp
 import av
 from aiohttp import web
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
 OUT_RATE = 24000  # the speech endpoint's PCM; aiortc's Opus encoder resamples it to 48 kHz
 OUT_FRAME = OUT_RATE // 50  # 20 ms
@@ -117,7 +117,8 @@ class Call:
     def __init__(self, agent, traceparent):
         self.agent = agent
         self.trace = parse_traceparent(traceparent)
-        self.pc = RTCPeerConnection()
+        # No STUN server: the browser is on this machine (host candidates meet), and the demo stays offline.
+        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
         self.channel = None
         self.track = AnswerTrack()
         self.track.on_drained = self.answer_played
