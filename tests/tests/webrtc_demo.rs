@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokentap_e2e::browser::{repo_root, run_page, PageRun, Reports};
+use tokentap_e2e::browser::{repo_root, run_dashboard, run_page, PageRun, Reports};
 use tokentap_e2e::otlp_receiver::{attr_str, hex};
 use tokentap_e2e::process::{bin, Proc};
 use tokentap_e2e::OtlpReceiver;
@@ -73,8 +73,26 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-#[test]
-fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
+/// A demo session run the way `scripts/demo.sh` runs one, with Chromium on the voice page.
+struct DemoSession {
+    /// What the page run returned (its `result` is the voice page's, with its text).
+    out: Value,
+    admin: std::net::SocketAddr,
+    receiver: OtlpReceiver,
+    _agent: Proc,
+    _demo: Proc,
+    _data_dir: tempfile::TempDir,
+}
+
+impl DemoSession {
+    fn admin_get(&self, path_and_query: &str) -> Value {
+        let resp = tokentap_e2e::http1::get(self.admin, path_and_query, &[]);
+        assert_eq!(resp.status, 200, "{path_and_query}: {}", String::from_utf8_lossy(&resp.body));
+        serde_json::from_slice(&resp.body).unwrap()
+    }
+}
+
+fn demo_session() -> DemoSession {
     // The agent first (its offer endpoint's port goes to tokentap), told tokentap's address after.
     let mut cmd = Command::new(python());
     cmd.arg(repo_root().join("examples/voice-webrtc/agent.py")).args(["--proxy", "-"]);
@@ -133,6 +151,13 @@ fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
     assert!(result["error"].is_null(), "{out:#}\nagent: {}", agent.stderr());
     assert_eq!(result["mode"], "webrtc", "{result:#}");
     assert_eq!(result["answers_done"], 1, "{result:#}\nagent: {}", agent.stderr());
+    DemoSession { out, admin: admin.parse().unwrap(), receiver, _agent: agent, _demo: demo, _data_dir: data_dir }
+}
+
+#[test]
+fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
+    let session = demo_session();
+    let result = &session.out["result"];
 
     // The page: the answer's row, every figure shown, the agent's words.
     let text = result["page_text"].as_str().unwrap();
@@ -165,12 +190,7 @@ fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
 
     // The agent's three calls went through tokentap in the offer's trace.
     let trace = record["trace_id"].as_str().unwrap().to_string();
-    let (status, list) = {
-        let addr = admin.parse().unwrap();
-        let resp = tokentap_e2e::http1::get(addr, &format!("/_tokentap/api/requests?limit=20&trace_id={trace}"), &[]);
-        (resp.status, serde_json::from_slice::<Value>(&resp.body).unwrap_or(Value::Null))
-    };
-    assert_eq!(status, 200, "{list:#}");
+    let list = session.admin_get(&format!("/_tokentap/api/requests?limit=20&trace_id={trace}"));
     let records = list["records"].as_array().unwrap_or_else(|| panic!("{list:#}"));
     let mut ids = Vec::new();
     for path in ["/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"] {
@@ -188,7 +208,7 @@ fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
         spans.iter().any(|s| s.name == "voice turn")
             && ids.iter().all(|id| spans.iter().any(|s| attr_str(&s.attributes, "tokentap.request_id") == Some(id)))
     };
-    let received = receiver.wait_for(Duration::from_secs(60), "the voice turn and the agent's calls", has_all);
+    let received = session.receiver.wait_for(Duration::from_secs(60), "the voice turn and the agent's calls", has_all);
     let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
     let voice_turn = spans.iter().find(|s| s.name == "voice turn").unwrap();
     let parts: Vec<&str> =
@@ -196,6 +216,77 @@ fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
     for part in ["webrtc response", "jitter buffer", "playout"] {
         assert!(parts.contains(&part), "no {part} span: {parts:?}");
     }
-    drop(demo);
-    drop(agent);
+    drop(session);
+}
+
+/// The dashboard draws the session: the offer's page shows each answer's bar (end of speech →
+/// first packet with the data channel's events, jitter buffer, playout), its row and the
+/// choppy-audio verdict; the agent's voice turn (same trace) shows how its answer was heard.
+#[test]
+fn the_dashboard_draws_the_webrtc_session_and_the_voice_turn_it_heard() {
+    let session = demo_session();
+    let record = &session.out["result"]["record"];
+    let offer_id = record["request_id"].as_str().unwrap().to_string();
+    let trace = record["trace_id"].as_str().unwrap().to_string();
+    let stored = session.admin_get(&format!("/_tokentap/api/requests/{offer_id}"));
+    assert!(stored["browser"]["webrtc"].is_object(), "the stored offer has no WebRTC part: {stored:#}");
+    // The agent's voice turn: its three calls linked by the offer's trace.
+    let turns = session.admin_get("/_tokentap/api/turns?limit=50");
+    let turn = turns["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["trace_id"] == trace.as_str() && !t["voice"].is_null())
+        .unwrap_or_else(|| panic!("no voice turn in the offer's trace: {turns:#}"));
+    let turn_id = turn["turn_id"].as_str().unwrap().to_string();
+
+    let out = run_dashboard(&serde_json::json!({
+        "admin": format!("http://{}", session.admin),
+        "request_ids": [offer_id],
+        "turn_ids": [turn_id],
+        "viewport_width": 1280,
+        "artifacts": repo_root().join("tests/artifacts/dashboard-webrtc").display().to_string(),
+    }));
+    assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    for (view, text) in out["texts"].as_object().unwrap() {
+        for word in ["null", "undefined", "NaN"] {
+            assert!(!text.as_str().unwrap().contains(word), "the {view} view shows {word:?}:\n{text}");
+        }
+    }
+    for (view, px) in out["overflow"].as_object().unwrap() {
+        assert!(px.as_f64().unwrap() <= 0.0, "the {view} view is {px} px wider than 1,280 px");
+    }
+
+    let page = &out["requests"][&offer_id];
+    let parts: Vec<&str> = page["webrtc_parts"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert_eq!(parts, ["response", "jitter_buffer", "playout"], "{page:#}");
+    let events: Vec<&str> = page["webrtc_events"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    for event in ["input_audio_buffer.speech_stopped", "response.created", "output_audio_buffer.started"] {
+        assert!(events.contains(&event), "no {event} tick: {page:#}");
+    }
+    let rows = page["webrtc_rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{page:#}");
+    let row: Vec<&str> = rows[0].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    // #, end of speech, events, → first packet, jitter buffer, playout, voice to ear, audio.
+    assert_eq!(row[0], "#1", "{row:?}");
+    assert!(row[2].contains("response.created +"), "{row:?}");
+    for figure in &row[3..7] {
+        assert!(figure.parse::<f64>().is_ok() || figure.replace(',', "").parse::<f64>().is_ok(), "{row:?}");
+    }
+    assert!(row[7].starts_with("clean"), "a session without loss is clean: {row:?}");
+    let verdict = page["webrtc_verdict"].as_str().unwrap_or_else(|| panic!("no verdict: {page:#}"));
+    assert!(verdict.starts_with("Clean audio"), "{verdict}");
+    let cards = page["webrtc_cards"].as_array().unwrap();
+    assert!(cards.iter().any(|c| c.as_str().unwrap().starts_with("voice to ear (median)")), "{cards:?}");
+    let text = out["texts"][format!("request:{offer_id}")].as_str().unwrap();
+    assert!(text.contains("WebRTC session") && text.contains("voice to ear"), "{text}");
+
+    let turn_page = &out["turn_pages"][&turn_id];
+    assert!(turn_page["webrtc_heading"].as_str().is_some(), "the voice turn shows no WebRTC part: {turn_page:#}");
+    let parts: Vec<&str> = turn_page["webrtc_parts"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert_eq!(parts, ["response", "jitter_buffer", "playout"], "{turn_page:#}");
+    let text = out["texts"][format!("turn:{turn_id}")].as_str().unwrap();
+    assert!(text.contains("this turn is its answer 1 of 1"), "{text}");
+    drop(session);
 }

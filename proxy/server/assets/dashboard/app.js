@@ -4,11 +4,12 @@
 //
 //   #/                  request list (live, filterable, paginated)
 //   #/r/<request_id>    one request: phase waterfall, cumulative characters per hop, event lanes,
-//                       ITL histogram, verdict, conditions
+//                       ITL histogram, verdict, conditions (a realtime session's responses; a WebRTC
+//                       offer's answers, from webrtc.js)
 //   #/summary           percentiles, stall rate and goodput per group over a time window
 //                       (#/summary?window=15m&group_by=route,model&include_warmup=true)
 //   #/turns             user turns (agent tool loops): status, steps, tool calls, where the time went
-//   #/t/<turn_id>       one turn (voice turns add their lanes): breakdown bar, Gantt of model / tool / client lanes with the
+//   #/t/<turn_id>       one turn (voice turns add their lanes, and their WebRTC session's answer: webrtc.js): breakdown bar, Gantt of model / tool / client lanes with the
 //                       critical path outlined, the steps and tool runs
 "use strict";
 
@@ -357,6 +358,7 @@ async function loadRequest(id) {
   }
   if (window.__dashboard.view !== "request") return;
   if (record.realtime) { showSession(record); return; }
+  if (record.browser?.webrtc) { showWebrtcSession(record); return; }
   const m = record.analysis?.metrics ?? {}, c = record.conditions ?? {}, b = record.browser;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
   const objectives = verdict.objectives.map((o) => `${o.objective} ${o.result.replace("_", " ")}: ${o.value_ms !== undefined ? `${fmt(o.value_ms)} ms` : "no value"} (limit ${fmt(o.limit_ms)} ms)`).join("; ");
@@ -832,6 +834,8 @@ async function loadTurn(id) {
     fill(view, el("p", { class: "error" }, `Cannot load turn ${id}: ${e.message}`), el("a", { href: "#/turns" }, "← turns"));
     return;
   }
+  // A voice turn whose trace carries a WebRTC session (webrtc.js): how its answer was heard.
+  const webrtc = t.voice ? await webrtcForTurn(t) : [];
   if (window.__dashboard.view !== "turn") return;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
   const tt = t.totals, share = (ms) => tt.e2e_ms ? ` (${pct(ms / tt.e2e_ms)})` : "";
@@ -854,6 +858,7 @@ async function loadTurn(id) {
         card("steps / tool calls", `${tt.steps} / ${tt.tool_calls}`),
       ),
     ...voiceSection(t.voice),
+    ...webrtc,
     // A voice turn's split of the model calls alone would read "model 100 %" next to the voice chain.
     t.voice ? null : el("div", { id: "turn-breakdown" }, breakdownBar(t, 600)),
     el("h3", {}, "Timeline"),
