@@ -1,15 +1,17 @@
 //! The demo's WebRTC voice session, run the way `scripts/demo.sh` runs it: the voice agent of
 //! `examples/voice-webrtc/agent.py` (aiortc, the venv `scripts/setup.sh` makes) and
 //! `tokentap demo --webrtc-peer URL` in front of the built-in mock, both on this host; headless
-//! Chromium (a WAV file as its microphone) opens the demo's voice page in WebRTC mode. The browser
-//! and the agent meet on the host's own non-loopback address (aiortc gathers no loopback
-//! candidates, Chromium skips them), as on a user's machine.
+//! Chromium (espeak-ng's speech in a WAV file as its microphone) opens the demo's voice page in
+//! WebRTC mode. The browser and the agent meet on the host's own non-loopback address (aiortc
+//! gathers no loopback candidates, Chromium skips them), as on a user's machine.
 //!
 //! The checks: the page shows the answer's breakdown; tokentap joins the page's report to the
 //! offer's record (one voice turn); the agent's speech-to-text, model and text-to-speech calls went
 //! through tokentap in the offer's trace; and the exported trace holds the page's voice turn (with
 //! its `webrtc response`, `jitter buffer` and `playout` parts) next to the server's spans of those
-//! calls.
+//! calls. The dashboard draws the session on the offer's page and on the agent's voice turn. And
+//! the same with a real voice framework as the peer: a Pipecat bot (examples/voice-pipecat,
+//! `.cache/venv-pipecat`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,34 +33,36 @@ fn python() -> PathBuf {
     path
 }
 
-/// 2 s of silence (the connection comes up), 700 ms of "speech" (two tones, −14 dBFS), then 20 s
-/// of silence: one end of speech.
+/// espeak-ng's speech (real speech: Pipecat's Silero VAD hears no tones) with 2 s of silence before
+/// it (the connection comes up) and 20 s after it: one end of speech.
 fn speech_wav(dir: &Path) -> PathBuf {
-    const RATE: usize = 48_000;
-    let mut samples: Vec<i16> = vec![0; RATE * 2];
-    samples.extend((0..RATE * 7 / 10).map(|i| {
-        let t = i as f64 / RATE as f64;
-        (6000.0 * (2.0 * std::f64::consts::PI * 220.0 * t).sin()
-            + 2000.0 * (2.0 * std::f64::consts::PI * 330.0 * t).sin()) as i16
-    }));
-    samples.extend(std::iter::repeat_n(0, RATE * 20));
-    let data: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-    let mut wav = Vec::new();
-    wav.extend_from_slice(b"RIFF");
-    wav.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    wav.extend_from_slice(b"WAVEfmt ");
-    wav.extend_from_slice(&16u32.to_le_bytes());
-    wav.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    wav.extend_from_slice(&1u16.to_le_bytes()); // mono
-    wav.extend_from_slice(&(RATE as u32).to_le_bytes());
-    wav.extend_from_slice(&(RATE as u32 * 2).to_le_bytes());
-    wav.extend_from_slice(&2u16.to_le_bytes());
-    wav.extend_from_slice(&16u16.to_le_bytes());
-    wav.extend_from_slice(b"data");
-    wav.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    wav.extend_from_slice(&data);
+    let raw = dir.join("espeak.wav");
+    let status = Command::new("espeak-ng")
+        .args(["-w", raw.to_str().unwrap(), "What is the weather in Paris today?"])
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run espeak-ng (scripts/setup.sh test installs it): {e}"));
+    assert!(status.success(), "espeak-ng failed");
+    let bytes = std::fs::read(&raw).unwrap();
+    // espeak-ng writes a 44-byte header: `fmt ` (16 bytes) then `data`.
+    assert!(&bytes[0..4] == b"RIFF" && &bytes[12..16] == b"fmt " && &bytes[36..40] == b"data", "unexpected WAV layout");
+    let format = &bytes[20..36];
+    let rate = u32::from_le_bytes(format[4..8].try_into().unwrap()) as usize;
+    let block = u16::from_le_bytes(format[12..14].try_into().unwrap()) as usize;
+    let silence = |ms: usize| vec![0u8; rate * ms / 1000 * block];
+    let mut samples = silence(2_000);
+    samples.extend_from_slice(&bytes[44..]);
+    samples.extend(silence(20_000));
+    let mut out = Vec::new();
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + samples.len() as u32).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(format);
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&(samples.len() as u32).to_le_bytes());
+    out.extend_from_slice(&samples);
     let path = dir.join("speech.wav");
-    std::fs::write(&path, wav).unwrap();
+    std::fs::write(&path, out).unwrap();
     path
 }
 
@@ -92,10 +96,35 @@ impl DemoSession {
     }
 }
 
+/// The WebRTC peer the demo routes the offer to.
+struct Peer {
+    python: PathBuf,
+    script: &'static str,
+    /// The voice page's query: the aiortc agent ends the answer with `response.done` on the data
+    /// channel; a peer that sends no OpenAI Realtime events is given a fixed session length.
+    query: &'static str,
+    /// Answers the page counted (`response.done` events).
+    answers_done: u64,
+}
+
+/// The demo's own agent (examples/voice-webrtc).
+fn agent_peer() -> Peer {
+    Peer {
+        python: python(),
+        script: "examples/voice-webrtc/agent.py",
+        query: "mode=webrtc&auto=1&answers=1&talk_ms=60000",
+        answers_done: 1,
+    }
+}
+
 fn demo_session() -> DemoSession {
+    demo_session_with(agent_peer())
+}
+
+fn demo_session_with(peer: Peer) -> DemoSession {
     // The agent first (its offer endpoint's port goes to tokentap), told tokentap's address after.
-    let mut cmd = Command::new(python());
-    cmd.arg(repo_root().join("examples/voice-webrtc/agent.py")).args(["--proxy", "-"]);
+    let mut cmd = Command::new(&peer.python);
+    cmd.arg(repo_root().join(peer.script)).args(["--proxy", "-"]);
     let (mut agent, mut agent_stdin) = Proc::spawn_with_stdin(cmd);
     let line = agent.wait_line("{\"listening\"", Duration::from_secs(60));
     let port = serde_json::from_str::<Value>(&line).unwrap()["listening"].as_u64().unwrap();
@@ -128,7 +157,7 @@ fn demo_session() -> DemoSession {
     let wav = speech_wav(dir.path());
     let run = PageRun {
         origin: format!("http://{proxy}"),
-        path: "/_tokentap/demo/voice/?mode=webrtc&auto=1&answers=1&talk_ms=60000".into(),
+        path: format!("/_tokentap/demo/voice/?{}", peer.query),
         page_file: None,
         probe_fallback: false,
         reports: 1,
@@ -150,7 +179,7 @@ fn demo_session() -> DemoSession {
     let result = &out["result"];
     assert!(result["error"].is_null(), "{out:#}\nagent: {}", agent.stderr());
     assert_eq!(result["mode"], "webrtc", "{result:#}");
-    assert_eq!(result["answers_done"], 1, "{result:#}\nagent: {}", agent.stderr());
+    assert_eq!(result["answers_done"], peer.answers_done, "{result:#}\nagent: {}", agent.stderr());
     DemoSession { out, admin: admin.parse().unwrap(), receiver, _agent: agent, _demo: demo, _data_dir: data_dir }
 }
 
@@ -274,9 +303,13 @@ fn the_dashboard_draws_the_webrtc_session_and_the_voice_turn_it_heard() {
     for figure in &row[3..7] {
         assert!(figure.parse::<f64>().is_ok() || figure.replace(',', "").parse::<f64>().is_ok(), "{row:?}");
     }
-    assert!(row[7].starts_with("clean"), "a session without loss is clean: {row:?}");
+    // The verdict as the record has it (a busy machine can conceal a few late packets even here).
+    let choppy = record["browser"]["webrtc"]["choppy"] == true;
+    let turn_choppy = record["browser"]["webrtc"]["turns"][0]["choppy"] == true;
+    assert!(row[7].starts_with(if turn_choppy { "choppy" } else { "clean" }), "{row:?}: {record:#}");
     let verdict = page["webrtc_verdict"].as_str().unwrap_or_else(|| panic!("no verdict: {page:#}"));
-    assert!(verdict.starts_with("Clean audio"), "{verdict}");
+    let expected = if choppy || turn_choppy { "Choppy audio" } else { "Clean audio" };
+    assert!(verdict.starts_with(expected), "{verdict}: {record:#}");
     let cards = page["webrtc_cards"].as_array().unwrap();
     assert!(cards.iter().any(|c| c.as_str().unwrap().starts_with("voice to ear (median)")), "{cards:?}");
     let text = out["texts"][format!("request:{offer_id}")].as_str().unwrap();
@@ -289,4 +322,57 @@ fn the_dashboard_draws_the_webrtc_session_and_the_voice_turn_it_heard() {
     let text = out["texts"][format!("turn:{turn_id}")].as_str().unwrap();
     assert!(text.contains("this turn is its answer 1 of 1"), "{text}");
     drop(session);
+}
+
+/// The Pipecat bot's Python: `TOKENTAP_PIPECAT_PYTHON`, else the virtualenv `scripts/setup.sh test` makes.
+fn pipecat_python() -> PathBuf {
+    let path = std::env::var_os("TOKENTAP_PIPECAT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".cache/venv-pipecat/bin/python"));
+    assert!(path.exists(), "{} is missing: run scripts/setup.sh test", path.display());
+    path
+}
+
+/// A real voice framework as the peer: Pipecat's SmallWebRTC transport with Silero VAD and its
+/// OpenAI speech-to-text, LLM and text-to-speech services pointed at tokentap (examples/voice-pipecat).
+/// One voice turn in one trace: the page's WebRTC measurements and tokentap's spans of the bot's calls.
+#[test]
+fn a_pipecat_bot_answers_a_webrtc_voice_turn_in_one_trace() {
+    let session = demo_session_with(Peer {
+        python: pipecat_python(),
+        script: "examples/voice-pipecat/bot.py",
+        // Pipecat sends no OpenAI Realtime events: the page ends the session after 12 s.
+        query: "mode=webrtc&auto=1&talk_ms=12000",
+        answers_done: 0,
+    });
+    let record = &session.out["result"]["record"];
+    assert_eq!(record["status"], 201, "{record:#}");
+    let turns = record["browser"]["webrtc"]["turns"].as_array().unwrap_or_else(|| panic!("{record:#}"));
+    let turn = turns.iter().find(|t| t["voice_to_ear_ms"].is_number()).unwrap_or_else(|| {
+        panic!("no answer heard after an end of speech: {record:#}\nbot: {}", session._agent.stderr())
+    });
+    eprintln!(
+        "pipecat: voice to ear {:.0} ms (jitter buffer {:.0} ms, playout {:.0} ms)",
+        f(&turn["voice_to_ear_ms"]),
+        f(&turn["jitter_buffer_ms"]),
+        f(&turn["playout_delay_ms"])
+    );
+    let trace = record["trace_id"].as_str().unwrap().to_string();
+    let list = session.admin_get(&format!("/_tokentap/api/requests?limit=20&trace_id={trace}"));
+    let records = list["records"].as_array().unwrap();
+    let mut ids = Vec::new();
+    for path in ["/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"] {
+        let call = records
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} record in the offer's trace: {list:#}"));
+        assert_eq!(call["status"], 200, "{call:#}");
+        ids.push(call["request_id"].as_str().unwrap().to_string());
+    }
+    let has_all = |r: &tokentap_e2e::otlp_receiver::Received| {
+        let spans: Vec<_> = r.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+        spans.iter().any(|s| s.name == "voice turn")
+            && ids.iter().all(|id| spans.iter().any(|s| attr_str(&s.attributes, "tokentap.request_id") == Some(id)))
+    };
+    session.receiver.wait_for(Duration::from_secs(60), "the voice turn and the bot's calls", has_all);
 }
