@@ -33,8 +33,8 @@ fn python() -> PathBuf {
     path
 }
 
-/// espeak-ng's speech (real speech: Pipecat's Silero VAD hears no tones) with 2 s of silence before
-/// it (the connection comes up) and 20 s after it: one end of speech.
+/// espeak-ng's speech (real speech: Pipecat's Silero VAD hears no tones) with 3 s of silence before
+/// it (the connection comes up meanwhile) and 20 s after it: one end of speech.
 fn speech_wav(dir: &Path) -> PathBuf {
     let raw = dir.join("espeak.wav");
     let status = Command::new("espeak-ng")
@@ -49,7 +49,7 @@ fn speech_wav(dir: &Path) -> PathBuf {
     let rate = u32::from_le_bytes(format[4..8].try_into().unwrap()) as usize;
     let block = u16::from_le_bytes(format[12..14].try_into().unwrap()) as usize;
     let silence = |ms: usize| vec![0u8; rate * ms / 1000 * block];
-    let mut samples = silence(2_000);
+    let mut samples = silence(3_000);
     samples.extend_from_slice(&bytes[44..]);
     samples.extend(silence(20_000));
     let mut out = Vec::new();
@@ -341,8 +341,8 @@ fn a_pipecat_bot_answers_a_webrtc_voice_turn_in_one_trace() {
     let session = demo_session_with(Peer {
         python: pipecat_python(),
         script: "examples/voice-pipecat/bot.py",
-        // Pipecat sends no OpenAI Realtime events: the page ends the session after 12 s.
-        query: "mode=webrtc&auto=1&talk_ms=12000",
+        // Pipecat sends no OpenAI Realtime events: the page ends the session after 20 s.
+        query: "mode=webrtc&auto=1&talk_ms=20000",
         answers_done: 0,
     });
     let record = &session.out["result"]["record"];
