@@ -62,6 +62,7 @@ async function readSummary(page) {
       warmup_note: document.getElementById("summary-warmup")?.innerText ?? null,
       latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, traffic: tr.dataset.traffic, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count), plotted: tr.querySelector("svg.ecdf polyline") !== null })),
       sections: [...document.querySelectorAll("#summary-latency section[data-traffic]")].map((s) => s.dataset.traffic),
+      webrtc: [...document.querySelectorAll("#summary-webrtc tr[data-field]")].map((tr) => tr.dataset.field),
       turns: [...document.querySelectorAll("#summary-turns tr[data-field]")].map((tr) => ({ field: tr.dataset.field, plotted: tr.querySelector("svg.ecdf polyline") !== null })),
       goodput: [...document.querySelectorAll("#summary-goodput tr[data-group]")].map((tr) => ({ group: tr.dataset.group, requests: Number(tr.dataset.requests), good: Number(tr.dataset.good) })),
     };

@@ -274,6 +274,7 @@ fn the_dashboard_draws_the_webrtc_session_and_the_voice_turn_it_heard() {
         "request_ids": [offer_id],
         "turn_ids": [turn_id],
         "viewport_width": 1280,
+        "summary_hash": "#/summary?window=all&include_warmup=true",
         "artifacts": repo_root().join("tests/artifacts/dashboard-webrtc").display().to_string(),
     }));
     assert!(out["error"].is_null(), "dashboard run failed: {out:#}");
@@ -314,6 +315,28 @@ fn the_dashboard_draws_the_webrtc_session_and_the_voice_turn_it_heard() {
     assert!(cards.iter().any(|c| c.as_str().unwrap().starts_with("voice to ear (median)")), "{cards:?}");
     let text = out["texts"][format!("request:{offer_id}")].as_str().unwrap();
     assert!(text.contains("WebRTC session") && text.contains("voice to ear"), "{text}");
+
+    // The Summary's WebRTC section: the session's answer in each row.
+    let summary = &out["summary"]["webrtc"];
+    assert_eq!(
+        summary,
+        &serde_json::json!([
+            "voice_to_ear_ms",
+            "speech_end_to_first_packet_ms",
+            "jitter_buffer_ms",
+            "playout_delay_ms"
+        ]),
+        "{:#}",
+        out["summary"]
+    );
+    assert_eq!(
+        out["summary"]["sections"],
+        serde_json::json!(["chat", "speech", "transcription", "webrtc"]),
+        "{:#}",
+        out["summary"]
+    );
+    let text = out["texts"]["summary"].as_str().unwrap();
+    assert!(text.contains("WebRTC sessions: 1, 1 answers") && !text.contains("Non-streaming"), "{text}");
 
     let turn_page = &out["turn_pages"][&turn_id];
     assert!(turn_page["webrtc_heading"].as_str().is_some(), "the voice turn shows no WebRTC part: {turn_page:#}");

@@ -517,6 +517,7 @@ const TRAFFIC = {
   speech: { title: "Text to speech", words: { e2e_ms: "all audio received ms" }, note: "First audible sample, leading silence and underruns per request: open a request, or its voice turn." },
   transcription: { title: "Speech to text", words: { ttft_answer_ms: "first transcript text ms", e2e_ms: "transcript done ms" } },
   realtime: { title: "Realtime sessions (WebSocket)", words: {}, note: "A session's latency is per response: the rows are over every response of every session (open a session for its own). Counts and goodput are below." },
+  webrtc: { title: "WebRTC offers (only the SDP exchange passes tokentap)", words: { e2e_ms: "offer answered ms" }, note: "The audio went peer to peer: each answer's wait, as the page measured it, is in the WebRTC sessions section below (open an offer for its session)." },
 };
 
 /// The realtime section's rows (the summary's `realtime`, per response), in words.
@@ -637,7 +638,7 @@ async function loadSummary() {
       `${r.records_used} requests used of ${r.records_in_window} in the window (${r.records_total} in memory); warm-up ${r.include_warmup ? "included" : `excluded (${r.warm_up_excluded} left out)`}. `,
       `Percentiles: linear interpolation between closest ranks over successful requests. SLOs: ${slo}.`),
     warmupNote(r),
-    el("h3", {}, "Latency and throughput"), latency, turnSections,
+    el("h3", {}, "Latency and throughput"), latency, turnSections, webrtcSummary(r.webrtc),
     byCache ? el("h3", {}, "Time to first answer token by prompt cache") : null,
     byCache ? el("p", { class: "muted" }, "Cold and warm prompts differ by up to an order of magnitude; the rows above mix them, these do not.") : null, byCache,
     server ? el("h3", {}, "Server-reported time (white box)") : null, server,

@@ -154,3 +154,21 @@ async function webrtcForTurn(t) {
     ...webrtcSection(w, turns, Math.max(index, 0)),
   ];
 }
+
+/// The Summary's WebRTC section (the report's `webrtc`): per answer over every session in the
+/// window, and how many sounded choppy.
+function webrtcSummary(w) {
+  if (!w) return null;
+  const rows = [["voice to ear: end of speech → heard ms", "voice_to_ear_ms"], ["end of speech → first packet ms", "speech_end_to_first_packet_ms"],
+    ["jitter buffer ms", "jitter_buffer_ms"], ["playout delay ms", "playout_delay_ms"]].filter(([, key]) => w[key]);
+  return el("section", { class: "traffic", id: "summary-webrtc", "data-traffic": "webrtc" },
+    el("h4", {}, `WebRTC sessions: ${w.sessions}, ${w.answers} answers`),
+    el("p", { class: w.choppy_sessions ? "bad" : "muted" }, `Measured in the page by the browser probe (only the offer passes tokentap). Choppy audio: ${w.choppy_sessions} of ${w.sessions} sessions, ${w.choppy_answers} of ${w.answers} answers; talked over: ${w.barge_ins}.`),
+    rows.length ? el("table", {},
+      el("thead", {}, el("tr", {}, ["metric", "n", "p50", "p90", "p95", "p99", "max"].map((h, i) => el("th", { class: i ? "n" : "" }, h)))),
+      el("tbody", {}, rows.map(([label, key]) => {
+        const d = w[key];
+        return el("tr", { "data-field": key }, el("td", {}, label), el("td", { class: "n" }, d.count),
+          ...[d.p50, d.p90, d.p95, d.p99, d.max].map((v) => el("td", { class: "n" }, fmt(v, 2))));
+      }))) : el("p", { class: "muted" }, "No answer with these times yet."));
+}
