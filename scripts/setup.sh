@@ -6,6 +6,7 @@
 #   scripts/setup.sh probe  # plus the toolchain that rebuilds the browser probe (scripts/build-probe.sh)
 #   scripts/setup.sh test   # plus what the test suite needs (which includes the probe toolchain)
 #   scripts/setup.sh llm    # only the local llama.cpp server and its model (scripts/demo.sh --real-model)
+#   scripts/setup.sh pipecat  # only Pipecat for its voice bot (scripts/demo.sh --pipecat)
 set -euo pipefail
 mode="${1:-test}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -114,6 +115,17 @@ ensure_go_binary() { # MODULE_DIR NAME PACKAGE
   ln -sfn "$out" "$root/.cache/bin/$name"
 }
 
+# Pipecat for its voice bot (examples/voice-pipecat): about 820 MB installed.
+ensure_pipecat() {
+  ensure_requirements "$root/.cache/venv-pipecat" "$root/examples/voice-pipecat/requirements.txt" "Pipecat"
+}
+
+if [ "$mode" = pipecat ]; then
+  ensure_pipecat
+  say "ready ($mode)"
+  exit 0
+fi
+
 if [ "$mode" = llm ]; then
   ensure_llm
   say "ready ($mode)"
@@ -155,6 +167,14 @@ if [ "$mode" = probe ] || [ "$mode" = test ]; then
   ensure_npm_ci "$root/tests/browser" "Node tools"
 fi
 
+# A WebRTC peer (aiortc), pinned by tests/webrtc/requirements.txt, in its own virtualenv (PyAV's
+# wheels stay out of the SDK tests' environment): the demo's voice agent (examples/voice-webrtc,
+# started by scripts/demo.sh) and the WebRTC voice tests' peer.
+if [ "$mode" = demo ] || [ "$mode" = test ]; then
+  command -v python3 >/dev/null || ensure_apt python3
+  ensure_requirements "$root/.cache/venv-webrtc" "$root/tests/webrtc/requirements.txt" "aiortc"
+fi
+
 if [ "$mode" = test ]; then
   # Headless Chromium for the browser probe tests (driven by playwright-core, never downloaded).
   ensure_apt chromium chromium-driver
@@ -166,11 +186,12 @@ if [ "$mode" = test ]; then
   ensure_apt espeak-ng
   # The official Python SDKs the tests drive tokentap with.
   ensure_requirements "$root/.cache/venv" "$root/tests/sdk/requirements.txt" "Python SDKs"
-  # A WebRTC peer (aiortc) for the WebRTC voice tests (tests/tests/webrtc_voice.rs), in its own
-  # virtualenv (PyAV's wheels stay out of the SDK tests' environment), and nftables for the random
-  # loss those tests inject on the media path (this kernel has no tc netem).
-  ensure_requirements "$root/.cache/venv-webrtc" "$root/tests/webrtc/requirements.txt" "aiortc"
+  # nftables for the random loss the WebRTC voice tests (tests/tests/webrtc_voice.rs) inject on the
+  # media path (this kernel has no tc netem); their peer's aiortc is installed below with the demo's.
   ensure_apt nftables
+  # Pipecat (its SmallWebRTC transport, Silero VAD, OpenAI services) as a real voice framework
+  # behind tokentap (examples/voice-pipecat, tests/tests/webrtc_demo.rs), in its own virtualenv.
+  ensure_pipecat
   # The FastAPI app server example (examples/app-fastapi, tests/tests/app_topologies.rs) in its own
   # virtualenv: its Starlette pin (< 0.46, whose GZipMiddleware still compresses event streams) is
   # not the SDK tests'.

@@ -7,6 +7,7 @@ cd "$root"
 scripts/setup.sh test
 export TOKENTAP_PYTHON="$root/.cache/venv/bin/python"
 export TOKENTAP_LLM_PYTHON="$root/.cache/venv-llm/bin/python"
+export TOKENTAP_PIPECAT_PYTHON="$root/.cache/venv-pipecat/bin/python"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 # A clean clone gains nothing from incremental compilation, and its caches take gigabytes.
 if [[ "${CI:-}" == "true" ]]; then

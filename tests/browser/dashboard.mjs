@@ -62,10 +62,23 @@ async function readSummary(page) {
       warmup_note: document.getElementById("summary-warmup")?.innerText ?? null,
       latency: [...document.querySelectorAll("#summary-latency tr[data-metric]")].map((tr) => ({ group: tr.dataset.group, traffic: tr.dataset.traffic, metric: tr.dataset.metric, count: Number(tr.children[2].dataset.count), plotted: tr.querySelector("svg.ecdf polyline") !== null })),
       sections: [...document.querySelectorAll("#summary-latency section[data-traffic]")].map((s) => s.dataset.traffic),
+      webrtc: [...document.querySelectorAll("#summary-webrtc tr[data-field]")].map((tr) => tr.dataset.field),
       turns: [...document.querySelectorAll("#summary-turns tr[data-field]")].map((tr) => ({ field: tr.dataset.field, plotted: tr.querySelector("svg.ecdf polyline") !== null })),
       goodput: [...document.querySelectorAll("#summary-goodput tr[data-group]")].map((tr) => ({ group: tr.dataset.group, requests: Number(tr.dataset.requests), good: Number(tr.dataset.good) })),
     };
   });
+}
+
+// A WebRTC session's drawing (webrtc.js), read in the page (passed to page.evaluate): the parts of each answer's bar, the
+// data channel's event ticks, the table's rows and the choppy-audio verdict.
+function readWebrtc() {
+  return {
+    webrtc_parts: [...document.querySelectorAll("#webrtc-timeline rect.webrtc")].map((r) => r.dataset.part),
+    webrtc_events: [...document.querySelectorAll("#webrtc-timeline rect.webrtc-event")].map((r) => r.dataset.event),
+    webrtc_rows: [...document.querySelectorAll("#webrtc-turns tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent)),
+    webrtc_verdict: document.getElementById("webrtc-verdict")?.textContent ?? null,
+    webrtc_cards: [...document.querySelectorAll("#webrtc-cards .card")].map((c) => c.textContent),
+  };
 }
 
 async function shot(page, name) {
@@ -116,6 +129,7 @@ try {
       session_cards: [...document.querySelectorAll("#session-cards .card")].map((c) => c.textContent),
       session_rows: document.querySelectorAll("#session-responses tbody tr").length,
     }));
+    Object.assign(out.requests[id], await page.evaluate(readWebrtc));
     await keepText(page, `request:${id}`);
     await shot(page, `dashboard-request-${id}.png`);
   }
@@ -138,11 +152,13 @@ try {
         tool_rows: document.querySelectorAll("#turn-tools tbody tr").length,
         mcp_bars: [...document.querySelectorAll("#turn-gantt rect.gantt.mcp")].map((r) => r.dataset.callId),
         mcp_rows: [...document.querySelectorAll("#turn-tools tbody tr")].map((tr) => tr.dataset.mcp),
+        webrtc_heading: document.getElementById("turn-webrtc")?.textContent ?? null,
         mcp_links: [...document.querySelectorAll("#turn-tools tbody a")].map((a) => a.getAttribute("href")),
         breakdown: [...document.querySelectorAll("#turn-breakdown rect")].map((r) => r.dataset.lane),
         voice_lanes: [...document.querySelectorAll("#turn-voice rect.voice")].map((r) => r.dataset.lane),
         voice_cards: [...document.querySelectorAll("#turn-voice-cards .card")].map((c) => c.textContent),
       }));
+      Object.assign(out.turn_pages[id], await page.evaluate(readWebrtc));
       await keepText(page, `turn:${id}`);
       await shot(page, `dashboard-turn-${id}.png`);
     }

@@ -40,7 +40,21 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(mut cmd: Command) -> Proc {
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(Stdio::null());
+        Self::collect(cmd)
+    }
+
+    /// Like [`Proc::spawn`], with the child's stdin left to the caller (e.g. to tell a peer an
+    /// address known only after it started).
+    pub fn spawn_with_stdin(mut cmd: Command) -> (Proc, std::process::ChildStdin) {
+        cmd.stdin(Stdio::piped());
+        let mut proc = Self::collect(cmd);
+        let stdin = proc.child.stdin.take().expect("stdin");
+        (proc, stdin)
+    }
+
+    fn collect(mut cmd: Command) -> Proc {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
         let stdout = child.stdout.take().expect("stdout");
         let mut stderr = child.stderr.take().expect("stderr");

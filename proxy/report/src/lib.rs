@@ -13,6 +13,7 @@
 //! - [`one_line`]: the one-line summary `tokentap demo` prints per record.
 //! - [`mcp`]: MCP operations per method and tool (count, errors, duration percentiles).
 //! - [`realtime`]: realtime sessions' responses (time to first audio, heard in the browser).
+//! - [`webrtc`]: WebRTC sessions' answers as the page measured them (voice to ear, jitter buffer).
 //! - [`turns`]: turn percentiles over `turns.jsonl` and the text `tokentap explain` prints for a turn.
 
 pub mod explain;
@@ -25,6 +26,7 @@ pub mod realtime;
 pub mod row;
 pub mod summary;
 pub mod turns;
+pub mod webrtc;
 
 #[cfg(test)]
 mod snapshots;

@@ -259,6 +259,9 @@ pub fn render(report: &Report) -> String {
     if let Some(realtime) = &report.realtime {
         out.push_str(&render_realtime(realtime));
     }
+    if let Some(webrtc) = &report.webrtc {
+        out.push_str(&render_webrtc(webrtc));
+    }
     if let Some(mcp) = &report.mcp {
         out.push_str(&render_mcp(mcp));
     }
@@ -286,6 +289,25 @@ pub fn render_realtime(summary: &crate::realtime::RealtimeSummary) -> String {
         w,
         "- per response, times at tokentap except the rows \"heard in the browser\" (the browser probe's first audible sample)\n"
     );
+    let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
+    let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
+    for (name, d) in summary.rows() {
+        let _ = writeln!(w, "| {name} | {} |", distribution_cells(d));
+    }
+    out
+}
+
+/// The report's "WebRTC sessions" section (markdown): per answer, over every session.
+pub fn render_webrtc(summary: &crate::webrtc::WebrtcSummary) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(w, "\n## WebRTC sessions\n");
+    let _ = writeln!(
+        w,
+        "- sessions: {} ({} with choppy audio), answers: {} ({} choppy, {} talked over)",
+        summary.sessions, summary.choppy_sessions, summary.answers, summary.choppy_answers, summary.barge_ins
+    );
+    let _ = writeln!(w, "- per answer, as the browser probe measured it in the page\n");
     let _ = writeln!(w, "| metric | n | p50 | p90 | p95 | p99 | max |");
     let _ = writeln!(w, "|---|---:|---:|---:|---:|---:|---:|");
     for (name, d) in summary.rows() {

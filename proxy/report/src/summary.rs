@@ -80,11 +80,14 @@ impl GroupKey {
     }
 }
 
-/// The kind of traffic a record is: `realtime` (a WebSocket session), `speech` (text to speech),
-/// `transcription` (speech to text), `chat` (a streamed answer) or `non_streaming`.
+/// The kind of traffic a record is: `realtime` (a WebSocket session), `webrtc` (an SDP offer whose
+/// peer connection the browser probe measured), `speech` (text to speech), `transcription` (speech
+/// to text), `chat` (a streamed answer) or `non_streaming`.
 pub fn traffic_kind(record: &Record) -> &'static str {
     if record.realtime.is_some() {
         "realtime"
+    } else if record.browser.as_ref().is_some_and(|b| b.webrtc.is_some()) {
+        "webrtc"
     } else if record.speech.is_some() {
         "speech"
     } else if record.transcription.is_some() {
@@ -285,6 +288,10 @@ pub struct Report {
     /// Realtime sessions' responses, when records of realtime sessions are in the window.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub realtime: Option<crate::realtime::RealtimeSummary>,
+    /// WebRTC sessions' answers, when offers whose peer connection the browser probe measured are
+    /// in the window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webrtc: Option<crate::webrtc::WebrtcSummary>,
     /// Turn percentiles, when the store has turns (`turns.jsonl`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turns: Option<crate::turns::TurnSummary>,
@@ -353,6 +360,7 @@ pub fn build_report<'a>(records: impl IntoIterator<Item = &'a Record>, options: 
         conditions: conditions_summary(&used),
         mcp: crate::mcp::summarize_mcp(&used),
         realtime: crate::realtime::summarize_realtime(&used),
+        webrtc: crate::webrtc::summarize_webrtc(&used),
         turns: None,
     }
 }

@@ -165,6 +165,10 @@ struct DemoArgs {
     /// The model the chat page asks the `--upstream` server for.
     #[arg(long, requires = "upstream")]
     model: Option<String>,
+    /// A WebRTC voice peer's base URL: the voice page's SDP offers (`POST /v1/realtime/calls`) go
+    /// to it through tokentap (`scripts/demo.sh` starts examples/voice-webrtc/agent.py and passes it).
+    #[arg(long)]
+    webrtc_peer: Option<String>,
 }
 
 impl ServeArgs {
@@ -537,6 +541,7 @@ fn main() -> anyhow::Result<()> {
             data_dir: args.data_dir,
             upstream: args.upstream,
             model: args.model,
+            webrtc_peer: args.webrtc_peer,
         })
         .context("cannot start the demo"),
     }

@@ -40,6 +40,9 @@ pub struct Pages {
     /// The model the demo page asks for when tokentap is in front of a real server; absent for the
     /// built-in mock, whose scenarios the page then offers.
     pub demo_model: Option<String>,
+    /// `tokentap demo` says whether it routes the offer path to a WebRTC voice peer
+    /// (`--webrtc-peer`); the voice page tells how to start one when not. None: not known (`serve`).
+    pub demo_webrtc: Option<bool>,
     /// Serve the browser probe at `/_tokentap/probe/`.
     pub probe_enabled: bool,
 }
@@ -61,7 +64,12 @@ impl Pages {
                 status: 200,
                 content_type: "application/json",
                 body: Bytes::from(
-                    serde_json::json!({ "admin_url": self.demo_admin_url, "model": self.demo_model }).to_string(),
+                    serde_json::json!({
+                        "admin_url": self.demo_admin_url,
+                        "model": self.demo_model,
+                        "webrtc_peer": self.demo_webrtc,
+                    })
+                    .to_string(),
                 ),
             },
             _ => match PROBE_FILES.iter().find(|(p, _, _)| *p == path) {

@@ -31,6 +31,7 @@ pub use realtime::realtime_browser_observations;
 mod turn;
 mod webrtc;
 pub use turn::{execute_tool_span_id, turn_observations, turn_spans, voice_turn_observations};
+pub use webrtc::webrtc_browser_observations;
 
 #[cfg(test)]
 mod tests;

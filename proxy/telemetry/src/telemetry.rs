@@ -183,6 +183,8 @@ impl Telemetry {
             .record(&conventions::rebuffer_observation(record, "browser").into_iter().collect::<Vec<_>>());
         // A realtime session's responses heard in the page (a session is reported once, when it ends).
         self.metrics.registry.record(&conventions::realtime_browser_observations(record));
+        // A WebRTC session's voice turns, end of speech to heard (reported once, when it ends).
+        self.metrics.registry.record(&conventions::webrtc_browser_observations(record));
         if let Some(tx) = self.spans_tx() {
             let spans = conventions::browser_spans(record, &self.span_options);
             let n = spans.len() as u64;

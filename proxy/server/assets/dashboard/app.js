@@ -4,11 +4,12 @@
 //
 //   #/                  request list (live, filterable, paginated)
 //   #/r/<request_id>    one request: phase waterfall, cumulative characters per hop, event lanes,
-//                       ITL histogram, verdict, conditions
+//                       ITL histogram, verdict, conditions (a realtime session's responses; a WebRTC
+//                       offer's answers, from webrtc.js)
 //   #/summary           percentiles, stall rate and goodput per group over a time window
 //                       (#/summary?window=15m&group_by=route,model&include_warmup=true)
 //   #/turns             user turns (agent tool loops): status, steps, tool calls, where the time went
-//   #/t/<turn_id>       one turn (voice turns add their lanes): breakdown bar, Gantt of model / tool / client lanes with the
+//   #/t/<turn_id>       one turn (voice turns add their lanes, and their WebRTC session's answer: webrtc.js): breakdown bar, Gantt of model / tool / client lanes with the
 //                       critical path outlined, the steps and tool runs
 "use strict";
 
@@ -357,6 +358,7 @@ async function loadRequest(id) {
   }
   if (window.__dashboard.view !== "request") return;
   if (record.realtime) { showSession(record); return; }
+  if (record.browser?.webrtc) { showWebrtcSession(record); return; }
   const m = record.analysis?.metrics ?? {}, c = record.conditions ?? {}, b = record.browser;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
   const objectives = verdict.objectives.map((o) => `${o.objective} ${o.result.replace("_", " ")}: ${o.value_ms !== undefined ? `${fmt(o.value_ms)} ms` : "no value"} (limit ${fmt(o.limit_ms)} ms)`).join("; ");
@@ -515,6 +517,7 @@ const TRAFFIC = {
   speech: { title: "Text to speech", words: { e2e_ms: "all audio received ms" }, note: "First audible sample, leading silence and underruns per request: open a request, or its voice turn." },
   transcription: { title: "Speech to text", words: { ttft_answer_ms: "first transcript text ms", e2e_ms: "transcript done ms" } },
   realtime: { title: "Realtime sessions (WebSocket)", words: {}, note: "A session's latency is per response: the rows are over every response of every session (open a session for its own). Counts and goodput are below." },
+  webrtc: { title: "WebRTC offers (only the SDP exchange passes tokentap)", words: { e2e_ms: "offer answered ms" }, note: "The audio went peer to peer: each answer's wait, as the page measured it, is in the WebRTC sessions section below (open an offer for its session)." },
 };
 
 /// The realtime section's rows (the summary's `realtime`, per response), in words.
@@ -635,7 +638,7 @@ async function loadSummary() {
       `${r.records_used} requests used of ${r.records_in_window} in the window (${r.records_total} in memory); warm-up ${r.include_warmup ? "included" : `excluded (${r.warm_up_excluded} left out)`}. `,
       `Percentiles: linear interpolation between closest ranks over successful requests. SLOs: ${slo}.`),
     warmupNote(r),
-    el("h3", {}, "Latency and throughput"), latency, turnSections,
+    el("h3", {}, "Latency and throughput"), latency, turnSections, webrtcSummary(r.webrtc),
     byCache ? el("h3", {}, "Time to first answer token by prompt cache") : null,
     byCache ? el("p", { class: "muted" }, "Cold and warm prompts differ by up to an order of magnitude; the rows above mix them, these do not.") : null, byCache,
     server ? el("h3", {}, "Server-reported time (white box)") : null, server,
@@ -832,6 +835,8 @@ async function loadTurn(id) {
     fill(view, el("p", { class: "error" }, `Cannot load turn ${id}: ${e.message}`), el("a", { href: "#/turns" }, "← turns"));
     return;
   }
+  // A voice turn whose trace carries a WebRTC session (webrtc.js): how its answer was heard.
+  const webrtc = t.voice ? await webrtcForTurn(t) : [];
   if (window.__dashboard.view !== "turn") return;
   const card = (k, v) => el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v" }, v));
   const tt = t.totals, share = (ms) => tt.e2e_ms ? ` (${pct(ms / tt.e2e_ms)})` : "";
@@ -854,6 +859,7 @@ async function loadTurn(id) {
         card("steps / tool calls", `${tt.steps} / ${tt.tool_calls}`),
       ),
     ...voiceSection(t.voice),
+    ...webrtc,
     // A voice turn's split of the model calls alone would read "model 100 %" next to the voice chain.
     t.voice ? null : el("div", { id: "turn-breakdown" }, breakdownBar(t, 600)),
     el("h3", {}, "Timeline"),

@@ -1,6 +1,6 @@
 //! The built-in dashboard, served by the admin API at `/_tokentap/`.
 //!
-//! Three hand-written files (`proxy/server/assets/dashboard/`) are compiled into the binary, so the page
+//! Four hand-written files (`proxy/server/assets/dashboard/`) are compiled into the binary, so the page
 //! works offline and never loads anything from elsewhere. Charts are SVG drawn by `app.js`; the
 //! numbers come from the admin API, which aggregates on the server (`report`), so the page stays
 //! fast with thousands of records:
@@ -14,6 +14,7 @@
 
 const INDEX_HTML: &str = include_str!("../../assets/dashboard/index.html");
 const APP_JS: &str = include_str!("../../assets/dashboard/app.js");
+const WEBRTC_JS: &str = include_str!("../../assets/dashboard/webrtc.js");
 const APP_CSS: &str = include_str!("../../assets/dashboard/app.css");
 
 /// The file served at an admin path, with its content type; `None` when the path is not the
@@ -26,6 +27,7 @@ pub(crate) fn asset(path: &str) -> Option<(&'static str, &'static str)> {
         | "/_tokentap/dashboard/"
         | "/_tokentap/dashboard/index.html" => Some(("text/html; charset=utf-8", INDEX_HTML)),
         "/_tokentap/dashboard/app.js" => Some(("text/javascript; charset=utf-8", APP_JS)),
+        "/_tokentap/dashboard/webrtc.js" => Some(("text/javascript; charset=utf-8", WEBRTC_JS)),
         "/_tokentap/dashboard/app.css" => Some(("text/css; charset=utf-8", APP_CSS)),
         _ => None,
     }
@@ -43,8 +45,13 @@ mod tests {
         assert!(asset("/_tokentap/dashboard/app.css").is_some());
         assert!(asset("/_tokentap/dashboard/nope.js").is_none());
         // Nothing is fetched from another origin.
-        for (_, text) in
-            ["/_tokentap/", "/_tokentap/dashboard/app.js", "/_tokentap/dashboard/app.css"].map(|p| asset(p).unwrap())
+        for (_, text) in [
+            "/_tokentap/",
+            "/_tokentap/dashboard/app.js",
+            "/_tokentap/dashboard/webrtc.js",
+            "/_tokentap/dashboard/app.css",
+        ]
+        .map(|p| asset(p).unwrap())
         {
             let text = text.replace("http://www.w3.org/2000/svg", "");
             assert!(!text.contains("https://") && !text.contains("http://"), "external reference in a dashboard file");

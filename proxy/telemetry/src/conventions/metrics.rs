@@ -209,6 +209,13 @@ metric_table! {
         instrument: Instrument::Histogram(TTFT_BUCKETS),
         prometheus_name: "tokentap_voice_voice_to_voice_seconds",
     },
+    WebrtcVoiceToEar {
+        name: "tokentap.webrtc.voice_to_ear",
+        unit: "s",
+        description: "WebRTC voice turn: the user's end of speech to the answer's first sample played, measured in the page (browser probe).",
+        instrument: Instrument::Histogram(TTFT_BUCKETS),
+        prometheus_name: "tokentap_webrtc_voice_to_ear_seconds",
+    },
     ConnectionsRefused {
         name: "tokentap.connections.refused",
         unit: "{connection}",

@@ -10,7 +10,7 @@ const PARENT: &str = "00f067aa0ba902b7";
 
 /// A streamed chat with reasoning, answer and a tool call: reasoning events at 100..=120 ms,
 /// answer at 130..=150 ms, tool call at 160..=170 ms, one stall, the last byte at 200 ms.
-fn record_json() -> serde_json::Value {
+pub(super) fn record_json() -> serde_json::Value {
     serde_json::json!({
         "record_version": 1,
         "request_id": "0123456789abcdef01234567",

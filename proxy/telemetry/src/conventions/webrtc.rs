@@ -6,9 +6,11 @@
 //! playout) and `playout` (→ heard).
 
 use tokentap_record::browser::webrtc_join::BrowserWebrtc;
+use tokentap_record::Record;
 
 use super::attributes::attr;
 use super::plan::{child_span_id, event, AttrValue, Attributes, EventPlan, SpanKind, SpanPlan, SpanStatus};
+use super::{Labels, MetricId, Observation};
 
 fn push_f64(attrs: &mut Attributes, key: &'static str, value: Option<f64>) {
     if let Some(v) = value.filter(|v| v.is_finite()) {
@@ -31,6 +33,20 @@ fn span(trace_id: [u8; 16], id: [u8; 8], parent: [u8; 8], name: &str, bounds: (u
         dropped_events: 0,
         status: SpanStatus::Unset,
     }
+}
+
+/// `tokentap.webrtc.voice_to_ear` per voice turn of a WebRTC session whose end of speech the page
+/// knew (a session is reported once, when its connection ends).
+pub fn webrtc_browser_observations(record: &Record) -> Vec<Observation> {
+    let Some(webrtc) = record.browser.as_ref().and_then(|b| b.webrtc.as_ref()) else { return Vec::new() };
+    let labels: Labels = vec![(attr::ROUTE, super::label(&record.route))];
+    webrtc
+        .turns
+        .iter()
+        .filter_map(|t| t.voice_to_ear_ms)
+        .filter(|v| v.is_finite() && *v >= 0.0)
+        .map(|v| Observation { metric: MetricId::WebrtcVoiceToEar, labels: labels.clone(), value: v / 1e3 })
+        .collect()
 }
 
 /// The spans of `webrtc`'s voice turns, children of `parent` (the page's span of the offer).
@@ -116,5 +132,29 @@ mod tests {
         assert!(spans[1..4].iter().all(|s| s.parent_span_id == Some(turn.span_id)));
         assert_eq!((spans[2].start_unix_ns, spans[2].end_unix_ns), (700_000_000, 760_000_000));
         assert!(turn.attributes.iter().any(|(k, v)| *k == attr::WEBRTC_VOICE_TO_EAR_MS && *v == AttrValue::F64(690.0)));
+    }
+
+    #[test]
+    fn each_turn_with_an_end_of_speech_is_a_voice_to_ear_observation() {
+        let mut json = super::super::tests::record_json();
+        json["browser"] = serde_json::json!({
+            "probe_span_id": "00f067aa0ba902b7", "page_path": "/voice",
+            "clock": {"offset_ms": 0.1, "uncertainty_ms": 0.4, "samples": 5},
+            "marks": [], "chunks": [], "long_frames": [], "audio": [],
+            "browser_bytes": 0, "bytes_match": true, "painted_chars": 0, "answer_chars": 0,
+            "chunks_dropped": 0, "paints_dropped": 0,
+            "webrtc": {"turns": [
+                {"speech_end_ms": 100.0, "delivered_ms": 760.0, "heard_ms": 790.0, "onset_method": "ssrc",
+                 "voice_to_ear_ms": 690.0},
+                {"delivered_ms": 2000.0, "heard_ms": 2000.0, "onset_method": "stats"}
+            ]}
+        });
+        let record: Record = serde_json::from_value(json).unwrap();
+        let observations = webrtc_browser_observations(&record);
+        assert_eq!(observations.len(), 1, "the turn without an end of speech has no voice to ear");
+        assert_eq!(observations[0].metric, MetricId::WebrtcVoiceToEar);
+        assert!((observations[0].value - 0.69).abs() < 1e-9);
+        assert!(observations[0].labels.iter().any(|(k, _)| *k == attr::ROUTE));
+        assert_eq!(MetricId::WebrtcVoiceToEar.def().prometheus_name, "tokentap_webrtc_voice_to_ear_seconds");
     }
 }
