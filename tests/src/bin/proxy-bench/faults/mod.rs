@@ -53,10 +53,14 @@ pub(crate) enum Fault {
     SubprotocolKey,
     /// Connections to the admin listener that send nothing, or trickle a head a byte a second.
     AdminSlowloris,
+    /// One request whose chunked body is millions of one-byte chunks.
+    OneByteRequest,
+    /// One response whose chunked body is millions of one-byte chunks.
+    OneByteResponse,
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 12] = [
+    pub(crate) const ALL: [Fault; 14] = [
         Fault::CollectorDown,
         Fault::CollectorSilent,
         Fault::DiskFull,
@@ -69,6 +73,8 @@ impl Fault {
         Fault::JournalTornLine,
         Fault::SubprotocolKey,
         Fault::AdminSlowloris,
+        Fault::OneByteRequest,
+        Fault::OneByteResponse,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -85,6 +91,8 @@ impl Fault {
             Fault::JournalTornLine => "journal-torn-line",
             Fault::SubprotocolKey => "subprotocol-key",
             Fault::AdminSlowloris => "admin-slowloris",
+            Fault::OneByteRequest => "one-byte-request",
+            Fault::OneByteResponse => "one-byte-response",
         }
     }
 
@@ -131,6 +139,15 @@ impl Fault {
                 "{ATTACKERS} connections to the admin listener: half send nothing, half trickle a head at 1 byte/s \
 (`admin_head_timeout_s` = {ADMIN_HEAD_TIMEOUT_S}, `admin_max_connections` at its default)"
             ),
+            Fault::OneByteRequest => format!(
+                "one request whose chunked body is {FLOOD_CHUNKS} one-byte chunks, to an upstream that reads it all \
+(`max_kept_bytes` = {} MiB)",
+                FLOOD_BUDGET >> 20
+            ),
+            Fault::OneByteResponse => format!(
+                "one response whose chunked body is {FLOOD_CHUNKS} one-byte chunks (`max_kept_bytes` = {} MiB)",
+                FLOOD_BUDGET >> 20
+            ),
         }
     }
 }
@@ -169,6 +186,7 @@ pub(crate) struct FaultRow {
 
 mod clients;
 mod collector;
+mod flood;
 mod store;
 mod streams;
 mod target;
@@ -179,6 +197,7 @@ use clients::{
     WS_SESSIONS,
 };
 use collector::collector;
+use flood::{one_byte_flood, Direction, FLOOD_BUDGET, FLOOD_CHUNKS};
 use store::{disk_full, journal_replaced, journal_torn_line, store_removed};
 use streams::*;
 use target::*;
@@ -210,6 +229,8 @@ pub(crate) fn run(
             Fault::JournalTornLine => rt.block_on(journal_torn_line(bin, upstream, plan)),
             Fault::SubprotocolKey => rt.block_on(subprotocol_key(bin, upstream, plan)),
             Fault::AdminSlowloris => rt.block_on(admin_slowloris(bin, upstream, plan)),
+            Fault::OneByteRequest => rt.block_on(one_byte_flood(bin, upstream, Direction::Request, plan)),
+            Fault::OneByteResponse => rt.block_on(one_byte_flood(bin, upstream, Direction::Response, plan)),
         };
         eprintln!(
             "[faults] {}: {} sent, {} failed, {} altered, {} lost of {}",
