@@ -223,6 +223,9 @@ impl McpPending {
                             seq: 0,
                         };
                         self.answer_early(key, early);
+                        // Not unmatched: it waits for its request, and is counted in the
+                        // pairing's own counters (`answered_first`, or `answers_dropped`).
+                        exchange.skipped.unmatched_responses = exchange.skipped.unmatched_responses.saturating_sub(1);
                         continue;
                     };
                     let mut op = w.op;
