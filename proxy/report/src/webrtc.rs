@@ -44,8 +44,8 @@ pub fn summarize_webrtc(records: &[&Record]) -> Option<WebrtcSummary> {
         speech_end_to_first_packet_ms: of(turns()
             .filter_map(|t| Some(t.first_packet_ms? - t.speech_end_ms?))
             .collect()),
-        jitter_buffer_ms: of(turns().filter_map(|t| t.jitter_buffer_ms).collect()),
-        playout_delay_ms: of(turns().filter_map(|t| t.playout_delay_ms).collect()),
+        jitter_buffer_ms: of(turns().filter_map(|t| t.delays.jitter_buffer_ms).collect()),
+        playout_delay_ms: of(turns().filter_map(|t| t.delays.playout_delay_ms).collect()),
     })
 }
 

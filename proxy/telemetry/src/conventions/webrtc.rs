@@ -10,7 +10,7 @@ use tokentap_record::Record;
 
 use super::attributes::attr;
 use super::plan::{child_span_id, event, AttrValue, Attributes, EventPlan, SpanKind, SpanPlan, SpanStatus};
-use super::{Labels, MetricId, Observation};
+use super::{MetricId, Observation};
 
 fn push_f64(attrs: &mut Attributes, key: &'static str, value: Option<f64>) {
     if let Some(v) = value.filter(|v| v.is_finite()) {
@@ -39,7 +39,7 @@ fn span(trace_id: [u8; 16], id: [u8; 8], parent: [u8; 8], name: &str, bounds: (u
 /// knew (a session is reported once, when its connection ends).
 pub fn webrtc_browser_observations(record: &Record) -> Vec<Observation> {
     let Some(webrtc) = record.browser.as_ref().and_then(|b| b.webrtc.as_ref()) else { return Vec::new() };
-    let labels: Labels = vec![(attr::ROUTE, super::label(&record.route))];
+    let labels: super::metrics::SharedLabels = vec![(attr::ROUTE, super::label(&record.route))].into();
     webrtc
         .turns
         .iter()
