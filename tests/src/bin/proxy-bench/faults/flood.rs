@@ -151,6 +151,15 @@ transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
     })
 }
 
+/// What the flood's client saw: exact or not (`None`: not completed), how long it took, and the
+/// resident size at its start and the peak at its end (KiB).
+struct FloodResult {
+    exact: Option<bool>,
+    took: Duration,
+    base_kib: u64,
+    peak_kib: u64,
+}
+
 /// Peak and current resident memory of `pid` in KiB (`VmHWM`, `VmRSS`).
 fn memory_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -180,7 +189,7 @@ pub(super) async fn one_byte_flood(bin: &Path, upstream: SocketAddr, direction: 
     let target = start(bin, dir.path(), &data, upstream, &extra, &[]);
     let pid = target.proc.pid();
     let addr = target.addr;
-    let flood: std::sync::Mutex<Option<(Option<bool>, Duration, u64, u64)>> = Default::default();
+    let flood: std::sync::Mutex<Option<FloodResult>> = Default::default();
     let tally = phases(
         &target,
         plan,
@@ -191,7 +200,8 @@ pub(super) async fn one_byte_flood(bin: &Path, upstream: SocketAddr, direction: 
             let began = Instant::now();
             let exact = flood_client(addr, direction).await;
             let (peak, _) = memory_kib(pid);
-            *flood.lock().expect("flood") = Some((exact, began.elapsed(), base, peak));
+            *flood.lock().expect("flood") =
+                Some(FloodResult { exact, took: began.elapsed(), base_kib: base, peak_kib: peak });
         },
         async {},
     )
@@ -202,8 +212,13 @@ pub(super) async fn one_byte_flood(bin: &Path, upstream: SocketAddr, direction: 
     let mut out = row(fault, &plan, tally);
     out.expected = proxied(tally);
     out.lost = out.expected.saturating_sub(records);
-    let (exact, took, base, peak) = flood.lock().expect("flood").take().unwrap_or((None, Duration::ZERO, 0, 0));
-    let growth = peak.saturating_sub(base);
+    let FloodResult { exact, took, base_kib, peak_kib } = flood.lock().expect("flood").take().unwrap_or(FloodResult {
+        exact: None,
+        took: Duration::ZERO,
+        base_kib: 0,
+        peak_kib: 0,
+    });
+    let growth = peak_kib.saturating_sub(base_kib);
     out.counted = format!(
         "kept_budget_hits {}, kept_bytes at the end {}",
         count(&h, &["records", "kept_budget_hits"]),
