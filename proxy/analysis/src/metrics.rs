@@ -93,7 +93,16 @@ fn add_token_metrics(timeline: &Timeline, metrics: &mut StreamMetrics) {
     if timeline.content_events == 0 {
         return;
     }
-    let first: u64 = timeline.first_event_texts.iter().filter_map(|t| count_tokens(t)).sum();
+    // One content event holding one text, all of it kept for tokenization (a non-streamed answer,
+    // typically): its tokens are those just counted, without tokenizing it again.
+    let whole_text_in_first_event = timeline.content_events == 1
+        && !timeline.token_text_truncated
+        && matches!(timeline.first_event_texts.as_slice(), [only] if only.len() == timeline.text_bytes);
+    let first: u64 = if whole_text_in_first_event {
+        total
+    } else {
+        timeline.first_event_texts.iter().filter_map(|t| count_tokens(t)).sum()
+    };
     metrics.first_content_tokens = Some(first);
     if let (Some(t_first), Some(t_last)) = (timeline.first_content_ns, timeline.last_content_ns) {
         let span_ns = t_last.saturating_sub(t_first);

@@ -49,7 +49,7 @@ pub(crate) struct Timeline {
     /// Concatenated text per content class: answer, reasoning, tool_call.
     pub(crate) texts: [String; 3],
     pub(crate) boundaries: [Vec<TextBoundary>; 3],
-    text_bytes: usize,
+    pub(crate) text_bytes: usize,
     pub(crate) token_text_truncated: bool,
     /// Texts of the pieces of the first content-bearing event, tokenized on their own.
     pub(crate) first_event_texts: Vec<String>,

@@ -137,8 +137,10 @@ impl fmt::Debug for MetricRegistry {
     }
 }
 
+/// The SDK's attributes for a label set. Values are reference-counted strings: one record's
+/// attributes are cloned for each of its metrics, and a clone is then a count, not a copy.
 fn key_values(labels: &Labels) -> Vec<KeyValue> {
-    labels.iter().map(|(k, v)| KeyValue::new(*k, v.clone())).collect()
+    labels.iter().map(|(k, v)| KeyValue::new(*k, opentelemetry::Value::from(Arc::<str>::from(v.as_str())))).collect()
 }
 
 /// The current value of one of the counters kept elsewhere, per label set.
