@@ -187,7 +187,7 @@ if [ "$mode" = test ]; then
   # The official Python SDKs the tests drive tokentap with.
   ensure_requirements "$root/.cache/venv" "$root/tests/sdk/requirements.txt" "Python SDKs"
   # nftables for the random loss the WebRTC voice tests (tests/tests/webrtc_voice.rs) inject on the
-  # media path (this kernel has no tc netem); their peer's aiortc is installed below with the demo's.
+  # media path (this kernel has no tc netem); their peer's aiortc is installed above with the demo's.
   ensure_apt nftables
   # Pipecat (its SmallWebRTC transport, Silero VAD, OpenAI services) as a real voice framework
   # behind tokentap (examples/voice-pipecat, tests/tests/webrtc_demo.rs), in its own virtualenv.

@@ -173,6 +173,8 @@ pub(super) async fn admin_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan
     let limit = plan.during + plan.after;
     let attackers: std::sync::Mutex<Vec<SlowClient>> = Default::default();
     let answered_again: std::sync::Mutex<Option<Duration>> = Default::default();
+    let server_side: std::sync::Mutex<usize> = Default::default();
+    let overflows_before = tcp_ext("ListenOverflows");
     let tally = phases(
         &target,
         plan,
@@ -189,10 +191,14 @@ pub(super) async fn admin_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan
             let answered = wait_health(admin, limit, |h| h.get("status").is_some()).await;
             *answered_again.lock().expect("answered") = answered.map(|_| injected.elapsed());
         },
-        async {},
+        // Past the head deadline and while every slow client still holds its end: what tokentap's
+        // side holds.
+        async { *server_side.lock().expect("server side") = established_on_port(admin.port()) },
     )
     .await;
     let handles = std::mem::take(&mut *attackers.lock().expect("attackers"));
+    let server_side = *server_side.lock().expect("server side");
+    let overflows = tcp_ext("ListenOverflows").saturating_sub(overflows_before);
     let SlowClients { idle_max, trickle_max, open, failed } = SlowClients::wait(handles).await;
     let h = health(admin).await;
     let (records, unreadable) = journal_records(&data, LOAD_PATH);
@@ -213,8 +219,12 @@ pub(super) async fn admin_slowloris(bin: &Path, upstream: SocketAddr, plan: Plan
         trickle_max.as_secs_f64()
     );
     out.note = format!(
-        "slow admin connections still open after {} s: {open} (not connected: {failed}); unreadable lines: {unreadable}",
-        limit.as_secs()
+        "slow admin connections the client still saw open after {} s: {open} (not connected: {failed}), \
+established on tokentap's side {} s after the attack began: {server_side} (this host's listen-queue overflows during the run, \
+`TcpExtListenOverflows`: {overflows}: connections the kernel never queued for accept, which tokentap never held); \
+unreadable lines: {unreadable}",
+        limit.as_secs(),
+        plan.during.as_secs()
     );
     out
 }
@@ -305,4 +315,33 @@ pub(super) async fn subprotocol_key(bin: &Path, upstream: SocketAddr, plan: Plan
         listing.contains("openai-insecure-api-key.[redacted]")
     );
     out
+}
+
+/// TCP connections in state ESTABLISHED whose local port is `port` (this host's IPv4 and IPv6
+/// sockets, from `/proc/net/tcp*`): what the listening side holds, whatever its clients believe.
+fn established_on_port(port: u16) -> usize {
+    const ESTABLISHED: &str = "01";
+    let is_ours = |line: &&str| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let local_port = fields.get(1).and_then(|a| a.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
+        local_port == Some(port) && fields.get(3) == Some(&ESTABLISHED)
+    };
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .map(|text| text.lines().skip(1).filter(is_ours).count())
+        .sum()
+}
+
+/// A `TcpExt` counter of this host (`/proc/net/netstat`), 0 when unreadable.
+fn tcp_ext(name: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return 0 };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
