@@ -20,6 +20,7 @@ pub mod otlp_receiver;
 pub mod phoenix;
 pub mod process;
 pub mod records;
+pub mod speech;
 pub mod traffic;
 pub mod upstream;
 pub mod websocket;

@@ -9,7 +9,6 @@
 //! of the machine's speed), and counts; never how fast anything was.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use tokentap_e2e::browser::{run_dashboard, run_page, PageRun, Reports};
@@ -20,59 +19,15 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-/// espeak-ng's speech with 300 ms of silence before it and 2 s after it (Chromium loops the file:
-/// the trailing silence lets the page's end-of-speech detection fire before the speech repeats).
-fn speech_wav(dir: &Path) -> PathBuf {
-    let raw = dir.join("espeak.wav");
-    let status = Command::new("espeak-ng")
-        .args(["-w", raw.to_str().unwrap(), "What is the weather in Paris today?"])
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run espeak-ng (scripts/setup.sh test installs it): {e}"));
-    assert!(status.success(), "espeak-ng failed");
-    let bytes = std::fs::read(&raw).unwrap();
-    let (format, data) = wav_chunks(&bytes);
-    let rate = u32::from_le_bytes(format[4..8].try_into().unwrap()) as usize;
-    let block = u16::from_le_bytes(format[12..14].try_into().unwrap()) as usize;
-    let silence = |ms: usize| vec![0u8; rate * ms / 1000 * block];
-    let mut samples = silence(300);
-    samples.extend_from_slice(data);
-    samples.extend(silence(2_000));
-    let mut out = Vec::new();
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + samples.len() as u32).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&(format.len() as u32).to_le_bytes());
-    out.extend_from_slice(format);
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&(samples.len() as u32).to_le_bytes());
-    out.extend_from_slice(&samples);
-    let path = dir.join("speech.wav");
-    std::fs::write(&path, out).unwrap();
-    path
-}
-
-/// The `fmt ` and `data` chunks of a RIFF/WAVE file.
-fn wav_chunks(bytes: &[u8]) -> (&[u8], &[u8]) {
-    assert_eq!(&bytes[0..4], b"RIFF");
-    assert_eq!(&bytes[8..12], b"WAVE");
-    let (mut format, mut data) = (None, None);
-    let mut at = 12;
-    while at + 8 <= bytes.len() {
-        let size = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
-        let body = &bytes[at + 8..(at + 8 + size).min(bytes.len())];
-        match &bytes[at..at + 4] {
-            b"fmt " => format = Some(body),
-            b"data" => data = Some(body),
-            _ => {}
-        }
-        at += 8 + size + size % 2;
-    }
-    (format.expect("fmt chunk"), data.expect("data chunk"))
-}
-
 /// The voice demo page with `query`, `wav` as the microphone, waiting for `reports` probe reports.
 /// The page as a person reads it at Chromium's default 1,280 px: no `null`, `undefined` or `NaN`,
 /// no horizontal scrolling.
+/// espeak-ng's speech with 300 ms of silence before it and 2 s after it (Chromium loops the file:
+/// the trailing silence lets the page's end-of-speech detection fire before the speech repeats).
+fn speech_wav(dir: &Path) -> PathBuf {
+    tokentap_e2e::speech::espeak_wav(dir, "What is the weather in Paris today?", 300, 2_000)
+}
+
 fn assert_reads_cleanly(result: &Value) {
     let text = result["page_text"].as_str().unwrap_or_else(|| panic!("no page text: {result}"));
     for word in ["null", "undefined", "NaN"] {

@@ -24,46 +24,10 @@ use tokentap_e2e::otlp_receiver::{attr_str, hex};
 use tokentap_e2e::process::{bin, Proc};
 use tokentap_e2e::OtlpReceiver;
 
-/// The agent's Python: `TOKENTAP_WEBRTC_PYTHON`, else the virtualenv `scripts/setup.sh` makes.
-fn python() -> PathBuf {
-    let path = std::env::var_os("TOKENTAP_WEBRTC_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".cache/venv-webrtc/bin/python"));
-    assert!(path.exists(), "{} is missing: run scripts/setup.sh test", path.display());
-    path
-}
-
 /// espeak-ng's speech (real speech: Pipecat's Silero VAD hears no tones) with 3 s of silence before
 /// it (the connection comes up meanwhile) and 20 s after it: one end of speech.
 fn speech_wav(dir: &Path) -> PathBuf {
-    let raw = dir.join("espeak.wav");
-    let status = Command::new("espeak-ng")
-        .args(["-w", raw.to_str().unwrap(), "What is the weather in Paris today?"])
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run espeak-ng (scripts/setup.sh test installs it): {e}"));
-    assert!(status.success(), "espeak-ng failed");
-    let bytes = std::fs::read(&raw).unwrap();
-    // espeak-ng writes a 44-byte header: `fmt ` (16 bytes) then `data`.
-    assert!(&bytes[0..4] == b"RIFF" && &bytes[12..16] == b"fmt " && &bytes[36..40] == b"data", "unexpected WAV layout");
-    let format = &bytes[20..36];
-    let rate = u32::from_le_bytes(format[4..8].try_into().unwrap()) as usize;
-    let block = u16::from_le_bytes(format[12..14].try_into().unwrap()) as usize;
-    let silence = |ms: usize| vec![0u8; rate * ms / 1000 * block];
-    let mut samples = silence(3_000);
-    samples.extend_from_slice(&bytes[44..]);
-    samples.extend(silence(20_000));
-    let mut out = Vec::new();
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + samples.len() as u32).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(format);
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&(samples.len() as u32).to_le_bytes());
-    out.extend_from_slice(&samples);
-    let path = dir.join("speech.wav");
-    std::fs::write(&path, out).unwrap();
-    path
+    tokentap_e2e::speech::espeak_wav(dir, "What is the weather in Paris today?", 3_000, 20_000)
 }
 
 /// The address after `marker` in a banner line (`http://ADDR/...`).
@@ -110,7 +74,7 @@ struct Peer {
 /// The demo's own agent (examples/voice-webrtc).
 fn agent_peer() -> Peer {
     Peer {
-        python: python(),
+        python: tokentap_e2e::speech::webrtc_python(),
         script: "examples/voice-webrtc/agent.py",
         query: "mode=webrtc&auto=1&answers=1&talk_ms=60000",
         answers_done: 1,
@@ -183,6 +147,36 @@ fn demo_session_with(peer: Peer) -> DemoSession {
     DemoSession { out, admin: admin.parse().unwrap(), receiver, _agent: agent, _demo: demo, _data_dir: data_dir }
 }
 
+/// The peer's speech-to-text, chat and text-to-speech calls went through tokentap in the offer's
+/// trace (each answered 200), and the exported trace holds the page's voice turn and the server's
+/// spans of those calls. The trace id, and what the receiver holds then.
+fn voice_turn_with_its_calls(
+    session: &DemoSession,
+    offer: &Value,
+    whose: &str,
+) -> (String, tokentap_e2e::otlp_receiver::Received) {
+    let trace = offer["trace_id"].as_str().unwrap().to_string();
+    let list = session.admin_get(&format!("/_tokentap/api/requests?limit=20&trace_id={trace}"));
+    let records = list["records"].as_array().unwrap_or_else(|| panic!("{list:#}"));
+    let mut ids = Vec::new();
+    for path in ["/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"] {
+        let call = records
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} record in the offer's trace: {list:#}"));
+        assert_eq!(call["status"], 200, "{call:#}");
+        ids.push(call["request_id"].as_str().unwrap().to_string());
+    }
+    let has_all = |r: &tokentap_e2e::otlp_receiver::Received| {
+        let spans: Vec<_> = r.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
+        spans.iter().any(|s| s.name == "voice turn")
+            && ids.iter().all(|id| spans.iter().any(|s| attr_str(&s.attributes, "tokentap.request_id") == Some(id)))
+    };
+    let what = format!("the voice turn and {whose} calls");
+    let received = session.receiver.wait_for(Duration::from_secs(60), &what, has_all);
+    (trace, received)
+}
+
 #[test]
 fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
     let session = demo_session();
@@ -217,27 +211,7 @@ fn the_demo_answers_a_webrtc_voice_turn_in_one_trace_with_the_agents_calls() {
         f(&turn["playout_delay_ms"]),
     );
 
-    // The agent's three calls went through tokentap in the offer's trace.
-    let trace = record["trace_id"].as_str().unwrap().to_string();
-    let list = session.admin_get(&format!("/_tokentap/api/requests?limit=20&trace_id={trace}"));
-    let records = list["records"].as_array().unwrap_or_else(|| panic!("{list:#}"));
-    let mut ids = Vec::new();
-    for path in ["/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"] {
-        let call = records
-            .iter()
-            .find(|r| r["path"] == path)
-            .unwrap_or_else(|| panic!("no {path} record in the offer's trace: {list:#}"));
-        assert_eq!(call["status"], 200, "{call:#}");
-        ids.push(call["request_id"].as_str().unwrap().to_string());
-    }
-
-    // The exported trace: the page's voice turn and its parts, the server's spans of the calls.
-    let has_all = |r: &tokentap_e2e::otlp_receiver::Received| {
-        let spans: Vec<_> = r.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
-        spans.iter().any(|s| s.name == "voice turn")
-            && ids.iter().all(|id| spans.iter().any(|s| attr_str(&s.attributes, "tokentap.request_id") == Some(id)))
-    };
-    let received = session.receiver.wait_for(Duration::from_secs(60), "the voice turn and the agent's calls", has_all);
+    let (trace, received) = voice_turn_with_its_calls(&session, record, "the agent's");
     let spans: Vec<_> = received.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
     let voice_turn = spans.iter().find(|s| s.name == "voice turn").unwrap();
     let parts: Vec<&str> =
@@ -380,22 +354,5 @@ fn a_pipecat_bot_answers_a_webrtc_voice_turn_in_one_trace() {
         f(&turn["jitter_buffer_ms"]),
         f(&turn["playout_delay_ms"])
     );
-    let trace = record["trace_id"].as_str().unwrap().to_string();
-    let list = session.admin_get(&format!("/_tokentap/api/requests?limit=20&trace_id={trace}"));
-    let records = list["records"].as_array().unwrap();
-    let mut ids = Vec::new();
-    for path in ["/v1/audio/transcriptions", "/v1/chat/completions", "/v1/audio/speech"] {
-        let call = records
-            .iter()
-            .find(|r| r["path"] == path)
-            .unwrap_or_else(|| panic!("no {path} record in the offer's trace: {list:#}"));
-        assert_eq!(call["status"], 200, "{call:#}");
-        ids.push(call["request_id"].as_str().unwrap().to_string());
-    }
-    let has_all = |r: &tokentap_e2e::otlp_receiver::Received| {
-        let spans: Vec<_> = r.spans().into_iter().filter(|s| hex(&s.trace_id) == trace).collect();
-        spans.iter().any(|s| s.name == "voice turn")
-            && ids.iter().all(|id| spans.iter().any(|s| attr_str(&s.attributes, "tokentap.request_id") == Some(id)))
-    };
-    session.receiver.wait_for(Duration::from_secs(60), "the voice turn and the bot's calls", has_all);
+    voice_turn_with_its_calls(&session, record, "the bot's");
 }

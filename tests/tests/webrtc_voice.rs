@@ -31,15 +31,6 @@ fn f(v: &Value) -> f64 {
 /// with room for a loaded machine).
 const SPEECH_END_TOLERANCE_MS: f64 = 60.0;
 
-/// The peer's Python: `TOKENTAP_WEBRTC_PYTHON`, else the virtualenv `scripts/setup.sh test` makes.
-fn python() -> PathBuf {
-    let path = std::env::var_os("TOKENTAP_WEBRTC_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".cache/venv-webrtc/bin/python"));
-    assert!(path.exists(), "{} is missing: run scripts/setup.sh test", path.display());
-    path
-}
-
 /// The fake microphone's file: stretches of "speech" (two tones, −14 dBFS) at `speech` (start and
 /// length, seconds from the file's start), silence around them, `total_s` long. The file starts
 /// playing when the page opens the microphone, before the connection is up (later with loss on
@@ -123,7 +114,7 @@ fn session(setup: Setup, page: fn(&Tokentap) -> PageRun) -> Session {
     if setup.loss_percent > 0 {
         netns.drop_udp_out(setup.loss_percent);
     }
-    let mut cmd = netns.command(python().to_str().unwrap());
+    let mut cmd = netns.command(tokentap_e2e::speech::webrtc_python().to_str().unwrap());
     cmd.arg(repo_root().join("tests/webrtc/peer.py")).args([
         "--host",
         &netns.ns_ip,
