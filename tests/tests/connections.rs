@@ -202,10 +202,81 @@ fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
     );
 }
 
+/// A client connection from `source` (any 127.x address reaches loopback).
+fn connect_from(source: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&std::net::SocketAddr::from((source, 0)).into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    socket.into()
+}
+
+#[test]
+fn one_client_address_cannot_take_more_than_its_share() {
+    let (_mock, tokentap, _dir) = start("[connections]\nmax_open_per_client = 2\nhead_timeout_s = 600\n");
+    // The announcement's own connection (from 127.0.0.1 too) holds a place until pingora saw it close.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = connections(&tokentap);
+        if c["accepted"] == 1 && c["open"] == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the announcement's connection never came and went: {c}");
+    }
+    let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
+    let mut a = connect_from([127, 0, 0, 1], tokentap.addr);
+    a.write_all(head).unwrap();
+    let mut b = connect_from([127, 0, 0, 1], tokentap.addr);
+    b.write_all(head).unwrap();
+    wait_open(&tokentap, 2);
+
+    // A third from the same address is told why and closed...
+    let mut third = connect_from([127, 0, 0, 1], tokentap.addr);
+    let answer = http1::read_to_close(&mut third, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+    let c = connections(&tokentap);
+    assert_eq!((c["refused_over_client_share"].as_u64(), c["refused_over_cap"].as_u64()), (Some(1), Some(0)), "{c}");
+
+    // ...while another address is served.
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let request = [
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes(),
+        body.to_vec(),
+    ]
+    .concat();
+    let mut other = connect_from([127, 0, 0, 2], tokentap.addr);
+    other.write_all(&request).unwrap();
+    let answer = http1::read_to_close(&mut other, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200 ") && text.contains("[DONE]"), "{text}");
+
+    // A place of the address comes back when one of its connections closes.
+    drop(b);
+    wait_open(&tokentap, 1);
+    let mut again = connect_from([127, 0, 0, 1], tokentap.addr);
+    again.write_all(&request).unwrap();
+    let answer = http1::read_to_close(&mut again, Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200 "));
+    drop(a);
+    let metrics = http1::get(tokentap.admin, "/metrics", &[]);
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(
+        text.lines().any(|l| l.starts_with("tokentap_connections_refused_total")
+            && l.contains("over_client_share")
+            && l.ends_with(" 1")),
+        "{text}"
+    );
+}
+
 #[test]
 fn bad_connection_limits_are_config_errors() {
     for (text, key) in [
         ("[connections]\nmax_open = 0\n", "connections.max_open"),
+        ("[connections]\nmax_open_per_client = 0\n", "connections.max_open_per_client"),
         ("[connections]\nhead_timeout_s = 0\n", "connections.head_timeout_s"),
         ("[connections]\nkeepalive_idle_s = 0\n", "connections.keepalive_idle_s"),
         ("[connections]\nkeepalive_idle_s = 100000\n", "connections.keepalive_idle_s"),

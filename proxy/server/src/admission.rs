@@ -14,9 +14,11 @@
 //! the bytes read, no copy), and while a request is served, reads and writes cost one branch. One
 //! timer per connection, reset per request.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -44,6 +46,8 @@ const RESERVED_FDS: u64 = 128;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnectionLimits {
     pub max_open: u64,
+    /// Connections one client address may hold at once (`None`: no share per address).
+    pub max_open_per_client: Option<u64>,
     pub head_timeout: Duration,
     /// How long a kept-alive connection may wait, after a request, for the next one to start.
     pub keepalive_idle: Duration,
@@ -60,6 +64,7 @@ impl ConnectionLimits {
         let lowered = (max_open < configured && config.max_open.is_some()).then_some(configured);
         let limits = Self {
             max_open,
+            max_open_per_client: config.max_open_per_client.map(|n| n as u64),
             head_timeout: Duration::from_secs(config.head_timeout_s),
             keepalive_idle: Duration::from_secs(config.keepalive_idle_s),
         };
@@ -97,6 +102,9 @@ pub(crate) struct ConnectionStats {
     pub accepted: AtomicU64,
     /// Connections answered with a 503 and closed because `max_open` were open.
     pub refused_over_cap: AtomicU64,
+    /// Connections answered with a 503 and closed because their address held
+    /// `max_open_per_client` already.
+    pub refused_over_client_share: AtomicU64,
     /// Connections closed because a request head was not complete in time.
     pub head_timeouts: AtomicU64,
     /// Kept-alive connections closed because no next request started within `keepalive_idle_s`.
@@ -117,6 +125,7 @@ impl ConnectionStats {
             "max_open": self.max_open.load(Ordering::Relaxed),
             "accepted": self.accepted.load(Ordering::Relaxed),
             "refused_over_cap": self.refused_over_cap.load(Ordering::Relaxed),
+            "refused_over_client_share": self.refused_over_client_share.load(Ordering::Relaxed),
             "head_timeouts": self.head_timeouts.load(Ordering::Relaxed),
             "idle_closed": self.idle_closed.load(Ordering::Relaxed),
             "heads_partial": self.heads_partial.load(Ordering::Relaxed),
@@ -124,12 +133,12 @@ impl ConnectionStats {
     }
 
     /// Takes a slot when fewer than `max` connections are open.
-    fn try_open(self: &Arc<Self>, max: u64) -> Option<Slot> {
+    fn try_open(self: &Arc<Self>, max: u64, share: Option<ShareSlot>) -> Option<Slot> {
         let taken = self.open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1));
         match taken {
             Ok(_) => {
                 self.accepted.fetch_add(1, Ordering::Relaxed);
-                Some(Slot(self.clone()))
+                Some(Slot { stats: self.clone(), _share: share })
             }
             Err(_) => {
                 self.refused_over_cap.fetch_add(1, Ordering::Relaxed);
@@ -139,12 +148,53 @@ impl ConnectionStats {
     }
 }
 
-/// One open connection's place under the cap; released on drop.
-struct Slot(Arc<ConnectionStats>);
+/// One open connection's place under the cap (and its address's share); released on drop.
+struct Slot {
+    stats: Arc<ConnectionStats>,
+    _share: Option<ShareSlot>,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.stats.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The connections open per client address, for `max_open_per_client`. Only addresses with a
+/// connection open have an entry, so it holds at most `max_open` of them.
+#[derive(Debug, Default)]
+struct ClientShares {
+    open: parking_lot::Mutex<HashMap<IpAddr, u64>>,
+}
+
+impl ClientShares {
+    /// Takes one of `address`'s `max` places, or `None` when it holds them all.
+    fn take(self: &Arc<Self>, address: IpAddr, max: u64) -> Option<ShareSlot> {
+        let mut open = self.open.lock();
+        let n = open.entry(address).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(ShareSlot { shares: self.clone(), address })
+    }
+}
+
+/// One connection's place in its address's share; released on drop.
+struct ShareSlot {
+    shares: Arc<ClientShares>,
+    address: IpAddr,
+}
+
+impl Drop for ShareSlot {
+    fn drop(&mut self) {
+        let mut open = self.shares.open.lock();
+        if let Some(n) = open.get_mut(&self.address) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.address);
+            }
+        }
     }
 }
 
@@ -153,12 +203,31 @@ pub(crate) struct Admitted<A> {
     inner: Arc<A>,
     limits: ConnectionLimits,
     stats: Arc<ConnectionStats>,
+    shares: Arc<ClientShares>,
 }
 
 impl<A> Admitted<A> {
     pub(crate) fn new(inner: A, limits: ConnectionLimits, stats: Arc<ConnectionStats>) -> Self {
         stats.max_open.store(limits.max_open, Ordering::Relaxed);
-        Self { inner: Arc::new(inner), limits, stats }
+        Self { inner: Arc::new(inner), limits, stats, shares: Arc::default() }
+    }
+
+    /// The client address's place when a share per address is configured: `Ok(None)` when none
+    /// is (or the peer has no IP address), `Err(())` when the address holds its whole share.
+    fn client_share(&self, stream: &Stream) -> Result<Option<ShareSlot>, ()> {
+        let Some(max) = self.limits.max_open_per_client else { return Ok(None) };
+        let digest = stream.get_socket_digest();
+        let Some(address) = digest.as_ref().and_then(|d| d.peer_addr()).and_then(|a| a.as_inet()).map(|a| a.ip())
+        else {
+            return Ok(None);
+        };
+        match self.shares.take(address, max) {
+            Some(slot) => Ok(Some(slot)),
+            None => {
+                self.stats.refused_over_client_share.fetch_add(1, Ordering::Relaxed);
+                Err(())
+            }
+        }
     }
 }
 
@@ -182,7 +251,11 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
         if stream.as_any().is::<Guarded>() {
             return self.inner.process_new(stream, shutdown).await;
         }
-        let Some(slot) = self.stats.try_open(self.limits.max_open) else {
+        let Ok(share) = self.client_share(&stream) else {
+            refuse(stream).await;
+            return None;
+        };
+        let Some(slot) = self.stats.try_open(self.limits.max_open, share) else {
             refuse(stream).await;
             return None;
         };
@@ -266,7 +339,7 @@ impl Guarded {
     /// The head is complete, timed out or abandoned: stop watching it.
     fn end_head(&mut self) {
         if self.head.take().is_some_and(|h| h.started) {
-            self._slot.0.heads_partial.fetch_sub(1, Ordering::AcqRel);
+            self._slot.stats.heads_partial.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -286,7 +359,7 @@ impl Guarded {
     /// Counts why the connection is being closed and stops watching; the error for the read.
     fn timed_out(&mut self) -> io::Error {
         let idle = self.head.as_ref().is_some_and(|h| h.idle);
-        let stats = &self._slot.0;
+        let stats = &self._slot.stats;
         if idle {
             stats.idle_closed.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -381,7 +454,7 @@ impl AsyncRead for Guarded {
                     return Poll::Ready(Err(this.timed_out()));
                 } else if !read.is_empty() && !head.started {
                     head.started = true;
-                    this._slot.0.heads_partial.fetch_add(1, Ordering::AcqRel);
+                    this._slot.stats.heads_partial.fetch_add(1, Ordering::AcqRel);
                     if head.idle {
                         // The next head began: from now on it has the head deadline.
                         head.idle = false;
@@ -538,14 +611,29 @@ mod tests {
     #[test]
     fn cap_counts_and_releases() {
         let stats = Arc::new(ConnectionStats::default());
-        let a = stats.try_open(2).unwrap();
-        let _b = stats.try_open(2).unwrap();
-        assert!(stats.try_open(2).is_none());
+        let a = stats.try_open(2, None).unwrap();
+        let _b = stats.try_open(2, None).unwrap();
+        assert!(stats.try_open(2, None).is_none());
         assert_eq!(stats.refused_over_cap.load(Ordering::Relaxed), 1);
         drop(a);
-        assert!(stats.try_open(2).is_some());
+        assert!(stats.try_open(2, None).is_some());
         assert_eq!(stats.accepted.load(Ordering::Relaxed), 3);
         assert_eq!(stats.open.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn client_shares_count_per_address_and_forget_closed_ones() {
+        let shares = Arc::new(ClientShares::default());
+        let (one, two): (IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        let a = shares.take(one, 2).unwrap();
+        let b = shares.take(one, 2).unwrap();
+        assert!(shares.take(one, 2).is_none(), "over its share");
+        let c = shares.take(two, 2).unwrap();
+        drop(a);
+        let a = shares.take(one, 2).expect("a place came back");
+        // An address with nothing open has no entry: the table is bounded by the open connections.
+        drop((a, b, c));
+        assert!(shares.open.lock().is_empty());
     }
 
     #[test]

@@ -154,10 +154,14 @@ fn observed_values(id: MetricId, sources: &ObservedSources) -> Vec<(u64, Vec<Key
     }
     if id == MetricId::ConnectionsRefused {
         let refused = sources.pipeline.connections_refused();
-        return [("over_capacity", refused.over_capacity), ("head_timeout", refused.head_timeout)]
-            .into_iter()
-            .map(|(reason, n)| (n, vec![KeyValue::new(attr::DROP_REASON, reason)]))
-            .collect();
+        return [
+            ("over_capacity", refused.over_capacity),
+            ("over_client_share", refused.over_client_share),
+            ("head_timeout", refused.head_timeout),
+        ]
+        .into_iter()
+        .map(|(reason, n)| (n, vec![KeyValue::new(attr::DROP_REASON, reason)]))
+        .collect();
     }
     let mut out = Vec::new();
     for (signal, c) in [(Signal::Traces, &sources.stats.spans), (Signal::Metrics, &sources.stats.metric_points)] {

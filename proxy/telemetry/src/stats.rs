@@ -148,5 +148,7 @@ pub trait PipelineCounters: Send + Sync {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConnectionRefusals {
     pub over_capacity: u64,
+    /// Over the client address's share (`[connections] max_open_per_client`).
+    pub over_client_share: u64,
     pub head_timeout: u64,
 }

@@ -18,6 +18,11 @@ pub struct ConnectionsConfig {
     /// limit (tokentap first raises its soft limit to the hard one), with a warning when it was set
     /// here.
     pub max_open: Option<usize>,
+    /// Client connections one address may hold open at once; one more from it gets the same 503
+    /// as over `max_open`, while other addresses are still served. Not set: no share per address
+    /// (behind a load balancer or a NAT every client has the same address, so a share would cap
+    /// them all together).
+    pub max_open_per_client: Option<usize>,
     /// Longest time from accepting a connection to the end of its first request head, and from
     /// the first byte of a later request head to its end.
     pub head_timeout_s: u64,
@@ -38,7 +43,13 @@ impl Default for ConnectionsConfig {
     fn default() -> Self {
         // nginx's client_header_timeout is 60 s as well.
         // nginx's keepalive_timeout is 75 s; pingora's (for its first read only) 60 s.
-        Self { max_open: None, head_timeout_s: 60, keepalive_idle_s: 60, read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES }
+        Self {
+            max_open: None,
+            max_open_per_client: None,
+            head_timeout_s: 60,
+            keepalive_idle_s: 60,
+            read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES,
+        }
     }
 }
 
@@ -46,6 +57,9 @@ impl ConnectionsConfig {
     pub(super) fn validate(self) -> Result<Self, ConfigError> {
         if let Some(max_open) = self.max_open {
             check_all(&[("connections.max_open", max_open as u64, 1..=1_000_000)])?;
+        }
+        if let Some(share) = self.max_open_per_client {
+            check_all(&[("connections.max_open_per_client", share as u64, 1..=1_000_000)])?;
         }
         check_all(&[
             ("connections.head_timeout_s", self.head_timeout_s, 1..=3600),

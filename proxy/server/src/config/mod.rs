@@ -476,6 +476,7 @@ mod tests {
             ("shutdown.grace_period_s", "3601", "3601 is larger than the maximum, 3600"),
             ("connections.max_open", "0", "must be greater than 0"),
             ("connections.max_open", "1000001", "1000001 is larger than the maximum, 1000000"),
+            ("connections.max_open_per_client", "0", "must be greater than 0"),
             ("connections.head_timeout_s", "0", "must be greater than 0"),
             ("connections.keepalive_idle_s", "86401", "86401 is larger than the maximum, 86400"),
             ("connections.read_buffer_bytes", "1048577", "1048577 is larger than the maximum, 1048576"),

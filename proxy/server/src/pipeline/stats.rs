@@ -169,6 +169,7 @@ impl tokentap_telemetry::PipelineCounters for PipelineStats {
     fn connections_refused(&self) -> tokentap_telemetry::ConnectionRefusals {
         tokentap_telemetry::ConnectionRefusals {
             over_capacity: self.connections.refused_over_cap.load(Ordering::Relaxed),
+            over_client_share: self.connections.refused_over_client_share.load(Ordering::Relaxed),
             head_timeout: self.connections.head_timeouts.load(Ordering::Relaxed),
         }
     }

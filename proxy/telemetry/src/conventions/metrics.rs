@@ -219,7 +219,7 @@ metric_table! {
     ConnectionsRefused {
         name: "tokentap.connections.refused",
         unit: "{connection}",
-        description: "Client connections refused over the connection cap or closed for a slow request head.",
+        description: "Client connections refused over the connection cap or a client's share of it, or closed for a slow request head.",
         instrument: Instrument::Counter,
         prometheus_name: "tokentap_connections_refused_total",
     },
