@@ -50,6 +50,31 @@ fn wait_open(tokentap: &Tokentap, open: u64) {
     panic!("never {open} open in 30 s: {}", connections(tokentap));
 }
 
+/// tokentap connects to its own port once to see that pingora accepts before it announces the
+/// address; that connection holds a slot (and its address's place) from pingora's accept, which may
+/// come after the announcement, until pingora has seen it close. Waits for both.
+fn wait_announcement_gone(tokentap: &Tokentap) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = connections(tokentap);
+        if c["accepted"] == 1 && c["open"] == 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the announcement's connection never came and went: {c}");
+    }
+}
+
+/// `/metrics` counts one connection refused for `reason`.
+fn assert_refused_once(tokentap: &Tokentap, reason: &str) {
+    let metrics = http1::get(tokentap.admin, "/metrics", &[]);
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tokentap_connections_refused_total") && l.contains(reason) && l.ends_with(" 1")),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_request_head_sent_too_slowly_is_closed_at_the_deadline() {
     let (_mock, tokentap, _dir) = start("[connections]\nhead_timeout_s = 1\n");
@@ -149,17 +174,7 @@ fn a_trickled_second_request_head_is_closed_at_the_head_deadline() {
 #[test]
 fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
     let (_mock, tokentap, _dir) = start("[connections]\nmax_open = 2\nhead_timeout_s = 600\n");
-    // tokentap connects to its own port once to see that pingora accepts before it announces the
-    // address; that connection holds a slot from pingora's accept (which may come after the
-    // announcement) until pingora has seen it close. Wait for both.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let c = connections(&tokentap);
-        if c["accepted"] == 1 && c["open"] == 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the announcement's connection never came and went: {c}");
-    }
+    wait_announcement_gone(&tokentap);
     let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
     let mut a = TcpStream::connect(tokentap.addr).unwrap();
     a.write_all(head).unwrap();
@@ -192,14 +207,7 @@ fn connections_over_the_cap_get_a_503_and_the_slot_comes_back_on_close() {
     let c = connections(&tokentap);
     assert_eq!(c["refused_over_cap"], 1, "{c}");
     assert_eq!(c["head_timeouts"], 0, "{c}");
-    let metrics = http1::get(tokentap.admin, "/metrics", &[]);
-    let text = String::from_utf8_lossy(&metrics.body);
-    assert!(
-        text.lines().any(|l| l.starts_with("tokentap_connections_refused_total")
-            && l.contains("over_capacity")
-            && l.ends_with(" 1")),
-        "{text}"
-    );
+    assert_refused_once(&tokentap, "over_capacity");
 }
 
 /// A client connection from `source` (any 127.x address reaches loopback).
@@ -213,15 +221,7 @@ fn connect_from(source: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
 #[test]
 fn one_client_address_cannot_take_more_than_its_share() {
     let (_mock, tokentap, _dir) = start("[connections]\nmax_open_per_client = 2\nhead_timeout_s = 600\n");
-    // The announcement's own connection (from 127.0.0.1 too) holds a place until pingora saw it close.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let c = connections(&tokentap);
-        if c["accepted"] == 1 && c["open"] == 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the announcement's connection never came and went: {c}");
-    }
+    wait_announcement_gone(&tokentap);
     let head = b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n";
     let mut a = connect_from([127, 0, 0, 1], tokentap.addr);
     a.write_all(head).unwrap();
@@ -262,14 +262,7 @@ fn one_client_address_cannot_take_more_than_its_share() {
     let answer = http1::read_to_close(&mut again, Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200 "));
     drop(a);
-    let metrics = http1::get(tokentap.admin, "/metrics", &[]);
-    let text = String::from_utf8_lossy(&metrics.body);
-    assert!(
-        text.lines().any(|l| l.starts_with("tokentap_connections_refused_total")
-            && l.contains("over_client_share")
-            && l.ends_with(" 1")),
-        "{text}"
-    );
+    assert_refused_once(&tokentap, "over_client_share");
 }
 
 #[test]
