@@ -17,18 +17,22 @@ const CHAT: &str = "/v1/chat/completions";
 const BODY: &[u8] = br#"{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}"#;
 const ANSWER: &[u8] = br#"{"choices":[{"message":{"role":"assistant","content":"ok"}}]}"#;
 
-/// Reads one request (head and `content-length` body) off `conn`; false when the peer closed first.
+/// Whether `got` starts with one whole request (head and `content-length` body).
+fn holds_a_request(got: &[u8]) -> bool {
+    let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else { return false };
+    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+    let length: usize =
+        head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
+    got.len() >= end + 4 + length
+}
+
+/// Reads one request off `conn`; false when the peer closed first.
 fn read_request(conn: &mut TcpStream) -> bool {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-            let length: usize =
-                head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
-            if got.len() >= end + 4 + length {
-                return true;
-            }
+        if holds_a_request(&got) {
+            return true;
         }
         match conn.read(&mut buf) {
             Ok(0) | Err(_) => return false,
@@ -180,19 +184,19 @@ enum Attempt {
     NoPooledConnection,
 }
 
-fn stale_connection_attempt() -> Attempt {
-    let (upstream, served) = closes_with_the_next_request_unreceived();
+/// Request 1 (with `first_body`) then request 2 through tokentap to an upstream that makes
+/// request 1's pooled connection stale for request 2 and serves every later connection, counting
+/// the requests it read there.
+fn stale_connection_attempt(
+    (upstream, served): (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>),
+    first_body: &[u8],
+) -> Attempt {
     let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
     let mut feed = tokentap.feed();
     let mut client = TcpStream::connect(tokentap.addr).unwrap();
-    let big = format!(
-        r#"{{"model":"m","stream":false,"messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "a".repeat(BIG_BODY_LEN - 70)
-    );
-    assert_eq!(big.len(), BIG_BODY_LEN);
     let first = http1::exchange(
         &mut client,
-        &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], big.as_bytes()),
+        &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], first_body),
     );
     assert_eq!(first.status, 200);
     let record = feed.next_record_for(CHAT);
@@ -218,14 +222,82 @@ fn stale_connection_attempt() -> Attempt {
     Attempt::Exercised
 }
 
-#[test]
-fn a_request_on_a_pooled_connection_the_server_closed_before_receiving_it_is_retried_once() {
+/// Sets the scenario up again until request 2 met request 1's pooled connection (at most five
+/// times; fails if it never did).
+fn exercise_stale_connection(
+    upstream: fn() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>),
+    first_body: &[u8],
+) {
     for _ in 0..5 {
-        if let Attempt::Exercised = stale_connection_attempt() {
+        if let Attempt::Exercised = stale_connection_attempt(upstream(), first_body) {
             return;
         }
     }
     panic!("in five attempts, request 2 never met request 1's pooled connection");
+}
+
+#[test]
+fn a_request_on_a_pooled_connection_the_server_closed_before_receiving_it_is_retried_once() {
+    let big = format!(
+        r#"{{"model":"m","stream":false,"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "a".repeat(BIG_BODY_LEN - 70)
+    );
+    assert_eq!(big.len(), BIG_BODY_LEN);
+    exercise_stale_connection(closes_with_the_next_request_unreceived, big.as_bytes());
+}
+
+/// Serves each connection on its own thread. The first answers its first request, waits until
+/// the whole next request is in its receive buffer and closes without reading it: its TCP resets
+/// the connection (unread data). Every later connection is served normally, its requests counted.
+fn closes_with_the_next_request_unread() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    std::thread::spawn(move || {
+        for (i, mut conn) in listener.incoming().map_while(Result::ok).enumerate() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                if i == 0 {
+                    if read_request(&mut conn) {
+                        answer(&mut conn);
+                        if peek_request(&conn) {
+                            drop(conn);
+                        }
+                    }
+                    return;
+                }
+                while read_request(&mut conn) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    answer(&mut conn);
+                }
+            });
+        }
+    });
+    (addr, served)
+}
+
+/// Waits (peeking, reading nothing) until one whole request is in `conn`'s receive buffer; false
+/// when the peer closed first.
+fn peek_request(conn: &TcpStream) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match conn.peek(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if holds_a_request(&buf[..n]) => return true,
+            // Part of it: a peek returns at once while anything is buffered; poll for the rest.
+            Ok(_) => std::thread::yield_now(),
+        }
+    }
+}
+
+/// llama.cpp's server's unannounced close, made deterministic: the request reached the server's
+/// TCP but its application closed the connection without reading it (a reset), so it is sent
+/// again on a new connection, where it is read once.
+#[test]
+fn a_request_the_server_closed_its_connection_on_unread_is_retried_once() {
+    exercise_stale_connection(closes_with_the_next_request_unread, BODY);
 }
 
 #[test]

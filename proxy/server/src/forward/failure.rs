@@ -41,15 +41,17 @@ impl TapProxy {
     ) -> Box<Error> {
         let probe = ctx.stale_probe.take();
         let closed_before_write = std::mem::take(&mut ctx.closed_before_write);
-        // The one retry: a reused connection the server closed before any of the request reached
-        // it (already past its FIN before the write, or its FIN acknowledging none of the request
-        // and no response byte before it), and a request body replayable in full.
+        // The one retry: a reused connection whose server never took the request in (already
+        // past its FIN before the write; or, with no response byte, its FIN acknowledging none of
+        // the request, or its reset of a request left unread), and a request body replayable in
+        // full. The end of stream, or a reset met reading or writing.
+        let closed = matches!(e.etype(), ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError);
         let stale = client_reused
             && !ctx.retried_stale_connection
-            && e.etype() == &ErrorType::ConnectionClosed
+            && closed
             && e.esource() == &ErrorSource::Upstream
             && !session.as_ref().retry_buffer_truncated()
-            && (closed_before_write || probe.is_some_and(|p| p.closed_before_request()));
+            && (closed_before_write || probe.is_some_and(|p| p.request_not_taken()));
         if !stale {
             return while_proxying(e, peer);
         }

@@ -1,16 +1,22 @@
 //! A stale connection: a pooled upstream connection the server closed while it was idle, found
 //! closed by the request that reused it. Such a request is sent again, once, on another
-//! connection when the server provably closed its side before any byte of the request reached it
-//! (ARCHITECTURE.md, "One retry").
+//! connection when the server provably never took the request in: it closed its side before any
+//! byte of the request reached it, or its application closed the connection without reading the
+//! whole request (ARCHITECTURE.md, "One retry").
 //!
-//! Both proofs are the server's own TCP segments, read from the socket's counters (`TCP_INFO`):
+//! Every proof is the server's own TCP segments, read from the socket's counters (`TCP_INFO`):
 //! - [`Reuse::ClosedByServer`]: before the request head is written, the socket is already past
 //!   the server's FIN. Nothing is written: the request is sent on another connection.
-//! - [`StaleProbe::closed_before_request`]: the attempt ended with the server's FIN, no response
-//!   byte arrived, and the server acknowledged no byte of the request. The FIN carries the
-//!   server's acknowledgement of everything its TCP stack had received, and the kernel applies
-//!   that acknowledgement before it reports the end of stream: the server closed before any of the
-//!   request reached it.
+//! - [`StaleProbe::request_not_taken`]: the attempt failed, no data segment of the server's
+//!   arrived since the request was written, and either
+//!   - the server's FIN came and acknowledged no byte of the request (the FIN carries the
+//!     server's acknowledgement of everything its TCP stack had received, and the kernel applies
+//!     it before it reports the end of stream: the server closed before any of it arrived), or
+//!   - the server reset the connection. A TCP stack resets a connection its application closes
+//!     with received bytes still unread (RFC 2525, 2.17; Linux's `tcp_close`): the application
+//!     did not read the whole request, so it never had a request to act on. The same holds for a
+//!     FIN followed by a reset (a server that shuts its socket down, then closes it unread, as
+//!     cpp-httplib, and so llama.cpp's server, does).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
@@ -50,23 +56,27 @@ impl Reuse {
         let Ok(socket) = pidfd_getfd(process, fd, PidfdGetfdFlags::empty()) else { return Reuse::Unknown };
         match counters(&socket) {
             None => Reuse::Unknown,
-            Some(c) if c.fin_received => Reuse::ClosedByServer,
+            Some(c) if c.fin_received() => Reuse::ClosedByServer,
             Some(before) => Reuse::Open(StaleProbe { socket, before }),
         }
     }
 }
 
 impl StaleProbe {
-    /// True when the server's FIN has arrived, it had acknowledged no request byte, and nothing
-    /// but the FIN was received (the FIN takes one sequence number, counted as a received byte).
-    pub(crate) fn closed_before_request(&self) -> bool {
+    /// True when the server sent no data since the request was written and either reset the
+    /// connection, or sent its FIN acknowledging none of the request.
+    pub(crate) fn request_not_taken(&self) -> bool {
         counters(&self.socket).is_some_and(|now| {
-            now.fin_received && now.acked == self.before.acked && now.received == self.before.received + 1
+            let answered = now.data_segments_received != self.before.data_segments_received;
+            let reset = now.state == TCP_CLOSE;
+            let fin_before_the_request = now.fin_received() && now.acked == self.before.acked;
+            !answered && (reset || fin_before_the_request)
         })
     }
 }
 
-/// Linux TCP states after the peer's FIN: CLOSE (a reset followed), CLOSE_WAIT, LAST_ACK.
+/// Linux TCP states after the peer's FIN or reset: CLOSE (a reset arrived), CLOSE_WAIT, LAST_ACK.
+/// The duplicate descriptor keeps this side open, so CLOSE can only come from the peer's reset.
 const TCP_CLOSE: u8 = 7;
 const TCP_CLOSE_WAIT: u8 = 8;
 const TCP_LAST_ACK: u8 = 9;
@@ -74,17 +84,24 @@ const TCP_LAST_ACK: u8 = 9;
 struct Counters {
     /// Bytes of ours the server acknowledged.
     acked: u64,
-    /// Sequence numbers received from the server: its bytes, and one for its FIN.
-    received: u64,
-    fin_received: bool,
+    /// Segments with data (not a bare FIN or reset) received from the server.
+    data_segments_received: u32,
+    state: u8,
+}
+
+impl Counters {
+    /// The server's FIN has arrived (or its reset, which ends the stream the same way).
+    fn fin_received(&self) -> bool {
+        matches!(self.state, TCP_CLOSE | TCP_CLOSE_WAIT | TCP_LAST_ACK)
+    }
 }
 
 fn counters(socket: &OwnedFd) -> Option<Counters> {
     let info = SocketDigest::from_raw_fd(socket.as_raw_fd()).tcp_info()?;
     Some(Counters {
         acked: info.tcpi_bytes_acked,
-        received: info.tcpi_bytes_received,
-        fin_received: matches!(info.tcpi_state, TCP_CLOSE | TCP_CLOSE_WAIT | TCP_LAST_ACK),
+        data_segments_received: info.tcpi_data_segs_in,
+        state: info.tcpi_state,
     })
 }
 
@@ -128,7 +145,7 @@ mod tests {
         drop(server);
         let mut buf = [0u8; 16];
         assert_eq!(client.read(&mut buf).unwrap(), 0);
-        assert!(probe.closed_before_request());
+        assert!(probe.request_not_taken());
     }
 
     #[test]
@@ -140,7 +157,7 @@ mod tests {
         assert!(server.read(&mut buf).unwrap() > 0);
         drop(server);
         assert_eq!(client.read(&mut buf).unwrap(), 0);
-        assert!(!probe.closed_before_request());
+        assert!(!probe.request_not_taken());
     }
 
     #[test]
@@ -151,6 +168,71 @@ mod tests {
         drop(server);
         let mut buf = [0u8; 64];
         while client.read(&mut buf).unwrap() > 0 {}
-        assert!(!probe.closed_before_request());
+        assert!(!probe.request_not_taken());
+    }
+
+    /// Waits (polling the socket's state, no timer) until the server's reset has arrived.
+    fn until_reset(client: &TcpStream) {
+        while counters_of(client).state != TCP_CLOSE {
+            std::thread::yield_now();
+        }
+    }
+
+    fn counters_of(client: &TcpStream) -> Counters {
+        let socket = pidfd_getfd(this_process().unwrap(), client.as_raw_fd(), PidfdGetfdFlags::empty()).unwrap();
+        counters(&socket).unwrap()
+    }
+
+    const REQUEST: &[u8] = b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nhi";
+
+    /// Returns once the whole request waits, unread, in the server's receive buffer.
+    fn arrived_unread(server: &TcpStream) {
+        let mut buf = [0u8; 64];
+        while server.peek(&mut buf).unwrap() < REQUEST.len() {
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_server_that_closed_with_the_request_unread_reset_the_connection() {
+        let (mut client, server) = pair();
+        let probe = open(&client);
+        client.write_all(REQUEST).unwrap();
+        arrived_unread(&server);
+        drop(server);
+        until_reset(&client);
+        let mut buf = [0u8; 16];
+        assert!(client.read(&mut buf).is_err());
+        assert!(probe.request_not_taken());
+    }
+
+    #[test]
+    fn a_server_that_shut_down_then_closed_with_the_request_unread_sent_a_fin_then_a_reset() {
+        let (client, server) = pair();
+        let probe = open(&client);
+        (&client).write_all(REQUEST).unwrap();
+        arrived_unread(&server);
+        // The FIN acknowledges the request; only the reset that follows says it went unread.
+        server.shutdown(std::net::Shutdown::Both).unwrap();
+        while !counters_of(&client).fin_received() {
+            std::thread::yield_now();
+        }
+        assert!(counters_of(&client).acked > probe.before.acked);
+        assert!(!probe.request_not_taken());
+        drop(server);
+        until_reset(&client);
+        assert!(probe.request_not_taken());
+    }
+
+    #[test]
+    fn a_server_that_answered_part_and_reset_sent_data() {
+        let (mut client, mut server) = pair();
+        let probe = open(&client);
+        client.write_all(REQUEST).unwrap();
+        arrived_unread(&server);
+        server.write_all(b"HTTP/1.1 200").unwrap();
+        drop(server);
+        until_reset(&client);
+        assert!(!probe.request_not_taken());
     }
 }
