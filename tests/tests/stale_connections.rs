@@ -191,7 +191,11 @@ fn stale_connection_attempt(
     (upstream, served): (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>),
     first_body: &[u8],
 ) -> Attempt {
-    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    // Whatever this machine's load makes of the time between request 1's answer and request 2,
+    // the close counts as one right after answering.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), "[timeouts]\nclosed_after_answer_ms = 600000\n").unwrap();
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &["--config", config.path().to_str().unwrap()]);
     let mut feed = tokentap.feed();
     let mut client = TcpStream::connect(tokentap.addr).unwrap();
     let first = http1::exchange(
@@ -212,6 +216,7 @@ fn stale_connection_attempt(
     let connection = &record["timeline"]["connection"];
     if connection["retried_stale_connection"].is_null() && connection["reused"] == false {
         assert_eq!(stale_retries(&tokentap), 0);
+        assert_eq!(tokentap.admin_get("/_tokentap/api/health").1["upstream"]["peers_closing_after_answer"], 0);
         return Attempt::NoPooledConnection;
     }
     assert_eq!(connection["retried_stale_connection"], true, "{record}");
@@ -219,6 +224,19 @@ fn stale_connection_attempt(
     // The upstream read request 2 once, on the new connection.
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(stale_retries(&tokentap), 1);
+    // It closed a pooled connection right after answering: from now on its connections are not
+    // kept alive, so request 3 goes to a new connection (request 2's was closed after it).
+    let (status, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(status, 200);
+    assert_eq!(health["upstream"]["peers_closing_after_answer"], 1, "{health}");
+    let third = http1::exchange(
+        &mut client,
+        &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], BODY),
+    );
+    assert_eq!(third.status, 200);
+    let record = feed.next_record_for(CHAT);
+    assert_eq!(record["timeline"]["connection"]["reused"], false, "{record}");
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
     Attempt::Exercised
 }
 

@@ -60,7 +60,10 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "max_open": state.limits.max_connections,
             "refused_over_cap": state.connections.refused_over_cap.load(Ordering::Relaxed),
         },
-        "upstream": { "stale_connection_retries": s.stale_connection_retries.load(Ordering::Relaxed) },
+        "upstream": {
+            "stale_connection_retries": s.stale_connection_retries.load(Ordering::Relaxed),
+            "peers_closing_after_answer": s.peers_closing_after_answer.load(Ordering::Relaxed),
+        },
         "self_overhead": { "scheduling_lag": s.scheduling_lag.json() },
         "records_file": state.store.records_path(),
         "telemetry": state.telemetry.health_json(),

@@ -472,6 +472,7 @@ mod tests {
             ("timeouts.read_s", "86401", "86401 is larger than the maximum, 86400"),
             ("timeouts.write_s", "0", "must be greater than 0"),
             ("timeouts.idle_pool_s", "86401", "86401 is larger than the maximum, 86400"),
+            ("timeouts.closed_after_answer_ms", "600001", "600001 is larger than the maximum, 600000"),
             ("timeouts.websocket_idle_s", "0", "must be greater than 0"),
             ("shutdown.grace_period_s", "3601", "3601 is larger than the maximum, 3600"),
             ("connections.max_open", "0", "must be greater than 0"),

@@ -19,6 +19,10 @@ pub struct TimeoutConfig {
     pub write_s: u64,
     /// How long an idle pooled upstream connection is kept.
     pub idle_pool_s: u64,
+    /// A pooled connection the server closed within this long of its last answer byte marks the
+    /// upstream as one that closes after answering: its connections are not kept alive for ten
+    /// minutes (0: never).
+    pub closed_after_answer_ms: u64,
     /// A WebSocket session (realtime voice) is closed after this long without a byte in one
     /// direction, client or upstream; sessions last many minutes and a user may stay silent.
     pub websocket_idle_s: u64,
@@ -32,6 +36,7 @@ impl Default for TimeoutConfig {
             read_s: 900,
             write_s: 60,
             idle_pool_s: 60,
+            closed_after_answer_ms: 1_000,
             websocket_idle_s: 3_600,
         }
     }
@@ -46,6 +51,7 @@ impl TimeoutConfig {
             ("timeouts.read_s", self.read_s, 1..=DAY_S),
             ("timeouts.write_s", self.write_s, 1..=DAY_S),
             ("timeouts.idle_pool_s", self.idle_pool_s, 0..=DAY_S),
+            ("timeouts.closed_after_answer_ms", self.closed_after_answer_ms, 0..=600_000),
             ("timeouts.websocket_idle_s", self.websocket_idle_s, 1..=DAY_S),
         ])?;
         Ok(self)

@@ -46,12 +46,15 @@ impl TapProxy {
         // the request, or its reset of a request left unread), and a request body replayable in
         // full. The end of stream, or a reset met reading or writing.
         let closed = matches!(e.etype(), ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError);
+        if let Some(p) = probe.as_ref().filter(|p| client_reused && closed && p.closed_without_answer()) {
+            self.note_closed_pooled_connection(ctx, p.idle());
+        }
         let stale = client_reused
             && !ctx.retried_stale_connection
             && closed
             && e.esource() == &ErrorSource::Upstream
             && !session.as_ref().retry_buffer_truncated()
-            && (closed_before_write || probe.is_some_and(|p| p.request_not_taken()));
+            && (closed_before_write || probe.as_ref().is_some_and(|p| p.request_not_taken()));
         if !stale {
             return while_proxying(e, peer);
         }

@@ -9,6 +9,7 @@
 //! allocate per byte, log, or export. Everything else happens in the record pipeline after `logging`.
 
 mod body;
+mod closing_peers;
 mod completion;
 mod failure;
 pub(crate) mod internal;
@@ -58,6 +59,7 @@ pub(crate) struct TapProxy {
     tails: TailWatcher,
     lag_probe: LagProbe,
     tunnels: Tunnels,
+    closing_peers: closing_peers::ClosingPeers,
 }
 
 impl TapProxy {
@@ -72,7 +74,9 @@ impl TapProxy {
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
         let kept = finalize.kept_budget();
         let tails = TailWatcher::new(finalize.clone());
-        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, tunnels }
+        let closing_peers =
+            closing_peers::ClosingPeers::new(Duration::from_millis(config.timeouts.closed_after_answer_ms));
+        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, tunnels, closing_peers }
     }
 }
 
@@ -95,6 +99,8 @@ pub(crate) struct RequestCtx {
     closed_before_write: bool,
     /// Retried once on a fresh connection after a stale pooled one (never twice).
     retried_stale_connection: bool,
+    /// The upstream closes right after answering: the request says `Connection: close`.
+    close_upstream_connection: bool,
     /// Informational (1xx) heads passed on so far (at most [`MAX_INFORMATIONAL`]).
     informational: u32,
 }
@@ -111,6 +117,7 @@ impl RequestCtx {
             stale_probe: None,
             closed_before_write: false,
             retried_stale_connection: false,
+            close_upstream_connection: false,
             informational: 0,
         }
     }
@@ -194,7 +201,7 @@ impl ProxyHttp for TapProxy {
         digest: Option<&Digest>,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        upstream::note_connection(reused, fd, digest, ctx)
+        upstream::note_connection(self, reused, fd, digest, ctx)
     }
 
     async fn upstream_request_filter(

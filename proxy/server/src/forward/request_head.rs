@@ -142,6 +142,9 @@ impl TapProxy {
             }
             upstream_request.remove_header(*name);
         }
+        if ctx.close_upstream_connection && !upgrade {
+            upstream_request.insert_header("connection", "close")?;
+        }
         if self.config.turns.strip_headers {
             upstream_request.remove_header(self.config.turns.turn_header.as_str());
             upstream_request.remove_header(self.config.turns.conversation_header.as_str());

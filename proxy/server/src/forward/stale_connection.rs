@@ -20,14 +20,16 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use pingora::protocols::SocketDigest;
 use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
 
 /// What the counters of a reused connection say before the request head is written.
 pub(crate) enum Reuse {
-    /// The server's FIN has already arrived: it will send nothing more on this connection.
-    ClosedByServer,
+    /// The server's FIN has already arrived: it will send nothing more on this connection. `idle`:
+    /// how long before the reuse its last data arrived.
+    ClosedByServer { idle: Duration },
     /// Open: the counters to compare with should the attempt fail.
     Open(StaleProbe),
     /// No TCP information, or the socket could not be duplicated: never retried.
@@ -56,7 +58,7 @@ impl Reuse {
         let Ok(socket) = pidfd_getfd(process, fd, PidfdGetfdFlags::empty()) else { return Reuse::Unknown };
         match counters(&socket) {
             None => Reuse::Unknown,
-            Some(c) if c.fin_received() => Reuse::ClosedByServer,
+            Some(c) if c.fin_received() => Reuse::ClosedByServer { idle: c.idle },
             Some(before) => Reuse::Open(StaleProbe { socket, before }),
         }
     }
@@ -73,6 +75,18 @@ impl StaleProbe {
             !answered && (reset || fin_before_the_request)
         })
     }
+
+    /// True when the server closed the connection (a FIN or a reset) and sent no data since the
+    /// request was written, whatever it acknowledged: the server closed rather than answer.
+    pub(crate) fn closed_without_answer(&self) -> bool {
+        counters(&self.socket)
+            .is_some_and(|now| now.fin_received() && now.data_segments_received == self.before.data_segments_received)
+    }
+
+    /// How long before the reuse the connection's last data from the server arrived.
+    pub(crate) fn idle(&self) -> Duration {
+        self.before.idle
+    }
 }
 
 /// Linux TCP states after the peer's FIN or reset: CLOSE (a reset arrived), CLOSE_WAIT, LAST_ACK.
@@ -87,6 +101,8 @@ struct Counters {
     /// Segments with data (not a bare FIN or reset) received from the server.
     data_segments_received: u32,
     state: u8,
+    /// Since the last data from the server arrived (millisecond resolution).
+    idle: Duration,
 }
 
 impl Counters {
@@ -102,6 +118,7 @@ fn counters(socket: &OwnedFd) -> Option<Counters> {
         acked: info.tcpi_bytes_acked,
         data_segments_received: info.tcpi_data_segs_in,
         state: info.tcpi_state,
+        idle: Duration::from_millis(u64::from(info.tcpi_last_data_recv)),
     })
 }
 
@@ -122,7 +139,7 @@ mod tests {
     fn open(client: &TcpStream) -> StaleProbe {
         match Reuse::before_write(client.as_raw_fd()) {
             Reuse::Open(probe) => probe,
-            Reuse::ClosedByServer => panic!("closed"),
+            Reuse::ClosedByServer { .. } => panic!("closed"),
             Reuse::Unknown => panic!("no TCP information"),
         }
     }
@@ -134,7 +151,7 @@ mod tests {
         // The end of stream has arrived once a peek returns it.
         let mut buf = [0u8; 16];
         assert_eq!(client.peek(&mut buf).unwrap(), 0);
-        assert!(matches!(Reuse::before_write(client.as_raw_fd()), Reuse::ClosedByServer));
+        assert!(matches!(Reuse::before_write(client.as_raw_fd()), Reuse::ClosedByServer { .. }));
         assert_eq!(client.read(&mut buf).unwrap(), 0);
     }
 

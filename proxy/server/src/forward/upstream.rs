@@ -20,6 +20,8 @@ impl TapProxy {
             ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
         let addr = route.resolve().await.map_err(|message| upstream_error(DNS_LOOKUP_FAILED, message))?;
         ctx.data.peer_addr = Some(addr.to_string());
+        // An upstream that closes right after answering gets `Connection: close` (no pooling).
+        ctx.close_upstream_connection = self.closing_peers.closes(&addr.to_string(), std::time::Instant::now());
         // SNI is always the upstream host name: an empty SNI would disable certificate checks.
         let mut peer = HttpPeer::new(addr, route.upstream.tls, route.upstream.host.clone());
         let t = &self.config.timeouts;
@@ -42,8 +44,27 @@ impl TapProxy {
     }
 }
 
+impl TapProxy {
+    /// Remembers the request's upstream as one that closes after answering when the server closed
+    /// a pooled connection `idle` after its last answer byte (`closing_peers`).
+    pub(super) fn note_closed_pooled_connection(&self, ctx: &RequestCtx, idle: Duration) {
+        let Some(peer) = ctx.data.peer_addr.as_deref() else { return };
+        if self.closing_peers.closed_after(peer, idle, std::time::Instant::now()) {
+            self.finalize.count_peer_closing_after_answer();
+            tracing::warn!(
+                upstream = peer,
+                "the upstream closed a kept-alive connection {} ms after answering without saying so; \
+                 its connections are not reused for the next {} s",
+                idle.as_millis(),
+                super::closing_peers::REMEMBERED.as_secs()
+            );
+        }
+    }
+}
+
 /// The connection the request got: recorded, and a reused one probed for staleness.
 pub(super) fn note_connection(
+    proxy: &TapProxy,
     reused: bool,
     fd: std::os::unix::io::RawFd,
     digest: Option<&Digest>,
@@ -60,7 +81,8 @@ pub(super) fn note_connection(
     if reused && !ctx.retried_stale_connection {
         match stale_connection::Reuse::before_write(fd) {
             stale_connection::Reuse::Open(probe) => ctx.stale_probe = Some(probe),
-            stale_connection::Reuse::ClosedByServer => {
+            stale_connection::Reuse::ClosedByServer { idle } => {
+                proxy.note_closed_pooled_connection(ctx, idle);
                 // Nothing is written on a connection the server has already closed.
                 ctx.closed_before_write = true;
                 ctx.data.connection = Some(connection);

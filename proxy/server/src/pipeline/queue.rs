@@ -56,6 +56,11 @@ impl FinalizeQueue {
         self.stats.stale_connection_retries.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts an upstream newly found to close kept-alive connections right after answering.
+    pub(crate) fn count_peer_closing_after_answer(&self) {
+        self.stats.peers_closing_after_answer.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The budget of bytes all requests keep for analysis.
     pub(crate) fn kept_budget(&self) -> Arc<crate::timeline::KeptBudget> {
         self.stats.kept.clone()

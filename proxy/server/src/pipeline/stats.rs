@@ -29,6 +29,8 @@ pub(crate) struct PipelineStats {
     pub worker: super::liveness::WorkerLiveness,
     /// Requests sent again on a fresh connection after a stale pooled upstream connection.
     pub stale_connection_retries: AtomicU64,
+    /// Upstreams found to close kept-alive connections right after answering (not pooled since).
+    pub peers_closing_after_answer: AtomicU64,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
     pub open_requests: Arc<AtomicU64>,
     /// Set once SIGTERM started the drain: a request whose task is dropped from then on was cut
