@@ -168,6 +168,11 @@ fn closes_with_the_next_request_unreceived() -> (SocketAddr, std::sync::Arc<std:
     (addr, served)
 }
 
+/// One kept-alive chat request with `body` on `client`, and its response.
+fn post(client: &mut TcpStream, body: &[u8]) -> http1::HttpResponse {
+    http1::exchange(client, &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], body))
+}
+
 fn stale_retries(tokentap: &Tokentap) -> serde_json::Value {
     let (status, health) = tokentap.admin_get("/_tokentap/api/health");
     assert_eq!(status, 200);
@@ -198,17 +203,11 @@ fn stale_connection_attempt(
     let tokentap = Tokentap::start(&format!("http://{upstream}"), &["--config", config.path().to_str().unwrap()]);
     let mut feed = tokentap.feed();
     let mut client = TcpStream::connect(tokentap.addr).unwrap();
-    let first = http1::exchange(
-        &mut client,
-        &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], first_body),
-    );
+    let first = post(&mut client, first_body);
     assert_eq!(first.status, 200);
     let record = feed.next_record_for(CHAT);
     assert_eq!(record["timeline"]["connection"]["reused"], false, "{record}");
-    let second = http1::exchange(
-        &mut client,
-        &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], BODY),
-    );
+    let second = post(&mut client, BODY);
     assert_eq!(second.status, 200, "{:?} {}", String::from_utf8_lossy(&second.body), tokentap.proc.stderr());
     assert_eq!(second.body, ANSWER);
     let record = feed.next_record_for(CHAT);
@@ -229,10 +228,7 @@ fn stale_connection_attempt(
     let (status, health) = tokentap.admin_get("/_tokentap/api/health");
     assert_eq!(status, 200);
     assert_eq!(health["upstream"]["peers_closing_after_answer"], 1, "{health}");
-    let third = http1::exchange(
-        &mut client,
-        &http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], BODY),
-    );
+    let third = post(&mut client, BODY);
     assert_eq!(third.status, 200);
     let record = feed.next_record_for(CHAT);
     assert_eq!(record["timeline"]["connection"]["reused"], false, "{record}");
