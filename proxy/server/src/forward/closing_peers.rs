@@ -6,10 +6,12 @@
 //! retried (ARCHITECTURE.md, "One retry"). What tokentap can do is stop racing: once a pooled
 //! connection to an upstream is found closed by the server soon after its last answer byte
 //! (`[timeouts] closed_after_answer_ms`, 1 s by default: keep-alive timeouts are seconds, 2 s
-//! gunicorn, 5 s uvicorn, Node and cpp-httplib, 75 s nginx), requests to that upstream say `Connection: close` for [`REMEMBERED`], so
-//! none of its connections is pooled.
+//! gunicorn, 5 s uvicorn, Node and cpp-httplib, 75 s nginx), requests to that upstream say
+//! `Connection: close` for [`REMEMBERED`], so none of its connections is pooled. Asked once per
+//! request (one atomic load while nothing is remembered), learned only on a failure path.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -22,13 +24,15 @@ const MAX_PEERS: usize = 256;
 /// The upstreams (by socket address) whose connections tokentap does not keep alive.
 pub(crate) struct ClosingPeers {
     soon_after_answer: Duration,
+    /// Whether any upstream was ever remembered: until then no request takes the lock.
+    any: AtomicBool,
     peers: Mutex<HashMap<String, Instant>>,
 }
 
 impl ClosingPeers {
     /// A close sooner than `soon_after_answer` after the last answer byte counts (zero: none does).
     pub(crate) fn new(soon_after_answer: Duration) -> Self {
-        Self { soon_after_answer, peers: Mutex::default() }
+        Self { soon_after_answer, any: AtomicBool::new(false), peers: Mutex::default() }
     }
 
     /// Remembers `peer` when the server closed a pooled connection `idle` after its last answer
@@ -44,11 +48,15 @@ impl ClosingPeers {
                 peers.remove(&oldest);
             }
         }
+        self.any.store(true, Ordering::Relaxed);
         peers.insert(peer.to_string(), now).is_none()
     }
 
     /// Whether requests to `peer` say `Connection: close`.
     pub(crate) fn closes(&self, peer: &str, now: Instant) -> bool {
+        if !self.any.load(Ordering::Relaxed) {
+            return false;
+        }
         let peers = self.peers.lock();
         peers.get(peer).is_some_and(|seen| now.saturating_duration_since(*seen) < REMEMBERED)
     }

@@ -10,6 +10,7 @@ use pingora::{Error, ErrorSource, ErrorType};
 
 use tokentap_record::ErrorSide;
 
+use super::stale_connection::Closure;
 use super::{RequestCtx, TapProxy, REQUEST_ID_HEADER};
 
 /// The error kind of an upstream `101 Switching Protocols` answer to a request that asked for no
@@ -46,7 +47,12 @@ impl TapProxy {
         // the request, or its reset of a request left unread), and a request body replayable in
         // full. The end of stream, or a reset met reading or writing.
         let closed = matches!(e.etype(), ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError);
-        if let Some(p) = probe.as_ref().filter(|p| client_reused && closed && p.closed_without_answer()) {
+        // A server that closed a pooled connection rather than answer: noted, retried or not.
+        let closure = match &probe {
+            Some(p) if client_reused && closed => p.after_failure(),
+            _ => Closure::Unknown,
+        };
+        if let (Some(p), Closure::RequestNotTaken | Closure::WithoutAnswer) = (&probe, &closure) {
             self.note_closed_pooled_connection(ctx, p.idle());
         }
         let stale = client_reused
@@ -54,7 +60,7 @@ impl TapProxy {
             && closed
             && e.esource() == &ErrorSource::Upstream
             && !session.as_ref().retry_buffer_truncated()
-            && (closed_before_write || probe.as_ref().is_some_and(|p| p.request_not_taken()));
+            && (closed_before_write || closure == Closure::RequestNotTaken);
         if !stale {
             return while_proxying(e, peer);
         }

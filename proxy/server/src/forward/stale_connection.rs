@@ -7,7 +7,7 @@
 //! Every proof is the server's own TCP segments, read from the socket's counters (`TCP_INFO`):
 //! - [`Reuse::ClosedByServer`]: before the request head is written, the socket is already past
 //!   the server's FIN. Nothing is written: the request is sent on another connection.
-//! - [`StaleProbe::request_not_taken`]: the attempt failed, no data segment of the server's
+//! - [`StaleProbe::after_failure`]: the attempt failed, no data segment of the server's
 //!   arrived since the request was written, and either
 //!   - the server's FIN came and acknowledged no byte of the request (the FIN carries the
 //!     server's acknowledgement of everything its TCP stack had received, and the kernel applies
@@ -33,6 +33,19 @@ pub(crate) enum Reuse {
     /// Open: the counters to compare with should the attempt fail.
     Open(StaleProbe),
     /// No TCP information, or the socket could not be duplicated: never retried.
+    Unknown,
+}
+
+/// How the server ended a reused connection whose attempt failed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Closure {
+    /// It sent no data since the request was written and either reset the connection or sent its
+    /// FIN acknowledging none of the request: it never took the request in (retried).
+    RequestNotTaken,
+    /// It closed (FIN) without a byte of answer after acknowledging request bytes: it may have
+    /// read the request (not retried).
+    WithoutAnswer,
+    /// Still open, an answer byte arrived, or no TCP information.
     Unknown,
 }
 
@@ -65,22 +78,19 @@ impl Reuse {
 }
 
 impl StaleProbe {
-    /// True when the server sent no data since the request was written and either reset the
-    /// connection, or sent its FIN acknowledging none of the request.
-    pub(crate) fn request_not_taken(&self) -> bool {
-        counters(&self.socket).is_some_and(|now| {
-            let answered = now.data_segments_received != self.before.data_segments_received;
-            let reset = now.state == TCP_CLOSE;
-            let fin_before_the_request = now.fin_received() && now.acked == self.before.acked;
-            !answered && (reset || fin_before_the_request)
-        })
-    }
-
-    /// True when the server closed the connection (a FIN or a reset) and sent no data since the
-    /// request was written, whatever it acknowledged: the server closed rather than answer.
-    pub(crate) fn closed_without_answer(&self) -> bool {
-        counters(&self.socket)
-            .is_some_and(|now| now.fin_received() && now.data_segments_received == self.before.data_segments_received)
+    /// What the counters say after the attempt failed (one getsockopt).
+    pub(crate) fn after_failure(&self) -> Closure {
+        let Some(now) = counters(&self.socket) else { return Closure::Unknown };
+        if !now.fin_received() || now.data_segments_received != self.before.data_segments_received {
+            return Closure::Unknown;
+        }
+        let reset = now.state == TCP_CLOSE;
+        let fin_before_the_request = now.acked == self.before.acked;
+        if reset || fin_before_the_request {
+            Closure::RequestNotTaken
+        } else {
+            Closure::WithoutAnswer
+        }
     }
 
     /// How long before the reuse the connection's last data from the server arrived.
@@ -162,7 +172,7 @@ mod tests {
         drop(server);
         let mut buf = [0u8; 16];
         assert_eq!(client.read(&mut buf).unwrap(), 0);
-        assert!(probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::RequestNotTaken);
     }
 
     #[test]
@@ -174,7 +184,7 @@ mod tests {
         assert!(server.read(&mut buf).unwrap() > 0);
         drop(server);
         assert_eq!(client.read(&mut buf).unwrap(), 0);
-        assert!(!probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::WithoutAnswer);
     }
 
     #[test]
@@ -185,7 +195,7 @@ mod tests {
         drop(server);
         let mut buf = [0u8; 64];
         while client.read(&mut buf).unwrap() > 0 {}
-        assert!(!probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::Unknown);
     }
 
     /// Waits (polling the socket's state, no timer) until the server's reset has arrived.
@@ -220,7 +230,7 @@ mod tests {
         until_reset(&client);
         let mut buf = [0u8; 16];
         assert!(client.read(&mut buf).is_err());
-        assert!(probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::RequestNotTaken);
     }
 
     #[test]
@@ -235,10 +245,10 @@ mod tests {
             std::thread::yield_now();
         }
         assert!(counters_of(&client).acked > probe.before.acked);
-        assert!(!probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::WithoutAnswer);
         drop(server);
         until_reset(&client);
-        assert!(probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::RequestNotTaken);
     }
 
     #[test]
@@ -250,6 +260,6 @@ mod tests {
         server.write_all(b"HTTP/1.1 200").unwrap();
         drop(server);
         until_reset(&client);
-        assert!(!probe.request_not_taken());
+        assert_eq!(probe.after_failure(), Closure::Unknown);
     }
 }

@@ -19,9 +19,12 @@ impl TapProxy {
         let route =
             ctx.data.route.clone().ok_or_else(|| Error::explain(ErrorType::InternalError, "no route selected"))?;
         let addr = route.resolve().await.map_err(|message| upstream_error(DNS_LOOKUP_FAILED, message))?;
-        ctx.data.peer_addr = Some(addr.to_string());
+        let peer_addr = addr.to_string();
         // An upstream that closes right after answering gets `Connection: close` (no pooling).
-        ctx.close_upstream_connection = self.closing_peers.closes(&addr.to_string(), std::time::Instant::now());
+        // Never on a route that may speak HTTP/2, where a `connection` header is malformed.
+        let h2 = route.upstream.tls && route.http2;
+        ctx.close_upstream_connection = !h2 && self.closing_peers.closes(&peer_addr, std::time::Instant::now());
+        ctx.data.peer_addr = Some(peer_addr);
         // SNI is always the upstream host name: an empty SNI would disable certificate checks.
         let mut peer = HttpPeer::new(addr, route.upstream.tls, route.upstream.host.clone());
         let t = &self.config.timeouts;
@@ -32,7 +35,7 @@ impl TapProxy {
         options.read_timeout = Some(Duration::from_secs(read_s));
         options.write_timeout = Some(Duration::from_secs(t.write_s));
         options.idle_timeout = Some(Duration::from_secs(t.idle_pool_s));
-        if route.upstream.tls && route.http2 {
+        if h2 {
             options.alpn = ALPN::H2H1;
             // One stream per connection hides other streams' flow control from the timings.
             options.max_h2_streams = 1;
