@@ -267,6 +267,12 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// that reads 4 KiB every 10 ms (about 400 KB/s), while the mock sends about 960 KB in half a
 /// second. Returns the bytes read.
 pub fn slow_read_chat(addr: SocketAddr) -> usize {
+    slow_read_chat_after(addr, Duration::ZERO)
+}
+
+/// [`slow_read_chat`] by a client that reads nothing for `first_read_after` (a stalled tab, a
+/// client busy elsewhere): the text is behind from the first event on.
+pub fn slow_read_chat_after(addr: SocketAddr, first_read_after: Duration) -> usize {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
     socket.set_recv_buffer_size(4096).expect("small receive buffer");
     socket.connect(&addr.into()).expect("connect");
@@ -280,6 +286,8 @@ pub fn slow_read_chat(addr: SocketAddr) -> usize {
         ("x-mock-itl-ms", "5"),
     ];
     stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
+    // Not reading is the scenario under test, not a way to wait for something.
+    std::thread::sleep(first_read_after);
     let mut total = 0usize;
     let mut buf = [0u8; 4096];
     loop {

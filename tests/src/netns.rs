@@ -72,12 +72,17 @@ impl NetnsPair {
         cmd
     }
 
-    /// Drops `percent` % of the UDP packets the namespace sends, at random (nftables `numgen`).
-    pub fn drop_udp_out(&self, percent: u32) {
+    /// Drops `drop` of every `of_every` RTP and RTCP packets the namespace sends (the first
+    /// `drop` of each run, counted by nftables' `numgen inc`: the same packets every run). RTP and
+    /// RTCP are told from the rest by their first byte, 128–191 (RFC 7983); STUN (ICE) and DTLS
+    /// (the handshake, and the data channel over SCTP) pass, so the loss is on the media alone and
+    /// the connection comes up as it does without it.
+    pub fn drop_media_out(&self, drop: u32, of_every: u32) {
+        assert!(drop < of_every, "drop {drop} of every {of_every}");
         let rules = format!(
             "add table inet tokentap_loss; \
              add chain inet tokentap_loss out {{ type filter hook output priority 0; policy accept; }}; \
-             add rule inet tokentap_loss out meta l4proto udp numgen random mod 100 < {percent} drop"
+             add rule inet tokentap_loss out meta l4proto udp @th,64,8 128-191 numgen inc mod {of_every} < {drop} drop"
         );
         run("ip", &["netns", "exec", &self.name, "nft", &rules]);
     }

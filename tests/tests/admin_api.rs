@@ -1,8 +1,9 @@
-//! The admin API: listing with filters, one record by id, health counters, CORS for the proxy
-//! origin, and its listener's own connection cap and head deadline.
+//! The admin API: listing with filters, one record by id (and waiting for one not written yet),
+//! health counters, CORS for the proxy origin, and its listener's own connection cap and head
+//! deadline.
 
-use std::io::Write;
-use std::net::TcpStream;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use tokentap_e2e::{http1, Mock, Tokentap};
@@ -127,6 +128,78 @@ fn lists_filters_and_fetches_records() {
     assert_eq!(allowed.header("access-control-allow-origin"), Some(origin.as_str()));
     let other = http1::get(tokentap.admin, "/_tokentap/api/health", &[("origin", "http://evil.example")]);
     assert_eq!(other.header("access-control-allow-origin"), None);
+}
+
+/// An upstream that answers one streamed chat request with a first event, then holds the rest
+/// until `finish` is told.
+fn held_upstream() -> (String, std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (finish, finished) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut buf).unwrap();
+            assert!(n > 0, "the request ended early");
+            request.extend_from_slice(&buf[..n]);
+        }
+        let event = |text: &str| {
+            let data = format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n");
+            format!("{:x}\r\n{data}\r\n", data.len())
+        };
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        conn.write_all(format!("{head}{}", event("Hello")).as_bytes()).unwrap();
+        finished.recv().unwrap();
+        let done = "data: [DONE]\n\n";
+        let tail = format!("{}{:x}\r\n{done}\r\n0\r\n\r\n", event(" world"), done.len());
+        conn.write_all(tail.as_bytes()).unwrap();
+        let _ = conn.read(&mut buf);
+    });
+    (url, finish, server)
+}
+
+#[test]
+fn one_record_can_be_waited_for_until_it_is_written() {
+    let (upstream, finish, server) = held_upstream();
+    let tokentap = Tokentap::start(&upstream, &[]);
+    let request = http1::request_bytes(
+        "POST",
+        "/v1/chat/completions",
+        &[("content-type", "application/json")],
+        br#"{"model":"m","stream":true,"messages":[]}"#,
+    );
+    let mut response = http1::StreamedResponse::open(tokentap.addr, &request);
+    response.read_head();
+    let id = response.response.header("x-tokentap-request-id").expect("a request id").to_string();
+
+    // Still streaming: no record yet, and without wait_ms no waiting.
+    assert_eq!(tokentap.admin_get(&format!("/_tokentap/api/requests/{id}")).0, 404);
+    assert_eq!(tokentap.admin_get(&format!("/_tokentap/api/requests/{id}?wait_ms=0")).0, 404);
+    assert_eq!(tokentap.admin_get(&format!("/_tokentap/api/requests/{id}?wait_ms=30001")).0, 400);
+
+    // A waiter, subscribed (the health answer counts it) before the stream ends.
+    let admin = tokentap.admin;
+    let path = format!("/_tokentap/api/requests/{id}?wait_ms=30000");
+    let waiter = std::thread::spawn(move || http1::get(admin, &path, &[]));
+    let subscribed = (0..2_000).any(|_| admin_connections(&tokentap)["feed_subscribers"] == 1);
+    assert!(subscribed, "the waiter never subscribed: {}", admin_connections(&tokentap));
+    finish.send(()).unwrap();
+    while response.read_some() {}
+    let answer = waiter.join().unwrap();
+    assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+    let record: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(record["request_id"], id.as_str());
+    assert_eq!(record["outcome"], "ok", "{record:#}");
+    server.join().unwrap();
+    // Its slot is given back; written, the record is there at once; an unknown one is a 404 after the wait.
+    let released = (0..2_000).any(|_| admin_connections(&tokentap)["feed_subscribers"] == 0);
+    assert!(released, "{}", admin_connections(&tokentap));
+    assert_eq!(tokentap.admin_get(&format!("/_tokentap/api/requests/{id}?wait_ms=30000")).0, 200);
+    let (status, body) = tokentap.admin_get("/_tokentap/api/requests/nope?wait_ms=1");
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(tokentap.admin_get("/_tokentap/api/turns/nope?wait_ms=1").0, 404);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! The checks: the page's first audible sample of each answer matches aiortc's send time plus the
 //! jitter buffer delay the page reported (within 40 ms), tokentap joins the page's report to the
 //! offer's record (one voice turn per answer) and exports each turn's spans in the offer's trace;
-//! with random loss on the media path, concealment is reported and the audio called choppy; with
+//! with packets lost on the media path, concealment is reported and the audio called choppy; with
 //! jitter the peer adds, the jitter buffer grows; the user talking over an answer is counted, with
 //! the time until the answer's audio stopped.
 
@@ -33,8 +33,9 @@ const SPEECH_END_TOLERANCE_MS: f64 = 60.0;
 
 /// The fake microphone's file: stretches of "speech" (two tones, −14 dBFS) at `speech` (start and
 /// length, seconds from the file's start), silence around them, `total_s` long. The file starts
-/// playing when the page opens the microphone, before the connection is up (later with loss on
-/// the path): the first stretch starts after 2 s of silence.
+/// playing when the page opens the microphone, before the connection is up: the first stretch
+/// starts after 2 s of silence. (Loss is therefore on the media alone: a handshake slowed by lost
+/// packets could come up after the first stretch was spoken, and the peer never hear it.)
 fn speech_wav(dir: &Path, speech: &[(f64, f64)], total_s: f64) -> PathBuf {
     const RATE: usize = 48_000;
     let at = |s: f64| (s * RATE as f64) as usize;
@@ -69,18 +70,19 @@ fn speech_wav(dir: &Path, speech: &[(f64, f64)], total_s: f64) -> PathBuf {
 /// Two stretches of speech of 700 ms, each followed by 2.8 s of silence: the peer answers each
 /// within the silence after it.
 const TWO_QUESTIONS: Setup =
-    Setup { loss_percent: 0, speech: &[(2.0, 0.7), (5.5, 0.7)], peer_args: &["--tone-ms", "800"] };
+    Setup { media_loss: None, speech: &[(2.0, 0.7), (5.5, 0.7)], peer_args: &["--tone-ms", "800"] };
 
 /// The peer's answer to the first question (300 + 200 ms after it detected its end, 700 ms after
 /// the file's, for 3 s) is still playing when the second starts (2.5 s after the first ended):
 /// the peer stops it.
 const BARGE_IN: Setup =
-    Setup { loss_percent: 0, speech: &[(2.0, 0.7), (4.5, 0.7)], peer_args: &["--tone-ms", "3000", "--barge-in"] };
+    Setup { media_loss: None, speech: &[(2.0, 0.7), (4.5, 0.7)], peer_args: &["--tone-ms", "3000", "--barge-in"] };
 
-/// What a session runs with: loss on the media path, the microphone's speech, the peer's options.
+/// What a session runs with: loss on the media path (`drop` of every `n` RTP packets the peer
+/// sends), the microphone's speech, the peer's options.
 #[derive(Clone, Copy)]
 struct Setup {
-    loss_percent: u32,
+    media_loss: Option<(u32, u32)>,
     speech: &'static [(f64, f64)],
     peer_args: &'static [&'static str],
 }
@@ -111,8 +113,8 @@ fn test_page(tokentap: &Tokentap) -> PageRun {
 fn session(setup: Setup, page: fn(&Tokentap) -> PageRun) -> Session {
     // Declared first, dropped last: the peer ends before its namespace goes.
     let netns = NetnsPair::create();
-    if setup.loss_percent > 0 {
-        netns.drop_udp_out(setup.loss_percent);
+    if let Some((drop, of_every)) = setup.media_loss {
+        netns.drop_media_out(drop, of_every);
     }
     let mut cmd = netns.command(tokentap_e2e::speech::webrtc_python().to_str().unwrap());
     cmd.arg(repo_root().join("tests/webrtc/peer.py")).args([
@@ -268,7 +270,8 @@ fn each_answer_is_heard_on_the_peers_schedule_and_joins_the_offers_trace() {
 
 #[test]
 fn loss_on_the_media_path_is_concealed_and_called_choppy() {
-    let mut s = session(Setup { loss_percent: 15, ..TWO_QUESTIONS }, test_page);
+    // 15 % of the answer's packets, three in a row of every twenty (60 ms gaps).
+    let mut s = session(Setup { media_loss: Some((3, 20)), ..TWO_QUESTIONS }, test_page);
     assert_eq!(s.out["result"]["outcome"], "answered", "{:#}", s.out);
     let webrtc = &s.out["reports"][0]["webrtc"];
     assert!(f(&webrtc["packets_lost"]) > 0.0, "{webrtc:#}");

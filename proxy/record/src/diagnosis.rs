@@ -292,6 +292,9 @@ fn verdict(
         );
     }
     let Some(first) = hops.iter().find(|h| h.rebuffers) else {
+        if let Some(steady) = steady_backlog(hops, backlog) {
+            return steady;
+        }
         let seen: Vec<&str> = hops.iter().map(|h| h.hop.as_str()).collect();
         let mut text = format!("no re-buffering (hops observed: {})", seen.join(", "));
         if !unobserved.is_empty() {
@@ -353,6 +356,24 @@ fn verdict(
         Hop::Paint => (VerdictKind::BrowserPaint, format!("in the browser: paint delayed (no long tasks seen); {held}")),
     };
     (kind, Some(first.hop), format!("{text}{largest}"), None)
+}
+
+/// A client far behind from its first text on: every event waited about as long at the client
+/// ACK, so none is held beyond the hop's smallest wait, yet the client left at least
+/// [`BACKLOG_BYTES`] unacknowledged and the median event waited at least [`HOLD_MS`] there (the
+/// certain wait: see [`certain_ack_wait`]). The backlog is the evidence that the wait is the
+/// client's: an answer's text never needs that much in flight.
+fn steady_backlog(hops: &[HopDelay], backlog: Option<u64>) -> Option<Verdict> {
+    let backlog = backlog.filter(|&b| b >= BACKLOG_BYTES)?;
+    let ack = hops.iter().find(|h| h.hop == Hop::ClientAck && h.added_ms.p50 >= HOLD_MS)?;
+    let text = format!(
+        "after tokentap's handoff: client/kernel backlog up to {}; text waited a median {} (up to {}) for the client, \
+         from the first text on — the client reads slower than the text arrives",
+        format_bytes(backlog),
+        format_ms(ack.added_ms.p50),
+        format_ms(ack.added_ms.max)
+    );
+    Some((VerdictKind::ClientBacklog, Some(Hop::ClientAck), text, None))
 }
 
 mod culprit;

@@ -67,6 +67,40 @@ fn slow_client_names_the_kernel_backlog() {
 }
 
 #[test]
+fn a_client_behind_from_the_first_text_on_is_named_though_nothing_is_held_beyond_the_first() {
+    // Every chunk reaches the client 1.90-1.96 s after its handoff: the client stalled before the
+    // first text and read at the pace the text came from then on (back-pressure paced tokentap's
+    // reads). Nothing waits 100 ms longer than the first did, but the client left 850 KB behind.
+    let mut r = record(60);
+    for (i, c) in r.timeline.chunks.iter_mut().enumerate() {
+        let wait = 1_900_000_000 + (i as u64 % 5) * 15_000_000;
+        c.t_acked_ns = Some(c.t_handoff_ns.unwrap() + wait);
+        c.t_ack_after_ns = Some(c.t_handoff_ns.unwrap() + wait - 2_000_000);
+    }
+    r.timeline.client_delivery.as_mut().unwrap().backlog_max_bytes = 850_000;
+    let d = diagnose(&r).unwrap();
+    let ack = hop(&d, Hop::ClientAck);
+    assert!(!ack.rebuffers && ack.hold_max_ms < 200.0, "{ack:?}");
+    assert_eq!((d.kind, d.hop), (VerdictKind::ClientBacklog, Some(Hop::ClientAck)), "{d:#?}");
+    assert!(
+        d.verdict.starts_with("after tokentap's handoff: client/kernel backlog up to 850 KB; text waited a median 1"),
+        "{}",
+        d.verdict
+    );
+    assert!(d.verdict.contains("from the first text on"), "{}", d.verdict);
+    // The same waits with a client that keeps its backlog small: a slow path, not a slow reader.
+    r.timeline.client_delivery.as_mut().unwrap().backlog_max_bytes = 60_000;
+    assert_eq!(diagnose(&r).unwrap().kind, VerdictKind::NoRebuffering);
+    // A backlog, but the text went through at once: nothing to name.
+    for c in r.timeline.chunks.iter_mut() {
+        c.t_acked_ns = Some(c.t_handoff_ns.unwrap() + 3_000_000);
+        c.t_ack_after_ns = Some(c.t_handoff_ns.unwrap() + 1_000_000);
+    }
+    r.timeline.client_delivery.as_mut().unwrap().backlog_max_bytes = 850_000;
+    assert_eq!(diagnose(&r).unwrap().kind, VerdictKind::NoRebuffering);
+}
+
+#[test]
 fn sampled_ack_times_of_an_irregular_stream_are_not_holds() {
     // Gaps alternate 50 ms and 600 ms; each chunk is seen acknowledged only at the next handoff,
     // up to 600 ms after it really was. That is sampling, not a hold.

@@ -79,7 +79,7 @@ pub(crate) struct Subscribers {
     open: Arc<AtomicUsize>,
 }
 
-struct Slot(Arc<AtomicUsize>);
+pub(super) struct Slot(Arc<AtomicUsize>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -88,12 +88,12 @@ impl Drop for Slot {
 }
 
 impl Subscribers {
-    fn take(&self, max: usize) -> Option<Slot> {
+    pub(super) fn take(&self, max: usize) -> Option<Slot> {
         self.open.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1)).ok()?;
         Some(Slot(self.open.clone()))
     }
 
-    #[cfg(test)]
+    /// Feeds and waits open now.
     pub(crate) fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
     }

@@ -59,6 +59,9 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
             "open": state.connections.open.load(Ordering::Relaxed),
             "max_open": state.limits.max_connections,
             "refused_over_cap": state.connections.refused_over_cap.load(Ordering::Relaxed),
+            // Live feeds and record or turn waits (`wait_ms`) open now.
+            "feed_subscribers": state.feed_subscribers.open(),
+            "max_feed_subscribers": state.feed_max_subscribers,
         },
         "upstream": {
             "stale_connection_retries": s.stale_connection_retries.load(Ordering::Relaxed),

@@ -3,7 +3,9 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /_tokentap/api/requests?limit=&route=&outcome=&model=&status=&since_unix_ns=` | `{"records":[…]}`, newest first |
-//! | `GET /_tokentap/api/requests/{request_id}` | one record, or 404 |
+//! | `GET /_tokentap/api/requests/{request_id}?wait_ms=` | one record, or 404 (after waiting up to `wait_ms` for it to be written) |
+//! | `GET /_tokentap/api/turns?limit=&conversation_id=` | `{"turns":[…]}`, newest first |
+//! | `GET /_tokentap/api/turns/{turn_id}?wait_ms=` | one closed turn, or 404 (after waiting up to `wait_ms`) |
 //! | `GET /_tokentap/api/stream` | `text/event-stream`, one `record` event per new record |
 //! | `GET /_tokentap/api/health` | version, pipeline counters, telemetry export counters |
 //! | `GET /_tokentap/` | the dashboard (`dashboard`), its files under `/_tokentap/dashboard/` |

@@ -117,6 +117,32 @@ impl RequestsQuery {
     }
 }
 
+/// The longest `wait_ms=` of one record or turn.
+pub(super) const MAX_WAIT_MS: u64 = 30_000;
+
+/// `GET /_tokentap/api/requests/{request_id}` and `GET /_tokentap/api/turns/{turn_id}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WaitQuery {
+    /// How long to wait for the record or turn when it is not written yet (0..=30000 ms).
+    #[serde(default, deserialize_with = "wait_ms")]
+    wait_ms: Option<u64>,
+}
+
+impl WaitQuery {
+    pub(super) fn wait(&self) -> Option<std::time::Duration> {
+        self.wait_ms.filter(|&ms| ms > 0).map(std::time::Duration::from_millis)
+    }
+}
+
+/// `wait_ms=`: milliseconds in 0..=30000.
+fn wait_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match String::deserialize(d)?.parse::<u64>() {
+        Ok(n) if n <= MAX_WAIT_MS => Ok(Some(n)),
+        _ => Err(D::Error::custom(format_args!("must be 0..={MAX_WAIT_MS} (milliseconds)"))),
+    }
+}
+
 /// `GET /_tokentap/api/turns`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -238,6 +264,22 @@ mod tests {
         assert_eq!(bad::<RequestsQuery>("status=70000").1, "status must be a number");
         assert_eq!(bad::<RequestsQuery>("since_unix_ns=yesterday").1, "since_unix_ns must be a number");
         assert_eq!(bad::<ListQuery>("limit=5&offset=x"), ("offset".into(), "offset must be a number".into()));
+    }
+
+    #[test]
+    fn wait_ms_is_bounded_and_zero_means_no_wait() {
+        for raw in ["wait_ms=30001", "wait_ms=-1", "wait_ms=soon", "wait_ms="] {
+            assert_eq!(
+                bad::<WaitQuery>(raw),
+                ("wait_ms".into(), "wait_ms must be 0..=30000 (milliseconds)".into()),
+                "{raw}"
+            );
+        }
+        assert_eq!(bad::<WaitQuery>("limit=5").0, "limit", "one record has no limit");
+        assert_eq!(parse::<WaitQuery>("").unwrap().wait(), None);
+        assert_eq!(parse::<WaitQuery>("wait_ms=0").unwrap().wait(), None);
+        let q: WaitQuery = parse("wait_ms=30000").unwrap();
+        assert_eq!(q.wait(), Some(std::time::Duration::from_secs(30)));
     }
 
     #[test]
