@@ -304,6 +304,41 @@ pub fn slow_read_chat_after(addr: SocketAddr, first_read_after: Duration) -> usi
     total
 }
 
+/// Streams a chat response through `addr` larger than the kernel lets one socket buffer
+/// (`tcp_wmem`'s maximum plus 1 MiB, in 16 KB events 5 ms apart) to a client with a 4 KiB
+/// receive buffer that reads nothing for `stall`, then reads as fast as it can. tokentap's write
+/// to it blocks, so the provider's last bytes wait in tokentap's upstream socket. Returns the
+/// bytes read.
+pub fn stalled_read_chat(addr: SocketAddr, stall: Duration) -> usize {
+    let wmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem").expect("tcp_wmem");
+    let wmem_max: usize = wmem.split_whitespace().nth(2).and_then(|v| v.parse().ok()).expect("tcp_wmem's maximum");
+    let tokens = ((wmem_max + (1 << 20)) / 16_000 + 1).to_string();
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_recv_buffer_size(4096).expect("small receive buffer");
+    socket.connect(&addr.into()).expect("connect");
+    let mut stream: TcpStream = socket.into();
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-mock-tokens", tokens.as_str()),
+        ("x-mock-event-bytes", "16000"),
+        ("x-mock-ttft-ms", "5"),
+        ("x-mock-itl-ms", "5"),
+        ("connection", "close"),
+    ];
+    stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
+    // Not reading is the scenario under test, not a way to wait for something.
+    std::thread::sleep(stall);
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n,
+        }
+    }
+}
+
 /// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.
 pub fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
     stream.set_read_timeout(Some(limit)).unwrap();

@@ -1,5 +1,7 @@
 //! Client delivery from TCP ACKs: a slow reader behind tokentap. Handoff stamps stay smooth (the
-//! kernel takes the bytes), while ACK times show how long the client really took.
+//! kernel takes the bytes), while ACK times show how long the client really took. A client that
+//! stops reading long enough blocks tokentap's writes: the provider's bytes then wait in
+//! tokentap's upstream socket, and are dated by their arrival there, not by tokentap's late read.
 
 use std::net::TcpStream;
 use std::time::Duration;
@@ -33,6 +35,34 @@ fn slow_reader_shows_in_ack_times_not_in_handoffs() {
     for pair in chunks.windows(2) {
         assert!(ms(&pair[0], "t_acked_ns") <= ms(&pair[1], "t_acked_ns"));
     }
+}
+
+#[test]
+fn a_client_that_stops_reading_does_not_make_the_provider_look_stalled() {
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    // The provider sends every event 5 ms apart; the client reads nothing for 3 s, so tokentap's
+    // write blocks and the provider's last bytes wait in tokentap's upstream socket.
+    let total = http1::stalled_read_chat(tokentap.addr, Duration::from_secs(3));
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "ok", "read {total} bytes");
+    let chunks = record["timeline"]["chunks"].as_array().unwrap();
+    let ms = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap() / 1e6;
+    // The wait shows where it was: between the arrival and the handoff (back-pressure) ...
+    let handoff_lag_max = chunks.iter().map(|c| ms(c, "t_handoff_ns") - ms(c, "t_up_ns")).fold(0.0, f64::max);
+    assert!(handoff_lag_max > 1_000.0, "handoff lag {handoff_lag_max} ms");
+    // ... and in the span in which tokentap's window was closed to the provider.
+    let held = record["timeline"]["upstream_held"].as_array().expect("a held span");
+    let held_ms: f64 = held.iter().map(|s| ms(s, "end_ns") - ms(s, "start_ns")).sum();
+    assert!(held_ms > 1_000.0, "{held:?}");
+    // ... not between the provider's events: no stall, no inter-token gap of a second.
+    let analysis = &record["analysis"];
+    assert_eq!(analysis["stalls"]["count"], 0, "{}", analysis["stalls"]);
+    let itl_max = analysis["metrics"]["itl_ms"]["max"].as_f64().unwrap();
+    assert!(itl_max < 1_000.0, "inter-token latency max {itl_max} ms");
+    let d = &record["diagnosis"];
+    assert_eq!(d["kind"], "client_backlog", "{d:#}");
 }
 
 #[test]

@@ -160,6 +160,13 @@ impl StreamAnalyzer {
         }
     }
 
+    /// Spans (`[start, end]` ns since t0, in order) in which the proxy held the provider (its
+    /// receive window closed by back-pressure from the client): left out of the gaps between
+    /// content events (ITL, stalls) and of the output rate's span. Set before the first chunk.
+    pub fn upstream_held(&mut self, spans: &[(u64, u64)]) {
+        self.interpreter.timeline.held = spans.to_vec();
+    }
+
     /// Feeds the bytes of one upstream body chunk, in order. `t_up_ns` is its arrival time relative
     /// to the request start t0 (monotonic nanoseconds).
     pub fn push_chunk(&mut self, bytes: &[u8], t_up_ns: u64) {

@@ -105,7 +105,7 @@ fn add_token_metrics(timeline: &Timeline, metrics: &mut StreamMetrics) {
     };
     metrics.first_content_tokens = Some(first);
     if let (Some(t_first), Some(t_last)) = (timeline.first_content_ns, timeline.last_content_ns) {
-        let span_ns = t_last.saturating_sub(t_first);
+        let span_ns = t_last.saturating_sub(t_first).saturating_sub(timeline.held_between(t_first, t_last));
         if timeline.content_events > 1 && span_ns > 0 && !timeline.token_text_truncated {
             let rate = total.saturating_sub(first) as f64 / (span_ns as f64 / 1e9);
             metrics.output_tps = Some(rate);

@@ -42,6 +42,8 @@ pub(crate) struct Timeline {
     pub(crate) content_events: u64,
     pub(crate) itl: Reservoir,
     pub(crate) stalls: StallCounters,
+    /// Spans in which the proxy held the provider (`StreamAnalyzer::upstream_held`).
+    pub(crate) held: Vec<(u64, u64)>,
     heartbeats_since_content: u64,
     answer_chars_cum: u64,
     pub(crate) events: Vec<EventStamp>,
@@ -124,6 +126,7 @@ impl Timeline {
             last_content_ns: None,
             content_events: 0,
             itl: Reservoir::new(),
+            held: Vec::new(),
             stalls: StallCounters::default(),
             heartbeats_since_content: 0,
             answer_chars_cum: 0,
@@ -183,7 +186,8 @@ impl Timeline {
             self.content_events += 1;
             match self.last_content_ns {
                 Some(previous) => {
-                    let gap = t.saturating_sub(previous);
+                    // The provider's gap: time the proxy held it is not the provider's.
+                    let gap = t.saturating_sub(previous).saturating_sub(self.held_between(previous, t));
                     self.itl.push(gap);
                     if gap >= self.stall_threshold_ns {
                         self.stall(previous, gap);
@@ -220,6 +224,11 @@ impl Timeline {
             }
         }
         self.stamp(class, chars);
+    }
+
+    /// Of `[from, to]`, the time inside the held spans.
+    pub(crate) fn held_between(&self, from: u64, to: u64) -> u64 {
+        self.held.iter().map(|&(start, end)| end.min(to).saturating_sub(start.max(from))).sum()
     }
 
     fn stall(&mut self, start_ns: u64, gap_ns: u64) {

@@ -126,6 +126,36 @@ fn stalls_with_and_without_heartbeats() {
 }
 
 #[test]
+fn time_the_proxy_held_the_provider_is_not_the_providers_gap() {
+    // Events 100 ms apart, then 2 s in which the proxy's window was closed (a slow client), then
+    // the rest: the provider's gap across the held span is 300 ms, not 2.3 s.
+    let ctx = StreamContext {
+        request_path: "/v1/chat/completions".into(),
+        provider_hint: Some("openai".into()),
+        response_content_type: Some("text/event-stream".into()),
+        response_status: Some(200),
+    };
+    let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits::default());
+    analyzer.upstream_held(&[(400 * MS, 2_400 * MS)]);
+    for (i, t) in [100, 200, 300, 2_600, 2_700].iter().enumerate() {
+        analyzer.push_chunk(openai(&format!(r#"{{"content":"{}"}}"#, FOUR_TOKENS.repeat(i + 1))).as_bytes(), t * MS);
+    }
+    let a = analyzer.finish(RequestTiming {
+        t_upstream_headers_ns: Some(4 * MS),
+        t_end_ns: Some(2_800 * MS),
+        body_complete: true,
+    });
+    assert_eq!(a.stalls.count, 0, "{:?}", a.stalls);
+    let itl = a.metrics.itl_ms.as_ref().unwrap();
+    assert_eq!(itl.max, 300.0);
+    // (4·(2+3+4+5) = 56 tokens after the first event) over 2.6 s − 2 s held.
+    let tps = a.metrics.output_tps.unwrap();
+    assert!((tps - 56.0 / 0.6).abs() < 1e-6, "{tps}");
+    // The events keep the times they were read at.
+    assert_eq!(a.events.last().unwrap().t_ms, 2_700.0);
+}
+
+#[test]
 fn event_spanning_chunks_is_stamped_by_the_completing_chunk() {
     let event = openai(r#"{"content":"late"}"#);
     let (head, tail) = event.split_at(20);

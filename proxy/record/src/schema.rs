@@ -130,7 +130,19 @@ pub struct TimelineRecord {
     /// Delivery to the client measured from its TCP ACKs (absent without a body).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub client_delivery: Option<crate::ack::ClientDelivery>,
+    /// Spans in which tokentap held the provider: its upstream receive window was closed, with the
+    /// provider's bytes waiting unread, because its write to a slow client waited. Left out of the
+    /// provider's gaps (ITL, stalls, output rate).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub upstream_held: Vec<HeldSpan>,
     pub chunks: Vec<ChunkStamp>,
+}
+
+/// A span of the timeline, in nanoseconds since t0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldSpan {
+    pub start_ns: u64,
+    pub end_ns: u64,
 }
 
 /// tokentap's own cost for this request.

@@ -297,6 +297,9 @@ pub(crate) struct ChunkTimeline {
     pub last_chunk_ns: Option<u64>,
     /// Largest handoff − arrival seen, over all chunks.
     pub max_handoff_lag_ns: u64,
+    /// Spans in which tokentap held the provider: its upstream window closed by back-pressure
+    /// from the client (`forward::upstream_queue`), at most `MAX_HELD_SPANS`.
+    pub upstream_held: Vec<(u64, u64)>,
 }
 
 impl ChunkTimeline {

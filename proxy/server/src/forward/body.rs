@@ -1,6 +1,7 @@
 //! Body stamping: the work of the three body hooks. This is the forwarding path: each reads the
 //! clock, pushes a fixed-size stamp and keeps a `Bytes` handle, and the handoff reads the client
-//! socket's TCP counters when due (one getsockopt). Nothing else: no parsing, no lock, no
+//! socket's TCP counters when due (one getsockopt), the upstream piece its socket's after a gap
+//! (one getsockopt, `upstream_queue`). Nothing else: no parsing, no lock, no
 //! allocation per byte, no logging.
 
 use std::time::Instant;
@@ -54,7 +55,11 @@ impl TapProxy {
         let entered = Instant::now();
         if let Some(piece) = body {
             if !piece.is_empty() {
-                let t = ctx.data.anchor.since_t0(entered);
+                let read = ctx.data.anchor.since_t0(entered);
+                // After a gap, one getsockopt: bytes that waited in tokentap's socket (a slow
+                // client held the previous write) are dated by their arrival (`upstream_queue`).
+                let chunks = &mut ctx.data.chunks;
+                let t = ctx.upstream_queue.arrival(read, chunks.last_chunk_ns, &mut chunks.upstream_held);
                 let limits = &self.config.timeline;
                 let cap = if ctx.data.upgrade { limits.max_websocket_bytes } else { limits.max_analysis_bytes };
                 ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, cap);

@@ -21,6 +21,7 @@ pub(crate) mod stale_connection;
 pub(crate) mod tail;
 pub(crate) mod tunnel;
 mod upstream;
+pub(crate) mod upstream_queue;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -103,6 +104,8 @@ pub(crate) struct RequestCtx {
     close_upstream_connection: bool,
     /// Informational (1xx) heads passed on so far (at most [`MAX_INFORMATIONAL`]).
     informational: u32,
+    /// The upstream socket, to date pieces that waited in it (`upstream_queue`).
+    upstream_queue: upstream_queue::UpstreamQueue,
 }
 
 impl RequestCtx {
@@ -119,6 +122,7 @@ impl RequestCtx {
             retried_stale_connection: false,
             close_upstream_connection: false,
             informational: 0,
+            upstream_queue: upstream_queue::UpstreamQueue::default(),
         }
     }
 

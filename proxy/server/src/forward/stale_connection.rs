@@ -63,12 +63,17 @@ fn this_process() -> Option<&'static OwnedFd> {
     PIDFD.get_or_init(|| pidfd_open(getpid(), PidfdFlags::empty()).ok()).as_ref()
 }
 
+/// A duplicate of this process's descriptor `fd` (`pidfd_getfd`, Linux 5.6), for reading a socket
+/// pingora owns.
+pub(crate) fn duplicate(fd: RawFd) -> Option<OwnedFd> {
+    pidfd_getfd(this_process()?, fd, PidfdGetfdFlags::empty()).ok()
+}
+
 impl Reuse {
     /// Reads `fd`'s counters (one getsockopt); when open, keeps a duplicate of it
     /// (`pidfd_getfd`, Linux 5.6).
     pub(crate) fn before_write(fd: RawFd) -> Reuse {
-        let Some(process) = this_process() else { return Reuse::Unknown };
-        let Ok(socket) = pidfd_getfd(process, fd, PidfdGetfdFlags::empty()) else { return Reuse::Unknown };
+        let Some(socket) = duplicate(fd) else { return Reuse::Unknown };
         match counters(&socket) {
             None => Reuse::Unknown,
             Some(c) if c.fin_received() => Reuse::ClosedByServer { idle: c.idle },

@@ -73,6 +73,7 @@ pub(super) fn note_connection(
     digest: Option<&Digest>,
     ctx: &mut RequestCtx,
 ) -> Result<()> {
+    ctx.upstream_queue.connected(Some(fd));
     let mut connection = UpstreamConnection {
         reused,
         peer_addr: ctx.data.peer_addr.clone(),

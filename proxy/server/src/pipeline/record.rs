@@ -144,6 +144,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
             },
             limits,
         );
+        analyzer.upstream_held(&d.chunks.upstream_held);
         for (t_up_ns, piece) in &d.chunks.body.pieces {
             analyzer.push_chunk(piece, *t_up_ns);
         }
@@ -262,6 +263,12 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
             chunks_truncated: d.chunks.chunks_truncated,
             analysis_bytes_truncated: d.chunks.body.truncated,
             client_delivery,
+            upstream_held: d
+                .chunks
+                .upstream_held
+                .iter()
+                .map(|&(start_ns, end_ns)| tokentap_record::schema::HeldSpan { start_ns, end_ns })
+                .collect(),
             chunks: std::mem::take(&mut d.chunks.chunks),
         },
         analysis,
