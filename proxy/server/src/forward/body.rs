@@ -67,6 +67,8 @@ impl TapProxy {
         }
         if end_of_stream {
             ctx.data.upstream_eos = true;
+            // The duplicate descriptor goes now: it would keep a connection pingora closes open.
+            ctx.upstream_queue.finished();
         }
         ctx.charge(entered);
     }

@@ -63,6 +63,12 @@ impl UpstreamQueue {
         *self = UpstreamQueue { fd, ..UpstreamQueue::default() };
     }
 
+    /// The response's body has ended: the duplicate descriptor is closed (it would keep open a
+    /// connection pingora closes).
+    pub(crate) fn finished(&mut self) {
+        *self = UpstreamQueue::default();
+    }
+
     /// When the piece read at `read_ns` had arrived: `read_ns`, or earlier when the socket says
     /// its bytes were waiting (never before `previous_ns`, the previous piece's arrival). A gap
     /// at whose end the socket's window was closed with bytes waiting since is a span in which
