@@ -19,7 +19,11 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use pingora::protocols::SocketDigest;
 
 /// A read this long after the one before is checked: a gap the provider or the client made.
-pub(crate) const CHECK_GAP_NS: u64 = 50_000_000;
+/// Streams whose events come faster cost nothing more; one whose events are this far apart costs
+/// two system calls per event, at most ten a second.
+pub(crate) const CHECK_GAP_NS: u64 = 100_000_000;
+/// A closed window held the provider only when nothing had arrived for this long.
+const HELD_MIN_NS: u64 = 50_000_000;
 /// The coarsest kernel clock tick (HZ = 100); `tcpi_last_data_recv` counts whole ticks.
 const TICK_NS: u64 = 10_000_000;
 /// Observations kept per response (the oldest that still date unread bytes come first).
@@ -136,7 +140,7 @@ impl UpstreamQueue {
 /// with bytes unread, nothing received since the last data segment (so from then, one tick
 /// late at most, to this read). `None` when the provider was free to send.
 fn held_span(read_ns: u64, reading: Reading) -> Option<(u64, u64)> {
-    if !reading.window_closed || reading.queued == 0 || reading.since_last_data_ns < CHECK_GAP_NS {
+    if !reading.window_closed || reading.queued == 0 || reading.since_last_data_ns < HELD_MIN_NS {
         return None;
     }
     Some((read_ns.saturating_sub(reading.since_last_data_ns.saturating_sub(TICK_NS)), read_ns))
