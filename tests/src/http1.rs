@@ -273,19 +273,7 @@ pub fn slow_read_chat(addr: SocketAddr) -> usize {
 /// [`slow_read_chat`] by a client that reads nothing for `first_read_after` (a stalled tab, a
 /// client busy elsewhere): the text is behind from the first event on.
 pub fn slow_read_chat_after(addr: SocketAddr, first_read_after: Duration) -> usize {
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    socket.set_recv_buffer_size(4096).expect("small receive buffer");
-    socket.connect(&addr.into()).expect("connect");
-    let mut stream: TcpStream = socket.into();
-    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let headers = [
-        ("content-type", "application/json"),
-        ("x-mock-tokens", "60"),
-        ("x-mock-event-bytes", "16000"),
-        ("x-mock-ttft-ms", "5"),
-        ("x-mock-itl-ms", "5"),
-    ];
-    stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
+    let mut stream = small_buffer_chat(addr, "60", &[]);
     // Not reading is the scenario under test, not a way to wait for something.
     std::thread::sleep(first_read_after);
     let mut total = 0usize;
@@ -313,20 +301,7 @@ pub fn stalled_read_chat(addr: SocketAddr, stall: Duration) -> usize {
     let wmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem").expect("tcp_wmem");
     let wmem_max: usize = wmem.split_whitespace().nth(2).and_then(|v| v.parse().ok()).expect("tcp_wmem's maximum");
     let tokens = ((wmem_max + (1 << 20)) / 16_000 + 1).to_string();
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    socket.set_recv_buffer_size(4096).expect("small receive buffer");
-    socket.connect(&addr.into()).expect("connect");
-    let mut stream: TcpStream = socket.into();
-    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
-    let headers = [
-        ("content-type", "application/json"),
-        ("x-mock-tokens", tokens.as_str()),
-        ("x-mock-event-bytes", "16000"),
-        ("x-mock-ttft-ms", "5"),
-        ("x-mock-itl-ms", "5"),
-        ("connection", "close"),
-    ];
-    stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
+    let mut stream = small_buffer_chat(addr, &tokens, &[("connection", "close")]);
     // Not reading is the scenario under test, not a way to wait for something.
     std::thread::sleep(stall);
     let mut total = 0usize;
@@ -337,6 +312,26 @@ pub fn stalled_read_chat(addr: SocketAddr, stall: Duration) -> usize {
             Ok(n) => total += n,
         }
     }
+}
+
+/// A streamed chat request of `tokens` mock events of 16 KB, 5 ms apart, sent from a socket with
+/// a 4 KiB receive buffer; nothing read yet.
+fn small_buffer_chat(addr: SocketAddr, tokens: &str, extra: &[(&str, &str)]) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket.set_recv_buffer_size(4096).expect("small receive buffer");
+    socket.connect(&addr.into()).expect("connect");
+    let mut stream: TcpStream = socket.into();
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("x-mock-tokens", tokens),
+        ("x-mock-event-bytes", "16000"),
+        ("x-mock-ttft-ms", "5"),
+        ("x-mock-itl-ms", "5"),
+    ];
+    headers.extend_from_slice(extra);
+    stream.write_all(&request_bytes("POST", "/v1/chat/completions", &headers, body)).expect("write request");
+    stream
 }
 
 /// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.

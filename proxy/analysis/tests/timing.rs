@@ -9,6 +9,11 @@ fn openai(delta: &str) -> String {
 }
 
 fn analyze(chunks: &[(String, u64)], t_end_ns: u64) -> StreamAnalysis {
+    analyze_held(chunks, t_end_ns, &[])
+}
+
+/// [`analyze`] with spans in which the proxy held the provider.
+fn analyze_held(chunks: &[(String, u64)], t_end_ns: u64, held: &[(u64, u64)]) -> StreamAnalysis {
     let ctx = StreamContext {
         request_path: "/v1/chat/completions".into(),
         provider_hint: Some("openai".into()),
@@ -16,6 +21,7 @@ fn analyze(chunks: &[(String, u64)], t_end_ns: u64) -> StreamAnalysis {
         response_status: Some(200),
     };
     let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits::default());
+    analyzer.upstream_held(held);
     for (bytes, t) in chunks {
         analyzer.push_chunk(bytes.as_bytes(), *t);
     }
@@ -129,22 +135,12 @@ fn stalls_with_and_without_heartbeats() {
 fn time_the_proxy_held_the_provider_is_not_the_providers_gap() {
     // Events 100 ms apart, then 2 s in which the proxy's window was closed (a slow client), then
     // the rest: the provider's gap across the held span is 300 ms, not 2.3 s.
-    let ctx = StreamContext {
-        request_path: "/v1/chat/completions".into(),
-        provider_hint: Some("openai".into()),
-        response_content_type: Some("text/event-stream".into()),
-        response_status: Some(200),
-    };
-    let mut analyzer = StreamAnalyzer::new(ctx, AnalysisLimits::default());
-    analyzer.upstream_held(&[(400 * MS, 2_400 * MS)]);
-    for (i, t) in [100, 200, 300, 2_600, 2_700].iter().enumerate() {
-        analyzer.push_chunk(openai(&format!(r#"{{"content":"{}"}}"#, FOUR_TOKENS.repeat(i + 1))).as_bytes(), t * MS);
-    }
-    let a = analyzer.finish(RequestTiming {
-        t_upstream_headers_ns: Some(4 * MS),
-        t_end_ns: Some(2_800 * MS),
-        body_complete: true,
-    });
+    let chunks: Vec<(String, u64)> = [100, 200, 300, 2_600, 2_700]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (openai(&format!(r#"{{"content":"{}"}}"#, FOUR_TOKENS.repeat(i + 1))), t * MS))
+        .collect();
+    let a = analyze_held(&chunks, 2_800 * MS, &[(400 * MS, 2_400 * MS)]);
     assert_eq!(a.stalls.count, 0, "{:?}", a.stalls);
     let itl = a.metrics.itl_ms.as_ref().unwrap();
     assert_eq!(itl.max, 300.0);
