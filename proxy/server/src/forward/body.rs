@@ -1,7 +1,7 @@
 //! Body stamping: the work of the three body hooks. This is the forwarding path: each reads the
 //! clock, pushes a fixed-size stamp and keeps a `Bytes` handle, and the handoff reads the client
-//! socket's TCP counters when due (one getsockopt), the upstream piece its socket's after a gap
-//! (one getsockopt, `upstream_queue`). Nothing else: no parsing, no lock, no
+//! socket's TCP counters when due (one getsockopt), the upstream piece its socket's counters after
+//! a gap (a getsockopt and an ioctl, `upstream_queue`). Nothing else: no parsing, no lock, no
 //! allocation per byte, no logging.
 
 use std::time::Instant;
@@ -56,8 +56,8 @@ impl TapProxy {
         if let Some(piece) = body {
             if !piece.is_empty() {
                 let read = ctx.data.anchor.since_t0(entered);
-                // After a gap, one getsockopt: bytes that waited in tokentap's socket (a slow
-                // client held the previous write) are dated by their arrival (`upstream_queue`).
+                // After a gap, a getsockopt and an ioctl: bytes that waited in tokentap's socket (a
+                // slow client held the previous write) are dated by their arrival (`upstream_queue`).
                 let chunks = &mut ctx.data.chunks;
                 let t = ctx.upstream_queue.arrival(read, chunks.last_chunk_ns, &mut chunks.upstream_held);
                 let limits = &self.config.timeline;
