@@ -140,7 +140,18 @@ fn held_upstream() -> (String, std::sync::mpsc::Sender<()>, std::thread::JoinHan
         let (mut conn, _) = listener.accept().unwrap();
         let mut request = Vec::new();
         let mut buf = [0u8; 4096];
-        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        // The whole request, its body included (its length is the one the test sends).
+        let whole = |request: &[u8]| {
+            let text = String::from_utf8_lossy(request).to_ascii_lowercase();
+            let Some(end) = text.find("\r\n\r\n") else { return false };
+            let length = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            request.len() >= end + 4 + length
+        };
+        while !whole(&request) {
             let n = conn.read(&mut buf).unwrap();
             assert!(n > 0, "the request ended early");
             request.extend_from_slice(&buf[..n]);
@@ -155,7 +166,7 @@ fn held_upstream() -> (String, std::sync::mpsc::Sender<()>, std::thread::JoinHan
         let done = "data: [DONE]\n\n";
         let tail = format!("{}{:x}\r\n{done}\r\n0\r\n\r\n", event(" world"), done.len());
         conn.write_all(tail.as_bytes()).unwrap();
-        let _ = conn.read(&mut buf);
+        // Done: the connection closes (kept, tokentap would pool it for a minute).
     });
     (url, finish, server)
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tokentap_e2e::{http1, Framing, Script, ScriptedUpstream, Tokentap};
+use tokentap_e2e::{http1, Framing, Mock, Script, ScriptedUpstream, Tokentap};
 
 /// Text fragments that stress framing: every SSE line ending, multi-byte UTF-8, lone CRs.
 const FRAGMENTS: &[&[u8]] = &[
@@ -317,13 +317,15 @@ fn pipelined_requests_are_answered_in_order() {
 
 #[test]
 fn bytes_pass_unchanged_with_any_client_read_buffer_and_either_runtime() {
-    // The client read buffer (`[connections] read_buffer_bytes`, 0 = none) and a runtime per
-    // thread (`work_stealing = false`) change how pingora reads, never what it forwards.
+    // The client read buffer (`[connections] read_buffer_bytes`, 0 = none), a runtime per thread
+    // (`work_stealing = false`) and pingora's proxy as the relay instead of tokentap's loop change
+    // how bytes are read, never what is forwarded.
     let upstream = ScriptedUpstream::start();
     for (name, text) in [
         ("unbuffered", "[connections]\nread_buffer_bytes = 0\n"),
         ("7-byte buffer", "[connections]\nread_buffer_bytes = 7\n"),
         ("no work stealing", "work_stealing = false\nthreads = 2\n"),
+        ("pingora relay", "[connections]\nrelay = \"pingora\"\n"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("tokentap.toml");
@@ -384,4 +386,42 @@ fn an_absolute_form_target_is_forwarded_to_the_route_and_recorded_by_its_path() 
     let record = feed.next_record();
     assert_eq!(record["path"], "/v1/chat/completions?x=1", "{record}");
     assert_eq!(record["outcome"], "ok", "{record}");
+}
+
+/// A client that sends `Expect: 100-continue` waits for the upstream's `100 Continue` before it
+/// sends its body: the interim head is passed on while the request body has not come, then the
+/// answer streams.
+#[test]
+fn a_client_expecting_100_continue_gets_it_before_it_sends_the_body() {
+    use std::io::{Read, Write};
+    let mock = Mock::start(&["--tokens", "5"]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let mut feed = tokentap.feed();
+    let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut conn = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    // A deadline, so a missing interim head fails the test instead of hanging it.
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    let mut interim = Vec::new();
+    let mut byte = [0u8; 1];
+    while !interim.ends_with(b"\r\n\r\n") {
+        let n = conn.read(&mut byte).expect("the interim head before the deadline");
+        assert_eq!(n, 1, "closed before an interim head: {:?}", String::from_utf8_lossy(&interim));
+        interim.push(byte[0]);
+    }
+    assert!(interim.starts_with(b"HTTP/1.1 100"), "{}", String::from_utf8_lossy(&interim));
+    conn.write_all(body).unwrap();
+    let mut rest = Vec::new();
+    conn.read_to_end(&mut rest).unwrap();
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("HTTP/1.1 200"), "{rest}");
+    assert!(rest.contains("data: [DONE]"), "{rest}");
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "ok", "{record:#}");
+    assert_eq!(record["status"], 200, "{record:#}");
 }

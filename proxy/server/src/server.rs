@@ -16,6 +16,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use crate::admin::{self, AdminState};
 use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
+use crate::forward::exchange::Exchanges;
 use crate::forward::tunnel::Tunnels;
 use crate::forward::TapProxy;
 use crate::pages::Pages;
@@ -163,7 +164,9 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
         LagProbe::new(stats.scheduling_lag.clone(), Arc::new(move |lag| telemetry.observe_scheduling_lag(lag)))
     };
     let tunnels = Tunnels::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
-    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, tunnels));
+    let exchanges = Exchanges::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
+    let proxy =
+        http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, tunnels, exchanges));
     let mut service =
         Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();

@@ -32,6 +32,22 @@ pub struct ConnectionsConfig {
     /// pingora's own default is 64 KiB, allocated and zeroed per connection; client requests are
     /// small, and a read that does not fit takes one more system call, never more latency.
     pub read_buffer_bytes: usize,
+    /// Who forwards an HTTP/1.1 exchange to an HTTP/1 upstream: `tokentap` (one loop per exchange,
+    /// the default) or `pingora` (pingora's HTTP/1 proxy, two tasks joined by a channel; kept for
+    /// one release). HTTP/1.0 clients, HTTP/2 clients and routes that may speak HTTP/2 upstream
+    /// are forwarded by pingora either way.
+    pub relay: Relay,
+}
+
+/// Who forwards an HTTP/1.1 exchange (`[connections] relay`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relay {
+    /// tokentap's own loop (`forward/exchange.rs`): one task reads both sides.
+    #[default]
+    Tokentap,
+    /// pingora's HTTP/1 proxy.
+    Pingora,
 }
 
 /// Default client read buffer: one request head of common size. Reads larger than the buffer go
@@ -49,6 +65,7 @@ impl Default for ConnectionsConfig {
             head_timeout_s: 60,
             keepalive_idle_s: 60,
             read_buffer_bytes: DEFAULT_READ_BUFFER_BYTES,
+            relay: Relay::Tokentap,
         }
     }
 }

@@ -36,7 +36,7 @@ pub use admin::{
     MAX_FEED_SUBSCRIBERS, MIN_ADMIN_TOKEN_LEN,
 };
 pub use analysis::{AnalysisConfig, WorkerPriority};
-pub use connections::{ConnectionsConfig, DEFAULT_READ_BUFFER_BYTES};
+pub use connections::{ConnectionsConfig, Relay, DEFAULT_READ_BUFFER_BYTES};
 pub use listen::{DEFAULT_ADMIN_LISTEN, DEFAULT_LISTEN};
 pub use otel::{OtelConfig, OtelEnv};
 pub use privacy::PrivacyConfig;

@@ -74,6 +74,18 @@ impl TapProxy {
     }
 }
 
+/// tokentap's relay, before it reads the upstream again: after a write that held it (a slow
+/// client), the upstream socket is read first (`upstream_queue::before_read`): one clock read,
+/// and after a gap a getsockopt and an ioctl.
+#[inline]
+pub(super) fn before_upstream_read(ctx: &mut RequestCtx) {
+    if !ctx.recording || !ctx.upstream_queue.has_read() {
+        return;
+    }
+    let now = ctx.data.anchor.since_t0(Instant::now());
+    ctx.upstream_queue.before_read(now, &mut ctx.data.chunks.upstream_held);
+}
+
 /// A piece handed to the client: stamped by byte range and, when due, the client socket read.
 #[inline]
 pub(super) fn stamp_handoff(session: &Session, body: Option<&Bytes>, end_of_stream: bool, ctx: &mut RequestCtx) {

@@ -120,7 +120,7 @@ impl TapProxy {
 
 /// Whether pingora's own error line is left out: a relayed WebSocket session's error (the relay
 /// logged it), and a client that went away (one calm line instead).
-pub(super) fn quiet_error_log(ctx: &RequestCtx, error: &Error) -> bool {
+pub(super) fn quiet_error_log(ctx: &RequestCtx, error: &Error, summary: impl FnOnce() -> String) -> bool {
     // A relayed WebSocket session's error was logged by the relay, with what it means.
     if ctx.relayed {
         return true;
@@ -135,6 +135,11 @@ pub(super) fn quiet_error_log(ctx: &RequestCtx, error: &Error) -> bool {
             ctx.data.chunks.handed_off_bytes,
             error.etype().as_str()
         );
+        return true;
+    }
+    // An exchange relayed by tokentap: pingora would call its error a failed request filter.
+    if ctx.exchange {
+        tracing::error!("Fail to proxy: {error}, {}", summary());
         return true;
     }
     false

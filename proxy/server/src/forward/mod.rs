@@ -11,6 +11,7 @@
 mod body;
 mod closing_peers;
 mod completion;
+pub(crate) mod exchange;
 mod failure;
 pub(crate) mod internal;
 pub(crate) mod privacy;
@@ -41,6 +42,7 @@ use crate::pages::Pages;
 use crate::pipeline::{CompletedRequest, FinalizeQueue};
 use crate::request_data::RequestData;
 use crate::scheduling_lag::LagProbe;
+use exchange::Exchanges;
 use internal::ProbeIngest;
 use privacy::{redact_path, Redactor};
 use tail::TailWatcher;
@@ -60,6 +62,7 @@ pub(crate) struct TapProxy {
     tails: TailWatcher,
     lag_probe: LagProbe,
     tunnels: Tunnels,
+    exchanges: Exchanges,
     closing_peers: closing_peers::ClosingPeers,
 }
 
@@ -70,6 +73,7 @@ impl TapProxy {
         pages: Arc<Pages>,
         lag_probe: LagProbe,
         tunnels: Tunnels,
+        exchanges: Exchanges,
     ) -> Self {
         let redactor = Redactor::new(&config.privacy.redact_headers);
         let ingest = Arc::new(ProbeIngest::new(config.probe.clone()));
@@ -77,7 +81,7 @@ impl TapProxy {
         let tails = TailWatcher::new(finalize.clone());
         let closing_peers =
             closing_peers::ClosingPeers::new(Duration::from_millis(config.timeouts.closed_after_answer_ms));
-        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, tunnels, closing_peers }
+        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, tunnels, exchanges, closing_peers }
     }
 }
 
@@ -92,6 +96,8 @@ pub(crate) struct RequestCtx {
     pub recording: bool,
     /// A WebSocket session relayed by `tunnel` (which logs its own errors).
     pub relayed: bool,
+    /// An HTTP/1.1 exchange relayed by `exchange` (which logs its errors as pingora's proxy would).
+    pub exchange: bool,
     /// Where the record goes if the request's task is dropped before `logging` (see `Drop`).
     finalize: Option<FinalizeQueue>,
     /// The reused upstream connection's counters until the response head arrives.
@@ -116,6 +122,7 @@ impl RequestCtx {
             no_route: false,
             recording: true,
             relayed: false,
+            exchange: false,
             finalize: None,
             stale_probe: None,
             closed_before_write: false,
@@ -289,8 +296,8 @@ impl ProxyHttp for TapProxy {
         self.complete(session, e, ctx).await;
     }
 
-    fn suppress_error_log(&self, _session: &Session, ctx: &Self::CTX, error: &Error) -> bool {
-        failure::quiet_error_log(ctx, error)
+    fn suppress_error_log(&self, session: &Session, ctx: &Self::CTX, error: &Error) -> bool {
+        failure::quiet_error_log(ctx, error, || self.request_summary(session, ctx))
     }
 
     fn request_summary(&self, session: &Session, _ctx: &Self::CTX) -> String {

@@ -13,7 +13,7 @@ use tokentap_record::trace::{split_traceparent_query, TraceContext};
 
 use super::failure::error_message;
 use super::privacy::{redact_path, Redactor};
-use super::{header_str, internal, tunnel, RequestCtx, TapProxy};
+use super::{exchange, header_str, internal, tunnel, RequestCtx, TapProxy};
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1) that are not forwarded.
 const HOP_BY_HOP: &[&str] = &[
@@ -93,7 +93,15 @@ impl TapProxy {
             ctx.data.open = Some(self.finalize.open_request());
             ctx.finalize = Some(self.finalize.clone());
         }
+        let relayed_here = exchange::relays(&self.config, session, &route);
         ctx.data.route = Some(route);
+        if relayed_here {
+            // An HTTP/1.1 exchange: relayed by tokentap's own loop (`exchange`), not pingora's.
+            ctx.charge(entered);
+            ctx.exchange = true;
+            self.relay_exchange(session, ctx).await?;
+            return Ok(true);
+        }
         if session.is_upgrade_req() {
             // A WebSocket session. The client may stay silent for minutes (pingora's default: 60 s).
             ctx.data.upgrade = true;

@@ -174,7 +174,7 @@ impl TapProxy {
     }
 
     /// One piece from the upstream to the client, through both response body hooks.
-    async fn deliver(
+    pub(super) async fn deliver(
         &self,
         session: &mut Session,
         mut piece: Option<Bytes>,

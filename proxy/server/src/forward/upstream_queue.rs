@@ -41,6 +41,8 @@ pub(crate) struct UpstreamQueue {
     catching_up: bool,
     /// (by when, bytes received by then), both increasing.
     observations: VecDeque<(u64, u64)>,
+    /// The socket was read before the read that ends this gap (`before_read`).
+    read_before: bool,
 }
 
 /// One reading of the socket.
@@ -72,6 +74,29 @@ impl UpstreamQueue {
         *self = UpstreamQueue::default();
     }
 
+    /// tokentap's own relay, before it reads the upstream again: after a gap since the last read
+    /// (its write to a slow client held it), the socket is read first. The read itself opens the
+    /// window, and on a fast path the provider's held bytes are in before the piece is stamped:
+    /// read after, the socket would show neither the hold nor the wait.
+    #[inline]
+    pub(crate) fn before_read(&mut self, now_ns: u64, held: &mut Vec<(u64, u64)>) {
+        if self.read_before || self.last_read_ns.is_none_or(|last| now_ns.saturating_sub(last) < CHECK_GAP_NS) {
+            return;
+        }
+        let Some(reading) = self.read_socket() else { return };
+        self.read_before = true;
+        if let Some(span) = held_span(now_ns, reading) {
+            note_held(held, span);
+        }
+        self.observe(now_ns, reading);
+    }
+
+    /// Whether a piece was read yet (`before_read` has nothing to compare before that).
+    #[inline]
+    pub(crate) fn has_read(&self) -> bool {
+        self.last_read_ns.is_some()
+    }
+
     /// When the piece read at `read_ns` had arrived: `read_ns`, or earlier when the socket says
     /// its bytes were waiting (never before `previous_ns`, the previous piece's arrival). A gap
     /// at whose end the socket's window was closed with bytes waiting since is a span in which
@@ -83,11 +108,12 @@ impl UpstreamQueue {
         if !gap && !self.catching_up {
             return read_ns;
         }
+        let read_before = std::mem::take(&mut self.read_before);
         let Some(reading) = self.read_socket() else {
             self.catching_up = false;
             return read_ns;
         };
-        if gap {
+        if gap && !read_before {
             if let Some(span) = held_span(read_ns, reading) {
                 note_held(held, span);
             }
@@ -112,14 +138,7 @@ impl UpstreamQueue {
 
     /// Dates the piece read at `read_ns` by the observations, this reading's included.
     fn date(&mut self, read_ns: u64, reading: Reading, previous_ns: Option<u64>) -> u64 {
-        // Everything received had arrived by the last data segment (one tick late at most).
-        let by = read_ns.saturating_sub(reading.since_last_data_ns.saturating_sub(TICK_NS));
-        if self.observations.back().is_none_or(|&(_, received)| received < reading.received) {
-            if self.observations.len() == MAX_OBSERVATIONS {
-                self.observations.pop_back();
-            }
-            self.observations.push_back((by, reading.received));
-        }
+        self.observe(read_ns, reading);
         // The bytes read so far end here; observations that had received fewer date nothing more.
         let read_end = reading.received.saturating_sub(reading.queued);
         while self.observations.front().is_some_and(|&(_, received)| received < read_end) {
@@ -131,6 +150,20 @@ impl UpstreamQueue {
         // as they are read (a bulk body) would otherwise cost two system calls per piece.
         self.catching_up = reading.queued > 0 && arrived < read_ns;
         arrived
+    }
+}
+
+impl UpstreamQueue {
+    /// Keeps a reading taken at `now_ns`: everything received had arrived by the last data
+    /// segment (one tick late at most).
+    fn observe(&mut self, now_ns: u64, reading: Reading) {
+        let by = now_ns.saturating_sub(reading.since_last_data_ns.saturating_sub(TICK_NS));
+        if self.observations.back().is_none_or(|&(_, received)| received < reading.received) {
+            if self.observations.len() == MAX_OBSERVATIONS {
+                self.observations.pop_back();
+            }
+            self.observations.push_back((by, reading.received));
+        }
     }
 }
 
@@ -220,6 +253,39 @@ mod tests {
         // A gap, but no socket to read: read as it came.
         assert_eq!(queue.arrival(300 * MS, Some(130 * MS), &mut held), 300 * MS);
         assert!(held.is_empty());
+    }
+
+    /// The relay reads the socket before the read that ends a gap: bytes that arrive with that
+    /// read (the window it opens lets them in) do not hide the wait of those before them.
+    #[test]
+    fn a_reading_before_the_read_dates_the_bytes_that_waited() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut receiver, _) = listener.accept().unwrap();
+        let mut queue = UpstreamQueue::default();
+        queue.connected(Some(receiver.as_raw_fd()));
+        let start = std::time::Instant::now();
+        let now = || start.elapsed().as_nanos() as u64;
+        let mut held = Vec::new();
+        sender.write_all(b"first").unwrap();
+        receiver.read_exact(&mut [0u8; 5]).unwrap();
+        queue.arrival(now(), None, &mut held);
+        queue.before_read(now(), &mut held);
+        assert!(!queue.read_before, "no gap yet: nothing read");
+        let sent = now();
+        sender.write_all(b"second").unwrap();
+        // The bytes wait unread (the scenario: the socket's own clock is under test).
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        queue.before_read(now(), &mut held);
+        assert!(queue.read_before);
+        // More bytes arrive just before the read, as they do when the read opens the window; the
+        // read takes the bytes that waited.
+        sender.write_all(b"third").unwrap();
+        receiver.read_exact(&mut [0u8; 6]).unwrap();
+        let read = now();
+        let arrived = queue.arrival(read, Some(0), &mut held);
+        assert!(sent <= arrived && arrived + 50 * MS <= read, "sent {sent} <= arrived {arrived}, read {read}");
+        assert!(!queue.read_before, "once per gap");
     }
 
     /// A real socket whose peer sent bytes that wait unread: the reading dates them.

@@ -12,8 +12,17 @@ use tokentap_e2e::process::Proc;
 #[derive(Clone, Debug)]
 pub(crate) enum Arm {
     Direct,
-    Nginx { bin: PathBuf },
-    Tokentap { label: String, bin: PathBuf, recording: bool },
+    Nginx {
+        bin: PathBuf,
+    },
+    /// `pingora_relay`: `[connections] relay = "pingora"` (pingora's HTTP/1 proxy instead of
+    /// tokentap's one loop per exchange).
+    Tokentap {
+        label: String,
+        bin: PathBuf,
+        recording: bool,
+        pingora_relay: bool,
+    },
 }
 
 impl Arm {
@@ -21,7 +30,8 @@ impl Arm {
         match self {
             Arm::Direct => "direct".into(),
             Arm::Nginx { .. } => "nginx".into(),
-            Arm::Tokentap { label, recording: true, .. } => label.clone(),
+            Arm::Tokentap { label, recording: true, pingora_relay: false, .. } => label.clone(),
+            Arm::Tokentap { label, recording: true, pingora_relay: true, .. } => format!("{label}, pingora relay"),
             Arm::Tokentap { label, recording: false, .. } => format!("{label}, recording off"),
         }
     }
@@ -58,7 +68,9 @@ pub(crate) fn start_wrapped(arm: &Arm, upstream: SocketAddr, core: usize, thread
     match arm {
         Arm::Direct => Running { addr: upstream, admin: None, proc: None, dir: None },
         Arm::Nginx { bin } => start_nginx(bin, upstream, core, wrap),
-        Arm::Tokentap { bin, recording, .. } => start_tokentap(bin, upstream, core, threads, *recording, wrap),
+        Arm::Tokentap { bin, recording, pingora_relay, .. } => {
+            start_tokentap(bin, upstream, core, threads, *recording, *pingora_relay, wrap)
+        }
     }
 }
 
@@ -83,6 +95,7 @@ fn start_tokentap(
     core: usize,
     threads: usize,
     recording: bool,
+    pingora_relay: bool,
     wrap: &[String],
 ) -> Running {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -95,6 +108,9 @@ fn start_tokentap(
     );
     if !recording {
         text.push_str("\n[timeline]\nenabled = false\n");
+    }
+    if pingora_relay {
+        text.push_str("\n[connections]\nrelay = \"pingora\"\n");
     }
     if !wrap.is_empty() {
         // Instrumented, the record worker at SCHED_IDLE would be starved by anything else on the

@@ -234,9 +234,12 @@ pub(crate) fn run(
                     crate::table::command_output(&bin.display().to_string(), &["-v"])
                 );
             }
-            Arm::Tokentap { bin, recording, .. } => {
-                let how =
-                    if *recording { "recording and analysis on (defaults)" } else { "`[timeline] enabled = false`" };
+            Arm::Tokentap { bin, recording, pingora_relay, .. } => {
+                let how = match (*recording, *pingora_relay) {
+                    (true, false) => "recording and analysis on (defaults)",
+                    (true, true) => "recording and analysis on, `[connections] relay = \"pingora\"`",
+                    (false, _) => "`[timeline] enabled = false`",
+                };
                 let _ = writeln!(s, "- {}: `{}`, `threads = 1`, {how}.", arm.name(), bin.display());
             }
         }

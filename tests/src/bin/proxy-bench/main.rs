@@ -33,6 +33,8 @@ pub(crate) struct Args {
     rate_seconds: u64,
     connections: usize,
     tokentaps: Vec<(String, PathBuf)>,
+    /// Labels of builds measured once more with pingora's HTTP/1 proxy as the relay.
+    pingora_relay: Vec<String>,
     recording_off: bool,
     nginx: Option<PathBuf>,
     proxy_core: usize,
@@ -56,7 +58,8 @@ pub(crate) struct Args {
 const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 40] [--gap-ms 50] [--repeats 2]
   [--transport sse|websocket]   (how streams travel: SSE responses, or server frames of WebSocket sessions)
   [--rates 100,1000,3000] [--rate-seconds 5] [--connections 64]
-  [--tokentap LABEL=PATH]... [--recording-off true|false] [--nginx PATH|none]
+  [--tokentap LABEL=PATH]... [--pingora-relay LABEL]... [--recording-off true|false] [--nginx PATH|none]
+      (--pingora-relay: that build once more with `[connections] relay = \"pingora\"`)
   [--proxy-core 0] [--load-core 1] [--threads 1]
   [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)
   [--faults all|collector-down,collector-silent,disk-full,store-removed,worker-panic,sigterm,
@@ -76,6 +79,7 @@ fn parse_args() -> Result<Args, String> {
         rate_seconds: 5,
         connections: 64,
         tokentaps: Vec::new(),
+        pingora_relay: Vec::new(),
         recording_off: true,
         nginx: Some(tokentap_e2e::nginx::nginx_bin()),
         proxy_core: 0,
@@ -128,6 +132,7 @@ fn parse_args() -> Result<Args, String> {
                 let (label, path) = value.split_once('=').ok_or_else(|| bad("LABEL=PATH"))?;
                 args.tokentaps.push((label.to_string(), PathBuf::from(path)));
             }
+            "--pingora-relay" => args.pingora_relay.push(value.clone()),
             "--recording-off" => args.recording_off = value.parse().map_err(|_| bad("true or false"))?,
             "--nginx" => args.nginx = (value != "none").then(|| PathBuf::from(&value)),
             "--proxy-core" => args.proxy_core = value.parse().map_err(|_| bad("a core number"))?,
@@ -149,6 +154,9 @@ fn parse_args() -> Result<Args, String> {
     if args.tokentaps.is_empty() {
         args.tokentaps.push(("tokentap".into(), tokentap_e2e::process::bin_dir().join("tokentap")));
     }
+    if let Some(label) = args.pingora_relay.iter().find(|l| !args.tokentaps.iter().any(|(t, _)| t == *l)) {
+        return Err(format!("--pingora-relay {label}: no --tokentap {label}=PATH"));
+    }
     if args.levels.contains(&0) || args.repeats == 0 || args.schedule.events == 0 || args.connections == 0 {
         return Err("levels, repeats, events and connections must be at least 1".into());
     }
@@ -164,12 +172,15 @@ fn arms(args: &Args) -> Vec<Arm> {
         arms.push(Arm::Nginx { bin: bin.clone() });
     }
     for (label, bin) in &args.tokentaps {
-        arms.push(Arm::Tokentap { label: label.clone(), bin: bin.clone(), recording: true });
+        arms.push(Arm::Tokentap { label: label.clone(), bin: bin.clone(), recording: true, pingora_relay: false });
+        if args.pingora_relay.contains(label) {
+            arms.push(Arm::Tokentap { label: label.clone(), bin: bin.clone(), recording: true, pingora_relay: true });
+        }
     }
     if args.recording_off {
-        // The last build given, with recording off: pure forwarding through pingora.
+        // The last build given, with recording off: forwarding only.
         let (label, bin) = args.tokentaps.last().expect("one tokentap");
-        arms.push(Arm::Tokentap { label: label.clone(), bin: bin.clone(), recording: false });
+        arms.push(Arm::Tokentap { label: label.clone(), bin: bin.clone(), recording: false, pingora_relay: false });
     }
     arms
 }
@@ -244,7 +255,7 @@ fn main() {
     }
     if args.soak_minutes > 0 {
         let (label, bin) = args.tokentaps.last().expect("one tokentap").clone();
-        let arm = Arm::Tokentap { label, bin, recording: true };
+        let arm = Arm::Tokentap { label, bin, recording: true, pingora_relay: false };
         println!("{}", table::preamble(&args_line(), std::slice::from_ref(&arm), &args));
         let target = arm::start(&arm, upstream, args.proxy_core, args.threads);
         let Some(pid) = target.pid() else { unreachable!("tokentap is a process") };

@@ -198,14 +198,16 @@ in rotated order, {} time(s).",
                     command_output(&bin.display().to_string(), &["-v"])
                 );
             }
-            Arm::Tokentap { label, bin, recording } => {
+            Arm::Tokentap { label, bin, recording, pingora_relay } => {
                 let _ = writeln!(
                     s,
                     "- {}: `{}`, `threads = {}`, {}.",
                     arm.name(),
                     bin.display(),
                     args.threads,
-                    if *recording {
+                    if *pingora_relay {
+                        "recording and analysis on, `[connections] relay = \"pingora\"`"
+                    } else if *recording {
                         "recording and analysis on (defaults)"
                     } else {
                         "`[timeline] enabled = false` (no stamps, no records)"

@@ -1,0 +1,420 @@
+//! HTTP/1.1 exchanges relayed by tokentap itself: one loop per exchange.
+//!
+//! pingora's HTTP/1 proxy runs each exchange as two tasks joined by a channel (one reads the
+//! client and writes the answer, the other writes the request and reads the answer), so every
+//! piece of a streamed answer wakes two tasks and crosses a channel. Here one `select!` loop reads
+//! both sides and calls the same hooks in the same order as pingora's proxy: `upstream_peer`,
+//! `connected_to_upstream`, `upstream_request_filter`, then `request_body_filter` for every piece
+//! of the request body, `upstream_response_filter` and `response_filter` for the answer's head,
+//! and both response body hooks for every piece of the answer. pingora's connector (pooling,
+//! TLS) and its HTTP/1 sessions on both sides (framing, smuggling checks, keep-alive, pipelining)
+//! are used as they are; only the relay between them is tokentap's.
+//!
+//! What the loop does as pingora's proxy does:
+//! - the request head is sanitized before the hook (`upstream_head`): the headers the client's
+//!   `Connection` names dropped (at most 9; more, a protected name or a malformed token refuses the
+//!   request), the hop-by-hop headers dropped, and a body without a length sent chunked;
+//! - the request body streams upstream while the answer may already be coming: informational
+//!   heads (`100 Continue` to a client that sent `Expect: 100-continue`) are passed on before the
+//!   body is sent; once the body is sent the client is watched while the answer streams (a client
+//!   that closes ends the exchange at once, bytes of a pipelined next request are kept for it);
+//! - an answer without a length to an HTTP/1.1 client is sent chunked;
+//! - the request is retried once on a new connection when a reused one was stale (the same
+//!   decision as `error_while_proxy`, `failure::retry_or_fail`), its body replayed from pingora's
+//!   retry buffer (at most 64 KiB; a longer body is never retried);
+//! - an upstream connection goes back to the pool only when the request was written whole and
+//!   the answer read whole.
+//!
+//! Left to pingora's proxy (`relays`): HTTP/1.0 and HTTP/2 clients, routes that may speak HTTP/2
+//! upstream, upgrade requests (WebSocket sessions have their own relay, `tunnel`).
+//!
+//! One difference: a request body piece is written upstream before the loop reads the upstream
+//! again, so an upstream that stops reading the request while it sends a long answer holds the
+//! exchange until `[timeouts] write_s` (pingora's two tasks would read the answer meanwhile).
+
+use bytes::Bytes;
+use pingora::connectors::http::v1::Connector;
+use pingora::http::RequestHeader;
+use pingora::protocols::http::v1::client::HttpSession;
+use pingora::protocols::http::HttpTask;
+use pingora::protocols::UniqueID;
+use pingora::proxy::{ProxyHttp, Session};
+use pingora::upstreams::peer::{HttpPeer, Peer};
+use pingora::{Error, ErrorType, Result};
+
+use crate::config::{Relay, ValidConfig};
+use crate::route::Route;
+
+use super::{RequestCtx, TapProxy};
+
+/// The connector (and so the pool) of the exchanges tokentap relays.
+pub(crate) struct Exchanges {
+    connector: Connector,
+}
+
+impl Exchanges {
+    pub(crate) fn new(connector: Connector) -> Self {
+        Self { connector }
+    }
+}
+
+/// Whether tokentap relays this request itself: an HTTP/1.1 client, no upgrade, a route that
+/// speaks HTTP/1 upstream, and `[connections] relay = "tokentap"`.
+pub(crate) fn relays(config: &ValidConfig, session: &Session, route: &Route) -> bool {
+    config.connections.relay == Relay::Tokentap
+        && session.req_header().version == http::Version::HTTP_11
+        && !session.as_downstream().is_http2()
+        && !session.is_upgrade_req()
+        && !(route.upstream.tls && route.http2)
+}
+
+/// At most this many `Connection` tokens name headers to drop; one more refuses the request
+/// (pingora's bound on a hostile header's work).
+const MAX_CONNECTION_NOMINATIONS: usize = 10;
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) and the framing ones the upstream request never carries
+/// as the client sent them.
+const HOP_BY_HOP: &[&str] = &[
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "connection",
+    "upgrade",
+    "http2-settings",
+];
+
+/// Whether a byte may appear in an HTTP token (RFC 9110 §5.6.2).
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
+}
+
+/// The request head as it goes upstream before the hook: HTTP/1.1, the headers the client's
+/// `Connection` names dropped, the hop-by-hop headers dropped. A `Connection` header that names
+/// too many headers, a malformed token, a pseudo-header or a protected header (`host`, the
+/// forwarding-origin ones) refuses the request, as pingora's proxy does.
+fn upstream_head(request: &mut RequestHeader) -> Result<()> {
+    request.set_version(http::Version::HTTP_11);
+    let mut nominated: Vec<http::HeaderName> = Vec::new();
+    let tokens = request
+        .headers
+        .get_all("connection")
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|token| !token.is_empty());
+    for (count, token) in tokens.enumerate() {
+        if count + 1 >= MAX_CONNECTION_NOMINATIONS {
+            return Err(refused("too many Connection header nominations"));
+        }
+        if token.first() == Some(&b':') || !token.iter().all(|b| is_token_byte(*b)) {
+            return Err(refused("invalid token nominated by the Connection header"));
+        }
+        let name = http::HeaderName::from_bytes(token)
+            .map_err(|_| refused("invalid token nominated by the Connection header"))?;
+        if matches!(name.as_str(), "host" | "x-forwarded-for" | "x-forwarded-host" | "x-forwarded-proto") {
+            return Err(refused("protected header cannot be nominated by the Connection header"));
+        }
+        nominated.push(name);
+    }
+    for name in nominated {
+        request.remove_header(&name);
+    }
+    for name in HOP_BY_HOP {
+        request.remove_header(*name);
+    }
+    Ok(())
+}
+
+fn refused(why: &'static str) -> Box<Error> {
+    Error::explain(ErrorType::InvalidHTTPHeader, why).into_down()
+}
+
+/// The answer's head as the client gets it: an answer without a length (closed by the upstream)
+/// is sent chunked, so the client's connection stays open. Not for answers that have no body.
+fn frame_client_head(head: &mut pingora::http::ResponseHeader, head_request: bool, end: bool) -> Result<()> {
+    let no_body = head_request || matches!(head.status.as_u16(), 204 | 304) || head.status.is_informational();
+    if !no_body
+        && !end
+        && !head.headers.contains_key("transfer-encoding")
+        && !head.headers.contains_key("content-length")
+    {
+        head.set_version(http::Version::HTTP_11);
+        head.insert_header("transfer-encoding", "chunked")?;
+    }
+    Ok(())
+}
+
+impl TapProxy {
+    /// Relays one HTTP/1.1 exchange (see the module's comment); an error carries its side and is
+    /// answered by `fail_to_proxy`, as a proxy error is.
+    pub(super) async fn relay_exchange(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        // The request body read from the client is kept (at most 64 KiB) for the one retry.
+        session.enable_retry_buffering();
+        let mut replay = false;
+        loop {
+            match self.exchange_on_a_connection(session, ctx, replay).await {
+                Err(e) if e.retry() => {
+                    tracing::warn!(request_id = %ctx.data.request_id, "{}", super::failure::error_message(&e));
+                    replay = true;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// One try: a connection from the pool (or a new one), the exchange on it, and the connection
+    /// back to the pool when it can serve another request.
+    async fn exchange_on_a_connection(&self, session: &mut Session, ctx: &mut RequestCtx, replay: bool) -> Result<()> {
+        let peer = self.upstream_peer(session, ctx).await?;
+        let (mut upstream, reused) = match self.exchanges.connector.get_http_session(&*peer).await {
+            Ok(connection) => connection,
+            Err(mut e) => {
+                e.as_up();
+                return Err(self.fail_to_connect(session, &peer, ctx, e).into_up());
+            }
+        };
+        upstream.read_timeout = peer.options.read_timeout;
+        upstream.write_timeout = peer.options.write_timeout;
+        match self.exchange(session, &mut upstream, reused, &peer, ctx, replay).await {
+            Ok(true) => {
+                self.exchanges.connector.release_http_session(upstream, &*peer, peer.idle_timeout()).await;
+                Ok(())
+            }
+            Ok(false) => Ok(()),
+            Err(e) => Err(self.error_while_proxy(&peer, session, e, ctx, reused)),
+        }
+    }
+
+    /// The exchange on one upstream connection; `Ok(true)` when the connection can be reused.
+    async fn exchange(
+        &self,
+        session: &mut Session,
+        upstream: &mut HttpSession,
+        reused: bool,
+        peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        replay: bool,
+    ) -> Result<bool> {
+        self.connected_to_upstream(session, reused, peer, upstream.id(), Some(upstream.digest()), ctx).await?;
+
+        let mut request = session.req_header().clone();
+        upstream_head(&mut request)?;
+        self.upstream_request_filter(session, &mut request, ctx).await?;
+        let body_empty = session.is_body_empty();
+        if !body_empty && !request.headers.contains_key("content-length") {
+            request.insert_header("transfer-encoding", "chunked")?;
+        }
+        let head_request = request.method == http::Method::HEAD;
+        upstream.write_request_header(Box::new(request)).await.map_err(|e| e.into_up())?;
+
+        let mut request_done = false;
+        if replay {
+            // The retry: what the client sent so far goes again (its hooks ran the first time).
+            if let Some(sent) = session.get_retry_buffer().filter(|b| !b.is_empty()) {
+                upstream.write_body(&sent).await.map_err(|e| e.into_up())?;
+            }
+            if body_empty || session.is_body_done() {
+                upstream.finish_body().await.map_err(|e| e.into_up())?;
+                request_done = true;
+            }
+        } else if body_empty {
+            self.request_body_filter(session, &mut None, true, ctx).await?;
+            upstream.finish_body().await.map_err(|e| e.into_up())?;
+            request_done = true;
+        }
+
+        let mut response_done = false;
+        // The request could not be written whole: the answer may still come, the connection is
+        // not reused, and an answer that does not come fails with this error.
+        let mut send_error: Option<Box<Error>> = None;
+        while !request_done || !response_done {
+            if !response_done {
+                super::body::before_upstream_read(ctx);
+            }
+            tokio::select! {
+                // The request body, then (while the answer streams) the client watched: a close
+                // ends the exchange, a pipelined next request's bytes are kept for it.
+                piece = session.downstream_session.read_body_or_idle(request_done), if !request_done || !response_done => {
+                    let mut piece = piece.map_err(|e| e.into_down())?;
+                    if request_done {
+                        continue;
+                    }
+                    let end = piece.is_none() || session.is_body_done();
+                    self.request_body_filter(session, &mut piece, end, ctx).await?;
+                    if send_error.is_none() {
+                        if let Err(e) = send_body(upstream, piece, end).await {
+                            if response_done {
+                                // The answer is complete: the rest of the request is not needed.
+                                return Ok(false);
+                            }
+                            send_error = Some(e);
+                        }
+                    }
+                    request_done = end;
+                }
+                task = upstream.read_response_task(), if !response_done => {
+                    let task = match task {
+                        Ok(task) => task,
+                        Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
+                    };
+                    response_done = self.deliver_task(session, task, head_request, ctx).await?;
+                }
+            }
+            if send_error.is_some() && !response_done {
+                // Nothing more goes upstream; the answer is still read.
+                request_done = true;
+            }
+        }
+        Ok(send_error.is_none())
+    }
+
+    /// One task read from the upstream, through the hooks to the client; `Ok(true)` once the
+    /// answer is complete.
+    async fn deliver_task(
+        &self,
+        session: &mut Session,
+        task: HttpTask,
+        head_request: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<bool> {
+        match task {
+            HttpTask::Header(mut head, end) => {
+                self.upstream_response_filter(session, &mut head, ctx).await?;
+                if head.status.is_informational() {
+                    // Passed on as it came (`100 Continue` among them); the answer follows.
+                    session.write_response_header(head, false).await.map_err(|e| e.into_down())?;
+                    return Ok(false);
+                }
+                frame_client_head(&mut head, head_request, end)?;
+                self.response_filter(session, &mut head, ctx).await?;
+                session.write_response_header(head, end).await.map_err(|e| e.into_down())?;
+                if end {
+                    self.deliver(session, None, true, ctx).await?;
+                }
+                Ok(end)
+            }
+            HttpTask::Body(piece, end) => {
+                let end = end || piece.is_none();
+                self.deliver(session, piece, end, ctx).await?;
+                Ok(end)
+            }
+            // HTTP/1 trailers are not passed on (nor by pingora's proxy): the answer is over.
+            HttpTask::Done | HttpTask::Trailer(_) => {
+                self.deliver(session, None, true, ctx).await?;
+                Ok(true)
+            }
+            HttpTask::Failed(e) => Err(e.into_up()),
+            HttpTask::UpgradedBody(..) => {
+                Err(Error::explain(ErrorType::InvalidHTTPHeader, "an upgraded body without an upgrade").into_up())
+            }
+        }
+    }
+}
+
+/// A piece of the request body upstream, and the body's end when it ends.
+async fn send_body(upstream: &mut HttpSession, piece: Option<Bytes>, end: bool) -> Result<()> {
+    if let Some(bytes) = piece.filter(|b| !b.is_empty()) {
+        upstream.write_body(&bytes).await.map_err(|e| e.into_up())?;
+    }
+    if end {
+        upstream.finish_body().await.map_err(|e| e.into_up())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(headers: &[(&str, &str)]) -> RequestHeader {
+        let mut request = RequestHeader::build("POST", b"/v1/chat/completions", None).unwrap();
+        for (name, value) in headers {
+            request.append_header(name.to_string(), *value).unwrap();
+        }
+        request
+    }
+
+    #[test]
+    fn the_upstream_head_drops_hop_by_hop_and_nominated_headers() {
+        /// Client headers, headers present upstream, headers absent upstream.
+        type Case = (&'static [(&'static str, &'static str)], &'static [&'static str], &'static [&'static str]);
+        let cases: &[Case] = &[
+            (
+                &[("connection", "keep-alive, X-Hop"), ("x-hop", "1"), ("keep-alive", "timeout=5"), ("x-kept", "1")],
+                &["x-kept"],
+                &["connection", "x-hop", "keep-alive"],
+            ),
+            (
+                &[("transfer-encoding", "chunked"), ("te", "trailers"), ("trailer", "x"), ("upgrade", "h2c")],
+                &[],
+                &["transfer-encoding", "te", "trailer", "upgrade"],
+            ),
+            (
+                &[("proxy-authorization", "Basic x"), ("proxy-connection", "keep-alive"), ("http2-settings", "AA")],
+                &[],
+                &["proxy-authorization", "proxy-connection", "http2-settings"],
+            ),
+            (&[("connection", ", ,close"), ("content-length", "2")], &["content-length"], &["connection"]),
+        ];
+        for (headers, present, absent) in cases {
+            let mut head = request(headers);
+            upstream_head(&mut head).unwrap();
+            assert_eq!(head.version, http::Version::HTTP_11);
+            for name in *present {
+                assert!(head.headers.contains_key(*name), "{name} kept: {headers:?}");
+            }
+            for name in *absent {
+                assert!(!head.headers.contains_key(*name), "{name} dropped: {headers:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_hostile_connection_header_refuses_the_request() {
+        let nine = "a,b,c,d,e,f,g,h,i";
+        assert!(upstream_head(&mut request(&[("connection", nine)])).is_ok());
+        let cases = [
+            "a,b,c,d,e,f,g,h,i,j",
+            "Host",
+            "close, X-Forwarded-For",
+            "x-forwarded-proto",
+            ":authority",
+            "\"x-forwarded-for\"",
+            "x y",
+        ];
+        for value in cases {
+            let e = upstream_head(&mut request(&[("connection", value)])).unwrap_err();
+            assert_eq!(e.esource(), &pingora::ErrorSource::Downstream, "{value}");
+        }
+    }
+
+    #[test]
+    fn an_answer_without_a_length_is_sent_chunked_unless_it_has_no_body() {
+        let head = |status: u16, headers: &[(&str, &str)]| {
+            let mut head = pingora::http::ResponseHeader::build(status, None).unwrap();
+            head.set_version(http::Version::HTTP_10);
+            for (name, value) in headers {
+                head.append_header(name.to_string(), *value).unwrap();
+            }
+            head
+        };
+        let chunked = |h: &pingora::http::ResponseHeader| h.headers.get("transfer-encoding").is_some();
+        let mut plain = head(200, &[]);
+        frame_client_head(&mut plain, false, false).unwrap();
+        assert!(chunked(&plain) && plain.version == http::Version::HTTP_11);
+        for (mut h, head_request, end) in [
+            (head(200, &[("content-length", "3")]), false, false),
+            (head(204, &[]), false, false),
+            (head(304, &[]), false, false),
+            (head(200, &[]), true, false),
+            (head(200, &[]), false, true),
+        ] {
+            frame_client_head(&mut h, head_request, end).unwrap();
+            assert!(!chunked(&h), "{} {head_request} {end}", h.status);
+        }
+    }
+}
