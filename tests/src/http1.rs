@@ -334,6 +334,19 @@ fn small_buffer_chat(addr: SocketAddr, tokens: &str, extra: &[(&str, &str)]) -> 
     stream
 }
 
+/// Reads one message head (through the blank line) a byte at a time, so nothing after it is
+/// consumed; fails when the peer closes inside it or the stream's read timeout passes.
+pub fn read_head(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut byte).expect("a head before the read timeout");
+        assert_eq!(n, 1, "closed inside a head: {:?}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
 /// Reads until the peer closes; returns what it sent. Fails after `limit` of silence.
 pub fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Vec<u8> {
     stream.set_read_timeout(Some(limit)).unwrap();

@@ -6,19 +6,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use tokentap_e2e::http1::read_head;
 use tokentap_e2e::Tokentap;
-
-/// Reads one HTTP/1.1 message head (through the blank line) from `conn`, a byte at a time.
-fn read_head(conn: &mut TcpStream) -> String {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        let n = conn.read(&mut byte).expect("a head before the deadline");
-        assert_eq!(n, 1, "closed inside a head: {:?}", String::from_utf8_lossy(&head));
-        head.push(byte[0]);
-    }
-    String::from_utf8(head).unwrap()
-}
 
 fn content_length(head: &str) -> usize {
     head.lines()

@@ -255,15 +255,21 @@ mod tests {
         assert!(held.is_empty());
     }
 
+    /// A connected pair of real sockets, the receiving one watched by a queue.
+    fn watched_socket() -> (TcpStream, TcpStream, UpstreamQueue) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (receiver, _) = listener.accept().unwrap();
+        let mut queue = UpstreamQueue::default();
+        queue.connected(Some(receiver.as_raw_fd()));
+        (sender, receiver, queue)
+    }
+
     /// The relay reads the socket before the read that ends a gap: bytes that arrive with that
     /// read (the window it opens lets them in) do not hide the wait of those before them.
     #[test]
     fn a_reading_before_the_read_dates_the_bytes_that_waited() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut receiver, _) = listener.accept().unwrap();
-        let mut queue = UpstreamQueue::default();
-        queue.connected(Some(receiver.as_raw_fd()));
+        let (mut sender, mut receiver, mut queue) = watched_socket();
         let start = std::time::Instant::now();
         let now = || start.elapsed().as_nanos() as u64;
         let mut held = Vec::new();
@@ -291,11 +297,7 @@ mod tests {
     /// A real socket whose peer sent bytes that wait unread: the reading dates them.
     #[test]
     fn bytes_waiting_in_a_real_socket_are_dated_by_their_arrival() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (mut receiver, _) = listener.accept().unwrap();
-        let mut queue = UpstreamQueue::default();
-        queue.connected(Some(receiver.as_raw_fd()));
+        let (mut sender, mut receiver, mut queue) = watched_socket();
         let start = std::time::Instant::now();
         let now = || start.elapsed().as_nanos() as u64;
         sender.write_all(b"first").unwrap();
