@@ -45,6 +45,20 @@ impl TapProxy {
         Ok(())
     }
 
+    /// One piece from the upstream to the client, stamped as the two response body hooks stamp it
+    /// (tokentap's relays call this instead of the hooks).
+    pub(super) async fn deliver(
+        &self,
+        session: &mut Session,
+        piece: Option<Bytes>,
+        end: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        self.stamp_upstream_piece(piece.as_ref(), end, ctx);
+        stamp_handoff(session, piece.as_ref(), end, ctx);
+        session.write_response_body(piece, end).await.map_err(|e| e.into_down())
+    }
+
     /// A piece of the upstream's response: stamped, and a handle to its bytes kept.
     #[inline]
     pub(super) fn stamp_upstream_piece(&self, body: Option<&Bytes>, end_of_stream: bool, ctx: &mut RequestCtx) {

@@ -13,7 +13,8 @@
 //! What the loop does as pingora's proxy does:
 //! - the request head is sanitized before the hook (`upstream_head`): the headers the client's
 //!   `Connection` names dropped (at most 9; more, a protected name or a malformed token refuses the
-//!   request), the hop-by-hop headers dropped, and a body without a length sent chunked;
+//!   request), its framing headers dropped (the hook drops the other hop-by-hop ones), and a
+//!   body without a length sent chunked;
 //! - the request body streams upstream while the answer may already be coming: informational
 //!   heads (`100 Continue` to a client that sent `Expect: 100-continue`) are passed on before the
 //!   body is sent; once the body is sent the client is watched while the answer streams (a client
@@ -45,6 +46,7 @@ use pingora::{Error, ErrorType, Result};
 use crate::config::{Relay, ValidConfig};
 use crate::route::Route;
 
+use super::request_head::CLIENT_FRAMING;
 use super::{RequestCtx, TapProxy};
 
 /// The connector (and so the pool) of the exchanges tokentap relays.
@@ -63,7 +65,6 @@ impl Exchanges {
 pub(crate) fn relays(config: &ValidConfig, session: &Session, route: &Route) -> bool {
     config.connections.relay == Relay::Tokentap
         && session.req_header().version == http::Version::HTTP_11
-        && !session.as_downstream().is_http2()
         && !session.is_upgrade_req()
         && !(route.upstream.tls && route.http2)
 }
@@ -72,28 +73,14 @@ pub(crate) fn relays(config: &ValidConfig, session: &Session, route: &Route) -> 
 /// (pingora's bound on a hostile header's work).
 const MAX_CONNECTION_NOMINATIONS: usize = 10;
 
-/// Hop-by-hop headers (RFC 9110 §7.6.1) and the framing ones the upstream request never carries
-/// as the client sent them.
-const HOP_BY_HOP: &[&str] = &[
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "connection",
-    "upgrade",
-    "http2-settings",
-];
-
 /// Whether a byte may appear in an HTTP token (RFC 9110 §5.6.2).
 fn is_token_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
 }
 
 /// The request head as it goes upstream before the hook: HTTP/1.1, the headers the client's
-/// `Connection` names dropped, the hop-by-hop headers dropped. A `Connection` header that names
+/// `Connection` names dropped, the client's framing headers dropped (the hook then drops the other
+/// hop-by-hop ones, `Connection` among them). A `Connection` header that names
 /// too many headers, a malformed token, a pseudo-header or a protected header (`host`, the
 /// forwarding-origin ones) refuses the request, as pingora's proxy does.
 fn upstream_head(request: &mut RequestHeader) -> Result<()> {
@@ -123,7 +110,7 @@ fn upstream_head(request: &mut RequestHeader) -> Result<()> {
     for name in nominated {
         request.remove_header(&name);
     }
-    for name in HOP_BY_HOP {
+    for name in CLIENT_FRAMING {
         request.remove_header(*name);
     }
     Ok(())
@@ -238,7 +225,7 @@ impl TapProxy {
             tokio::select! {
                 // The request body, then (while the answer streams) the client watched: a close
                 // ends the exchange, a pipelined next request's bytes are kept for it.
-                piece = session.downstream_session.read_body_or_idle(request_done), if !request_done || !response_done => {
+                piece = session.downstream_session.read_body_or_idle(request_done) => {
                     let mut piece = piece.map_err(|e| e.into_down())?;
                     if request_done {
                         continue;
@@ -338,6 +325,7 @@ mod tests {
         request
     }
 
+    /// The head as the relay sends it: `upstream_head`, then the hook's hop-by-hop drop.
     #[test]
     fn the_upstream_head_drops_hop_by_hop_and_nominated_headers() {
         /// Client headers, headers present upstream, headers absent upstream.
@@ -363,6 +351,7 @@ mod tests {
         for (headers, present, absent) in cases {
             let mut head = request(headers);
             upstream_head(&mut head).unwrap();
+            super::super::request_head::drop_hop_by_hop(&mut head, false);
             assert_eq!(head.version, http::Version::HTTP_11);
             for name in *present {
                 assert!(head.headers.contains_key(*name), "{name} kept: {headers:?}");

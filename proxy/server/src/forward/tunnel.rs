@@ -14,7 +14,6 @@
 //! without a body come here (every browser's and SDK's); any other upgrade request is left to
 //! pingora, whose proxy turns an offer such as `h2c` into a plain request.
 
-use bytes::Bytes;
 use pingora::connectors::http::v1::Connector;
 use pingora::http::RequestHeader;
 use pingora::protocols::http::HttpTask;
@@ -23,6 +22,7 @@ use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
+use super::request_head::CLIENT_FRAMING;
 use super::response_head::MAX_INFORMATIONAL;
 use super::{RequestCtx, TapProxy};
 
@@ -67,8 +67,8 @@ fn websocket_handshake_head(request: &mut RequestHeader) -> Result<()> {
     for name in nominated {
         request.remove_header(&name);
     }
-    for name in ["te", "transfer-encoding", "http2-settings", "connection", "upgrade"] {
-        request.remove_header(name);
+    for name in CLIENT_FRAMING.iter().chain(&["connection", "upgrade"]) {
+        request.remove_header(*name);
     }
     request.insert_header("connection", "Upgrade")?;
     request.insert_header("upgrade", "websocket")?;
@@ -171,19 +171,6 @@ impl TapProxy {
                 }
             }
         }
-    }
-
-    /// One piece from the upstream to the client, through both response body hooks.
-    pub(super) async fn deliver(
-        &self,
-        session: &mut Session,
-        mut piece: Option<Bytes>,
-        end: bool,
-        ctx: &mut RequestCtx,
-    ) -> Result<()> {
-        self.upstream_response_body_filter(session, &mut piece, end, ctx)?;
-        self.response_body_filter(session, &mut piece, end, ctx)?;
-        session.write_response_body(piece, end).await.map_err(|e| e.into_down())
     }
 }
 

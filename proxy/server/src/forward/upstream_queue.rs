@@ -121,6 +121,18 @@ impl UpstreamQueue {
         self.date(read_ns, reading, previous_ns)
     }
 
+    /// Keeps a reading taken at `now_ns`: everything received had arrived by the last data
+    /// segment (one tick late at most).
+    fn observe(&mut self, now_ns: u64, reading: Reading) {
+        let by = now_ns.saturating_sub(reading.since_last_data_ns.saturating_sub(TICK_NS));
+        if self.observations.back().is_none_or(|&(_, received)| received < reading.received) {
+            if self.observations.len() == MAX_OBSERVATIONS {
+                self.observations.pop_back();
+            }
+            self.observations.push_back((by, reading.received));
+        }
+    }
+
     fn read_socket(&mut self) -> Option<Reading> {
         if self.socket.is_none() {
             self.socket = super::stale_connection::duplicate(self.fd.take()?);
@@ -150,20 +162,6 @@ impl UpstreamQueue {
         // as they are read (a bulk body) would otherwise cost two system calls per piece.
         self.catching_up = reading.queued > 0 && arrived < read_ns;
         arrived
-    }
-}
-
-impl UpstreamQueue {
-    /// Keeps a reading taken at `now_ns`: everything received had arrived by the last data
-    /// segment (one tick late at most).
-    fn observe(&mut self, now_ns: u64, reading: Reading) {
-        let by = now_ns.saturating_sub(reading.since_last_data_ns.saturating_sub(TICK_NS));
-        if self.observations.back().is_none_or(|&(_, received)| received < reading.received) {
-            if self.observations.len() == MAX_OBSERVATIONS {
-                self.observations.pop_back();
-            }
-            self.observations.push_back((by, reading.received));
-        }
     }
 }
 
