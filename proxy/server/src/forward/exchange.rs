@@ -46,7 +46,7 @@ use pingora::{Error, ErrorType, Result};
 use crate::config::{Relay, ValidConfig};
 use crate::route::Route;
 
-use super::request_head::CLIENT_FRAMING;
+use super::hop_by_hop::CLIENT_FRAMING;
 use super::{RequestCtx, TapProxy};
 
 /// The connector (and so the pool) of the exchanges tokentap relays.
@@ -351,7 +351,7 @@ mod tests {
         for (headers, present, absent) in cases {
             let mut head = request(headers);
             upstream_head(&mut head).unwrap();
-            super::super::request_head::drop_hop_by_hop(&mut head, false);
+            super::super::hop_by_hop::drop_from(&mut head, false);
             assert_eq!(head.version, http::Version::HTTP_11);
             for name in *present {
                 assert!(head.headers.contains_key(*name), "{name} kept: {headers:?}");

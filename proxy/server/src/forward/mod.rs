@@ -13,6 +13,7 @@ mod closing_peers;
 mod completion;
 pub(crate) mod exchange;
 mod failure;
+mod hop_by_hop;
 pub(crate) mod internal;
 pub(crate) mod privacy;
 pub(crate) mod probe_ingest;

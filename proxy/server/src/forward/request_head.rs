@@ -13,23 +13,7 @@ use tokentap_record::trace::{split_traceparent_query, TraceContext};
 
 use super::failure::error_message;
 use super::privacy::{redact_path, Redactor};
-use super::{exchange, header_str, internal, tunnel, RequestCtx, TapProxy};
-
-/// Hop-by-hop headers (RFC 9110 §7.6.1) that are not forwarded.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "trailer",
-    "upgrade",
-];
-
-/// Framing and protocol-switch headers of the client's connection that tokentap's relays never
-/// forward as sent (RFC 9110 §7.6.1, RFC 9113 §3.2.1); the other hop-by-hop ones are dropped by
-/// `write_upstream_head` (the `upstream_request_filter` hook).
-pub(super) const CLIENT_FRAMING: &[&str] = &["te", "transfer-encoding", "http2-settings"];
+use super::{exchange, header_str, hop_by_hop, internal, tunnel, RequestCtx, TapProxy};
 
 /// Request header bytes (names and values) a record keeps; a client can send a head of up to
 /// pingora's limit (about 1 MiB), and each record in memory would hold a copy.
@@ -149,7 +133,7 @@ impl TapProxy {
         upstream_request.set_uri(uri);
         upstream_request.insert_header("host", route.upstream.host_header())?;
         let upgrade = session.is_upgrade_req();
-        drop_hop_by_hop(upstream_request, upgrade);
+        hop_by_hop::drop_from(upstream_request, upgrade);
         if ctx.close_upstream_connection && !upgrade {
             upstream_request.insert_header("connection", "close")?;
         }
@@ -165,17 +149,6 @@ impl TapProxy {
         ctx.data.t_upstream_request_ns = Some(ctx.data.anchor.since_t0(Instant::now()));
         ctx.charge(entered);
         Ok(())
-    }
-}
-
-/// Drops the hop-by-hop headers from a head going upstream; an upgrade request keeps its
-/// `Connection` and `Upgrade`.
-pub(super) fn drop_hop_by_hop(request: &mut RequestHeader, upgrade: bool) {
-    for name in HOP_BY_HOP {
-        if upgrade && (*name == "connection" || *name == "upgrade") {
-            continue;
-        }
-        request.remove_header(*name);
     }
 }
 

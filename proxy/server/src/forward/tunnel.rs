@@ -22,7 +22,7 @@ use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
-use super::request_head::CLIENT_FRAMING;
+use super::hop_by_hop::CLIENT_FRAMING;
 use super::response_head::MAX_INFORMATIONAL;
 use super::{RequestCtx, TapProxy};
 
