@@ -151,19 +151,64 @@ pub fn text_hash(text: &str) -> u64 {
     h.finish()
 }
 
+/// Feeds `text` in normalised form (words joined by one space, lower case) without building it:
+/// the bytes go to the hasher through a small buffer, so the hash is the same as of the
+/// normalised string written at once (SipHash's `write` is a byte stream).
 fn feed_normalised(h: &mut impl Hasher, text: &str) {
-    let mut normal = String::with_capacity(text.len());
-    for word in text.split_whitespace() {
-        if !normal.is_empty() {
-            normal.push(' ');
+    let mut out = NormalisedWriter { h, buf: [0; 256], len: 0 };
+    if text.is_ascii() {
+        // The common case, byte by byte: the ASCII characters `char::is_whitespace` accepts.
+        let mut space = false;
+        let mut any = false;
+        for &b in text.as_bytes() {
+            if matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
+                space = any;
+                continue;
+            }
+            if space {
+                out.push(b' ');
+                space = false;
+            }
+            out.push(b.to_ascii_lowercase());
+            any = true;
         }
-        if word.is_ascii() {
-            normal.extend(word.bytes().map(|b| char::from(b.to_ascii_lowercase())));
-        } else {
-            normal.extend(word.chars().flat_map(char::to_lowercase));
+    } else {
+        for (i, word) in text.split_whitespace().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            for c in word.chars().flat_map(char::to_lowercase) {
+                let mut utf8 = [0; 4];
+                for &b in c.encode_utf8(&mut utf8).as_bytes() {
+                    out.push(b);
+                }
+            }
         }
     }
-    h.write(normal.as_bytes());
+    out.flush();
+}
+
+struct NormalisedWriter<'h, H: Hasher> {
+    h: &'h mut H,
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl<H: Hasher> NormalisedWriter<'_, H> {
+    fn push(&mut self, b: u8) {
+        if self.len == self.buf.len() {
+            self.flush();
+        }
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    fn flush(&mut self) {
+        if self.len > 0 {
+            self.h.write(&self.buf[..self.len]);
+            self.len = 0;
+        }
+    }
 }
 
 /// Hashes of a text as a whole and of each of its sentences (cut after `.`, `!`, `?`, `…`, their
@@ -412,6 +457,33 @@ mod text_tests {
         assert_ne!(arguments_hash(r#"{"a":null}"#), arguments_hash("{}"));
         assert_eq!(arguments_hash(""), arguments_hash("{}"));
         assert_eq!(arguments_hash("{not json"), None);
+    }
+
+    /// The normalised form as it was first written: the string built whole, then hashed.
+    fn built_whole(text: &str) -> u64 {
+        let mut normal = String::new();
+        for word in text.split_whitespace() {
+            if !normal.is_empty() {
+                normal.push(' ');
+            }
+            normal.extend(word.chars().flat_map(char::to_lowercase));
+        }
+        let mut h = hasher();
+        h.write(normal.as_bytes());
+        h.finish()
+    }
+
+    proptest::proptest! {
+        /// Hashes must not change between versions: a fleet sharing a key hashes alike while it
+        /// is upgraded. Any text, ASCII or not, long enough to cross the writer's buffer.
+        #[test]
+        fn streamed_normalisation_hashes_as_the_whole_string(
+            ascii in "[a-zA-Z0-9 .,!?\t\n\r\u{0b}\u{0c}]{0,700}",
+            other in "[a-zA-Z .\t\u{85}\u{a0}\u{2003}\u{3000}ÉéİßΣ日本]{0,400}",
+        ) {
+            proptest::prop_assert_eq!(text_hash(&ascii), built_whole(&ascii));
+            proptest::prop_assert_eq!(text_hash(&other), built_whole(&other));
+        }
     }
 
     #[test]

@@ -15,7 +15,9 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use std::time::Duration;
 
-use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, ObservableCounter};
+use opentelemetry::metrics::{
+    BoundCounter, BoundHistogram, Counter, Histogram, Meter, MeterProvider as _, ObservableCounter,
+};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
@@ -100,10 +102,41 @@ pub const MAX_MODELS_PER_METRIC: usize = 100;
 /// The model value label sets are folded into.
 pub const OTHER: &str = "_OTHER";
 
-/// The label sets and model names seen per metric, for the caps.
+/// A series' instrument bound to its attributes (the SDK's bound instruments): recording through
+/// it skips the SDK's per-call attribute lookup (hashing every key and value), which is most of
+/// what a stream's per-gap observations cost. The handle writes to the same series an unbound
+/// call with those attributes would.
+#[derive(Clone)]
+enum Bound {
+    Histogram(BoundHistogram<f64>),
+    Counter(BoundCounter<u64>),
+    Observed,
+}
+
+impl Bound {
+    fn record(&self, value: f64) {
+        match self {
+            Bound::Histogram(h) => h.record(value),
+            Bound::Counter(c) => c.add(value.round() as u64),
+            Bound::Observed => {}
+        }
+    }
+}
+
+impl fmt::Debug for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Bound::Histogram(_) => "Bound::Histogram",
+            Bound::Counter(_) => "Bound::Counter",
+            Bound::Observed => "Bound::Observed",
+        })
+    }
+}
+
+/// The label sets (each with its bound series) and model names seen per metric, for the caps.
 #[derive(Debug, Default)]
 struct SeriesCap {
-    seen: HashMap<MetricId, HashSet<Labels>>,
+    seen: HashMap<MetricId, HashMap<Labels, Bound>>,
     models: HashMap<MetricId, HashSet<String>>,
     folded: u64,
 }
@@ -270,8 +303,10 @@ impl MetricRegistry {
         }
     }
 
-    /// The label set to record `labels` under: itself, or past a cap its `_OTHER` fold.
-    fn capped(cap: &mut SeriesCap, max_series: usize, metric: MetricId, labels: &Labels) -> Option<Labels> {
+    /// The series to record `labels` under, bound: its own, or past a cap its `_OTHER` fold
+    /// (`true`). Only label sets the caps admit are kept, so the bound series are as bounded as
+    /// the series themselves.
+    fn series(&self, cap: &mut SeriesCap, metric: MetricId, labels: &Labels) -> (Bound, bool) {
         let fold = |labels: &Labels| -> Labels {
             labels
                 .iter()
@@ -290,32 +325,45 @@ impl MetricRegistry {
             }
         });
         let seen = cap.seen.entry(metric).or_default();
-        if new_model {
-            cap.folded += 1;
-            let folded = fold(labels);
-            seen.insert(folded.clone());
-            return Some(folded);
-        }
-        if seen.contains(labels) {
-            return None;
-        }
-        if seen.len() < max_series {
-            seen.insert(labels.clone());
-            return None;
+        if !new_model {
+            if let Some(bound) = seen.get(labels) {
+                return (bound.clone(), false);
+            }
+            if seen.len() < self.max_series_per_metric {
+                let bound = self.bind(metric, labels);
+                seen.insert(labels.clone(), bound.clone());
+                return (bound, false);
+            }
         }
         cap.folded += 1;
         let folded = fold(labels);
-        seen.insert(folded.clone());
-        Some(folded)
+        let bound = match seen.get(&folded) {
+            Some(bound) => bound.clone(),
+            None => {
+                let bound = self.bind(metric, &folded);
+                seen.insert(folded, bound.clone());
+                bound
+            }
+        };
+        (bound, true)
+    }
+
+    fn bind(&self, metric: MetricId, labels: &Labels) -> Bound {
+        let attributes = key_values(labels);
+        match &self.recorders[metric as usize] {
+            Recorder::Histogram(h) => Bound::Histogram(h.bind(&attributes)),
+            Recorder::Counter(c) => Bound::Counter(c.bind(&attributes)),
+            Recorder::Observed => Bound::Observed,
+        }
     }
 
     /// Adds observations (one record's worth, typically). A label set shared by several
-    /// observations (one `Arc`) is checked against the caps once per metric and turned into the
-    /// SDK's attributes once: a stream's gaps all carry the record's labels.
+    /// observations (one `Arc`) is checked against the caps once per metric and its series
+    /// found once: a stream's gaps all carry the record's labels.
     pub fn record(&self, observations: &[Observation]) {
-        // (metric, label set) → the attributes it is recorded under, and whether they are a fold
-        // into `_OTHER`; a record has a handful.
-        let mut resolved: Vec<(MetricId, *const Labels, Vec<KeyValue>, bool)> = Vec::new();
+        // (metric, label set) → its bound series, and whether it is a fold into `_OTHER`; a
+        // record has a handful.
+        let mut resolved: Vec<(MetricId, *const Labels, Bound, bool)> = Vec::new();
         let mut cap = None;
         for o in observations {
             let ptr = Arc::as_ptr(&o.labels);
@@ -327,33 +375,18 @@ impl MetricRegistry {
                     i
                 }
                 None => {
-                    let entry = match Self::capped(cap, self.max_series_per_metric, o.metric, &o.labels) {
-                        Some(folded) => (o.metric, ptr, key_values(&folded), true),
-                        // The same label set resolved for another metric: the same attributes.
-                        None => match resolved.iter().find(|(_, p, _, fold)| std::ptr::eq(*p, ptr) && !fold) {
-                            Some((_, _, attributes, _)) => (o.metric, ptr, attributes.clone(), false),
-                            None => (o.metric, ptr, key_values(&o.labels), false),
-                        },
-                    };
-                    resolved.push(entry);
+                    let (bound, folded) = self.series(cap, o.metric, &o.labels);
+                    resolved.push((o.metric, ptr, bound, folded));
                     resolved.len() - 1
                 }
             };
-            self.record_one(o.metric, &resolved[at].2, o.value);
+            resolved[at].2.record(o.value);
         }
     }
 
     /// Adds to a counter (or observes a histogram value) directly.
     pub fn add(&self, metric: MetricId, labels: &Labels, value: f64) {
         self.record(&[Observation { metric, labels: Arc::new(labels.clone()), value }]);
-    }
-
-    fn record_one(&self, metric: MetricId, attributes: &[KeyValue], value: f64) {
-        match &self.recorders[metric as usize] {
-            Recorder::Histogram(h) => h.record(value, attributes),
-            Recorder::Counter(c) => c.add(value.round() as u64, attributes),
-            Recorder::Observed => {}
-        }
     }
 
     /// Observations folded into `_OTHER` series because of the series cap.
@@ -481,6 +514,50 @@ pub(crate) mod tests {
         };
         assert_eq!(&bucket_counts[..3], &[2, 2, 0]);
         assert_eq!(*bucket_counts.last().unwrap(), 1);
+    }
+
+    /// Per-gap values go through a bound series: both readers (`/metrics` and the OTLP export)
+    /// must see every value of every record, recorded under the record's attributes.
+    #[test]
+    fn bound_series_reach_both_readers_across_records() {
+        let registry = MetricRegistry::new(
+            10,
+            Some(Resource::builder_empty().build()),
+            ObservedSources { pipeline: Arc::new(NoPipeline), stats: Arc::new(ExportStats::default()) },
+        );
+        for record in 0..3 {
+            let labels: crate::conventions::SharedLabels =
+                Arc::new(vec![(attr::REQUEST_MODEL, "m".to_string()), (attr::ROUTE, "/".to_string())]);
+            let gaps: Vec<Observation> = (0..40)
+                .map(|i| Observation {
+                    metric: MetricId::TimePerOutputChunk,
+                    labels: labels.clone(),
+                    value: f64::from(record * 40 + i) / 1000.0,
+                })
+                .collect();
+            registry.record(&gaps);
+        }
+        let snapshot = registry.snapshot();
+        let series = &snapshot[MetricId::TimePerOutputChunk as usize].series;
+        assert_eq!(series.len(), 1);
+        let expected =
+            vec![(attr::REQUEST_MODEL.to_string(), "m".to_string()), (attr::ROUTE.to_string(), "/".to_string())];
+        assert_eq!(series[0].labels, expected);
+        let SeriesValue::Histogram { count, max, .. } = series[0].value else { panic!("not a histogram") };
+        assert_eq!((count, max), (120, 0.119));
+        let otlp = registry.collect_otlp().expect("an OTLP reader");
+        let points: Vec<(u64, Vec<(String, String)>)> = otlp
+            .scope_metrics()
+            .flat_map(|sm| sm.metrics())
+            .filter(|m| m.name() == METRICS[MetricId::TimePerOutputChunk as usize].name)
+            .flat_map(|m| match m.data() {
+                AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                    h.data_points().map(|dp| (dp.count(), labels_of(dp.attributes()))).collect::<Vec<_>>()
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(points, [(120, expected)]);
     }
 
     #[test]
