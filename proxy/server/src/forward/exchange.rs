@@ -88,7 +88,7 @@ fn upstream_head(request: &mut RequestHeader) -> Result<()> {
     let mut nominated: Vec<http::HeaderName> = Vec::new();
     let tokens = request
         .headers
-        .get_all("connection")
+        .get_all(http::header::CONNECTION)
         .iter()
         .flat_map(|v| v.as_bytes().split(|b| *b == b','))
         .map(<[u8]>::trim_ascii)
@@ -111,7 +111,7 @@ fn upstream_head(request: &mut RequestHeader) -> Result<()> {
         request.remove_header(&name);
     }
     for name in CLIENT_FRAMING {
-        request.remove_header(*name);
+        request.remove_header(name);
     }
     Ok(())
 }

@@ -15,6 +15,10 @@ use super::failure::error_message;
 use super::privacy::{redact_path, Redactor};
 use super::{exchange, header_str, hop_by_hop, internal, tunnel, RequestCtx, TapProxy};
 
+static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+static PAGE_TRACE: http::HeaderName =
+    http::HeaderName::from_static(tokentap_record::browser::arrival::PAGE_TRACE_HEADER);
+
 /// Request header bytes (names and values) a record keeps; a client can send a head of up to
 /// pingora's limit (about 1 MiB), and each record in memory would hold a copy.
 pub(crate) const MAX_KEPT_HEADER_BYTES: usize = 16 << 10;
@@ -49,17 +53,17 @@ impl TapProxy {
             let (stripped, query_traceparent) = split_traceparent_query(&path_and_query);
             ctx.data.path = redact_path(stripped.as_deref().unwrap_or(&path_and_query));
             ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
-            ctx.data.request_content_type = header_str(req.headers.get("content-type"));
+            ctx.data.request_content_type = header_str(req.headers.get(http::header::CONTENT_TYPE));
             let turns = &self.config.turns;
             let turn_header = turns.enabled.then(|| req.headers.get(turns.turn_header.as_str())).flatten();
             let trace = TraceContext::from_incoming_or_turn(
-                req.headers.get("traceparent").map(|v| v.as_bytes()).or(query_traceparent.map(str::as_bytes)),
+                req.headers.get(&TRACEPARENT).map(|v| v.as_bytes()).or(query_traceparent.map(str::as_bytes)),
                 turn_header.map(|v| v.as_bytes()),
             );
             if self.ingest.config.enabled {
                 self.ingest.recent.note(&trace.trace_id);
                 // An app server that names the page's trace lets the page's report in.
-                let page_trace = req.headers.get(tokentap_record::browser::arrival::PAGE_TRACE_HEADER);
+                let page_trace = req.headers.get(&PAGE_TRACE);
                 if let Some(id) =
                     page_trace.and_then(|v| v.to_str().ok()).and_then(tokentap_record::browser::arrival::page_trace_id)
                 {

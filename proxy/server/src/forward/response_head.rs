@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use http::header::{self, HeaderName};
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::{ErrorType, Result};
@@ -12,7 +13,22 @@ use tokentap_analysis::server_timing::{MAX_TIMING_HEADER_BYTES, TIMING_HEADERS};
 use tokentap_record::HttpProtocol;
 
 use super::failure::{upstream_error, ENDLESS_INFORMATIONAL, UNSOLICITED_UPGRADE};
+use super::hop_by_hop::{KEEP_ALIVE, PROXY_CONNECTION};
 use super::{header_str, RequestCtx, TapProxy, REQUEST_ID_HEADER};
+
+static MCP_SESSION_ID: HeaderName = HeaderName::from_static(tokentap_analysis::mcp::SESSION_HEADER);
+
+/// `TIMING_HEADERS` parsed once, in the same order.
+static TIMING_HEADER_NAMES: [HeaderName; 8] = [
+    HeaderName::from_static(TIMING_HEADERS[0]),
+    HeaderName::from_static(TIMING_HEADERS[1]),
+    HeaderName::from_static(TIMING_HEADERS[2]),
+    HeaderName::from_static(TIMING_HEADERS[3]),
+    HeaderName::from_static(TIMING_HEADERS[4]),
+    HeaderName::from_static(TIMING_HEADERS[5]),
+    HeaderName::from_static(TIMING_HEADERS[6]),
+    HeaderName::from_static(TIMING_HEADERS[7]),
+];
 
 /// At most this many informational (1xx) heads are passed on before the answer, on a plain
 /// request as on a WebSocket handshake; an upstream that sends more is answering nothing.
@@ -45,26 +61,26 @@ pub(super) fn take_upstream_head(
     }
     ctx.data.t_upstream_headers_ns = Some(ctx.data.anchor.since_t0(entered));
     ctx.data.status = Some(upstream_response.status.as_u16());
-    ctx.data.response_content_type = header_str(upstream_response.headers.get("content-type"));
-    ctx.data.response_content_encoding = header_str(upstream_response.headers.get("content-encoding"));
+    ctx.data.response_content_type = header_str(upstream_response.headers.get(header::CONTENT_TYPE));
+    ctx.data.response_content_encoding = header_str(upstream_response.headers.get(header::CONTENT_ENCODING));
     ctx.data.response_protocol = http_protocol(upstream_response.version);
     copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
     ctx.data.mcp_session_id = upstream_response
         .headers
-        .get(tokentap_analysis::mcp::SESSION_HEADER)
+        .get(&MCP_SESSION_ID)
         .filter(|v| v.len() <= 256)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     if upstream_response.status.as_u16() == 101 {
         ctx.data.websocket_extensions = upstream_response
             .headers
-            .get("sec-websocket-extensions")
+            .get(header::SEC_WEBSOCKET_EXTENSIONS)
             .filter(|v| v.len() <= 256)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
     }
     if upstream_response.status.as_u16() != 101 {
-        for name in ["connection", "keep-alive", "proxy-connection", "upgrade"] {
+        for name in [&header::CONNECTION, &KEEP_ALIVE, &PROXY_CONNECTION, &header::UPGRADE] {
             upstream_response.remove_header(name);
         }
     }
@@ -83,10 +99,10 @@ impl TapProxy {
         // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a body of unknown length
         // is delimited by closing the connection instead. Same bytes, framed the way it can read.
         if session.req_header().version == http::Version::HTTP_10
-            && upstream_response.headers.get("content-length").is_none()
+            && upstream_response.headers.get(header::CONTENT_LENGTH).is_none()
             && upstream_response.status.as_u16() != 101
         {
-            upstream_response.remove_header("transfer-encoding");
+            upstream_response.remove_header(&header::TRANSFER_ENCODING);
             upstream_response.insert_header("connection", "close")?;
         }
         if self.config.response_request_id_header && !ctx.internal {
@@ -100,8 +116,8 @@ impl TapProxy {
 /// at most `MAX_TIMING_HEADER_BYTES`; the record worker parses them. An overlong value is kept
 /// empty, so the worker counts it as rejected rather than reading a prefix of it.
 fn copy_timing_headers(response: &ResponseHeader, into: &mut Vec<(&'static str, String)>) {
-    for name in TIMING_HEADERS {
-        if let Some(value) = response.headers.get(name) {
+    for (name, parsed) in TIMING_HEADERS.into_iter().zip(&TIMING_HEADER_NAMES) {
+        if let Some(value) = response.headers.get(parsed) {
             let bytes = value.as_bytes();
             let kept = if bytes.len() <= MAX_TIMING_HEADER_BYTES {
                 String::from_utf8_lossy(bytes).into_owned()
@@ -121,5 +137,35 @@ fn http_protocol(version: http::Version) -> Option<HttpProtocol> {
         http::Version::HTTP_2 => Some(HttpProtocol::H2),
         http::Version::HTTP_3 => Some(HttpProtocol::H3),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parsed_timing_names_are_the_timing_headers() {
+        let parsed: Vec<&str> = TIMING_HEADER_NAMES.iter().map(HeaderName::as_str).collect();
+        assert_eq!(parsed, TIMING_HEADERS);
+    }
+
+    #[test]
+    fn timing_headers_are_copied_by_name_in_any_case_and_overlong_ones_kept_empty() {
+        let mut head = ResponseHeader::build(200, None).unwrap();
+        head.append_header("OpenAI-Processing-Ms", "312").unwrap();
+        head.append_header("x-generated-tokens", "40").unwrap();
+        head.append_header("x-queue-time", "9".repeat(MAX_TIMING_HEADER_BYTES + 1)).unwrap();
+        head.append_header("x-other-time", "5").unwrap();
+        let mut copied = Vec::new();
+        copy_timing_headers(&head, &mut copied);
+        assert_eq!(
+            copied,
+            [
+                ("openai-processing-ms", "312".to_string()),
+                ("x-queue-time", String::new()),
+                ("x-generated-tokens", "40".to_string())
+            ]
+        );
     }
 }

@@ -58,7 +58,7 @@ const MAX_CONNECTION_TOKENS: usize = 16;
 fn websocket_handshake_head(request: &mut RequestHeader) -> Result<()> {
     let nominated: Vec<http::HeaderName> = request
         .headers
-        .get_all("connection")
+        .get_all(http::header::CONNECTION)
         .iter()
         .flat_map(|v| v.as_bytes().split(|b| *b == b','))
         .take(MAX_CONNECTION_TOKENS)
@@ -67,7 +67,7 @@ fn websocket_handshake_head(request: &mut RequestHeader) -> Result<()> {
     for name in nominated {
         request.remove_header(&name);
     }
-    for name in CLIENT_FRAMING.iter().chain(&["connection", "upgrade"]) {
+    for name in CLIENT_FRAMING.iter().chain(&[&http::header::CONNECTION, &http::header::UPGRADE]) {
         request.remove_header(*name);
     }
     request.insert_header("connection", "Upgrade")?;

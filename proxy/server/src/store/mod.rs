@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use tokio::sync::broadcast;
 
@@ -97,7 +97,12 @@ pub(crate) struct RecordStore {
     feed: broadcast::Sender<FeedItem>,
     /// Lines skipped when the rings were restored at start.
     restore_skipped_lines: u64,
+    /// Where records and turns are serialized before their line is copied out at its exact size.
+    scratch: Mutex<Vec<u8>>,
 }
+
+/// The serialization buffer is kept up to this size between lines (a larger one is let go).
+const SCRATCH_KEPT_BYTES: usize = 256 << 10;
 
 /// What the live feed carries: a stored (or updated) request record, or a closed turn.
 #[derive(Debug, Clone)]
@@ -243,7 +248,23 @@ impl RecordStore {
             turns,
             feed,
             restore_skipped_lines,
+            scratch: Mutex::new(Vec::with_capacity(16 << 10)),
         })
+    }
+
+    /// One JSON line, in a string of its own size: the ring's byte count is what it holds (a
+    /// `to_string` grows by doubling and keeps the slack), and the buffer, already grown, costs
+    /// no reallocations.
+    fn json_line(&self, value: &impl serde::Serialize) -> Result<String, StoreError> {
+        let mut scratch = self.scratch.lock();
+        scratch.clear();
+        let written = serde_json::to_writer(&mut *scratch, value);
+        let line = String::from_utf8_lossy(&scratch).into_owned();
+        if scratch.capacity() > SCRATCH_KEPT_BYTES {
+            *scratch = Vec::with_capacity(16 << 10);
+        }
+        written?;
+        Ok(line)
     }
 
     /// Journal lines that could not be read back at start (not a record, not UTF-8), skipped.
@@ -257,7 +278,7 @@ impl RecordStore {
 
     /// Writes one record (one JSON line), adds it to the ring and the live feed.
     pub(crate) fn append(&self, record: Record) -> Result<(), StoreError> {
-        let json = serde_json::to_string(&record)?;
+        let json = self.json_line(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.records.append(&stored.json);
         self.ring.write().push(stored.clone(), &self.config);
@@ -267,7 +288,7 @@ impl RecordStore {
 
     /// Writes one closed turn to `turns.jsonl`, adds it to the turn ring and the live feed.
     pub(crate) fn append_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
-        let json = serde_json::to_string(&turn)?;
+        let json = self.json_line(&turn)?;
         let stored = Arc::new(StoredTurn { turn, json });
         let write_result = self.turns.append(&stored.json);
         self.turn_ring.write().push(stored.clone(), &self.config);
@@ -278,7 +299,7 @@ impl RecordStore {
     /// Writes a newer version of a turn (e.g. with what the browser saw): a new line in
     /// `turns.jsonl`, the ring entry replaced, the live feed told.
     pub(crate) fn update_turn(&self, turn: TurnRecord) -> Result<(), StoreError> {
-        let json = serde_json::to_string(&turn)?;
+        let json = self.json_line(&turn)?;
         let stored = Arc::new(StoredTurn { turn, json });
         let write_result = self.turns.rewrite(&stored.json);
         self.turn_ring.write().replace(stored.clone(), &self.config);
@@ -389,7 +410,7 @@ impl RecordStore {
     /// Writes a newer version of a record (e.g. with the browser timeline joined): a new line in the
     /// journal, the ring entry replaced in place, and the live feed told.
     pub(crate) fn update(&self, record: Record) -> Result<(), StoreError> {
-        let json = serde_json::to_string(&record)?;
+        let json = self.json_line(&record)?;
         let stored = Arc::new(StoredRecord { record, json });
         let write_result = self.records.rewrite(&stored.json);
         self.ring.write().replace(stored.clone(), &self.config);
@@ -461,6 +482,22 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", dir.path().join(RECORDS_FILE)).unwrap();
         let error = RecordStore::open(dir.path(), config(1 << 20, 10)).err().expect("refused");
         assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
+
+    #[test]
+    fn a_stored_line_is_the_record_as_json_at_its_own_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        let mut big = record("big", "/", "ok", 1);
+        big.path = "x".repeat(SCRATCH_KEPT_BYTES * 2);
+        for record in [record("a", "/", "ok", 0), big, record("b", "/", "ok", 2)] {
+            let expected = serde_json::to_string(&record).unwrap();
+            store.append(record).unwrap();
+            let stored = store.ring.read().records.back().cloned().unwrap();
+            assert_eq!(stored.json, expected);
+            assert_eq!(stored.json.capacity(), stored.json.len());
+            assert!(store.scratch.lock().capacity() <= SCRATCH_KEPT_BYTES, "the buffer is let go after a long line");
+        }
     }
 
     #[test]
