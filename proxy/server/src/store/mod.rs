@@ -259,7 +259,9 @@ impl RecordStore {
         let mut scratch = self.scratch.lock();
         scratch.clear();
         let written = serde_json::to_writer(&mut *scratch, value);
-        let line = String::from_utf8_lossy(&scratch).into_owned();
+        // serde_json writes UTF-8 only; checking it is one pass (no per-chunk decoding).
+        let line = std::str::from_utf8(&scratch)
+            .map_or_else(|_| String::from_utf8_lossy(&scratch).into_owned(), str::to_owned);
         if scratch.capacity() > SCRATCH_KEPT_BYTES {
             *scratch = Vec::with_capacity(16 << 10);
         }

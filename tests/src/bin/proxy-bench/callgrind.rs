@@ -6,13 +6,18 @@
 //! (`callgrind_control -d`), and the same again for non-streaming requests. Only user-space
 //! instructions are counted: the kernel's side of a system call (a `getsockopt`, a `write`) is
 //! not, so syscall counts matter beside these figures.
+//!
+//! A process also works by the clock, traffic or not (pingora's timer thread ticks every
+//! millisecond, tokentap's scheduling-lag probe every 25–75 ms), so a round's count grows with
+//! how long its window lasted, which depends on the machine's load. An idle window after the
+//! warm-up measures that rate; the "less idle" columns subtract it for each window's length.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::arm::{self, Arm};
 use crate::load::{self, Schedule};
@@ -147,9 +152,21 @@ struct Measured {
     events: usize,
     failed_streams: usize,
     stream: Profile,
+    stream_less_idle: u64,
     requests: usize,
     failed_requests: usize,
     request: Profile,
+    request_less_idle: u64,
+    /// Instructions per second while idle (the clock-driven work).
+    idle_per_s: f64,
+}
+
+/// How long the idle window lasts (the clock-driven work's rate is taken over it).
+const IDLE_WINDOW: Duration = Duration::from_secs(4);
+
+/// A window's count without what the process does by the clock over that long.
+fn less_idle(total: u64, idle_per_s: f64, window: Duration) -> u64 {
+    (total as f64 - idle_per_s * window.as_secs_f64()).max(0.0).round() as u64
 }
 
 fn slug(name: &str) -> String {
@@ -176,11 +193,21 @@ fn measure(rt: &tokio::runtime::Runtime, arm: &Arm, upstream: SocketAddr, core: 
     let mut records = warm_streams.iter().filter(|r| !r.failed).count() + warm_requests.latencies_us.len();
     settle(&target, pid, records);
 
+    eprintln!("[callgrind] {name}: idle for {} s", IDLE_WINDOW.as_secs());
+    control("-z", pid);
+    let started = Instant::now();
+    std::thread::sleep(IDLE_WINDOW);
+    let idle_window = started.elapsed();
+    control("-d", pid);
+    let idle = parse(&newest_dump(&plan.out, &prefix, pid));
+
     eprintln!("[callgrind] {name}: {} streams of {} events", plan.streams, plan.schedule.events);
     control("-z", pid);
+    let started = Instant::now();
     let results = rt.block_on(load::stream_round(target.addr, plan.streams, plan.schedule));
     records += results.iter().filter(|r| !r.failed).count();
     settle(&target, pid, records);
+    let stream_window = started.elapsed();
     control("-d", pid);
     let stream = parse(&newest_dump(&plan.out, &prefix, pid));
     let events = results.iter().map(|r| r.latencies_us.len()).sum();
@@ -188,23 +215,29 @@ fn measure(rt: &tokio::runtime::Runtime, arm: &Arm, upstream: SocketAddr, core: 
 
     eprintln!("[callgrind] {name}: {} non-streaming requests", plan.requests);
     control("-z", pid);
+    let started = Instant::now();
     // 100 requests/s over 8 kept-alive connections: slow enough that the instrumented proxy keeps up.
     let rate = 100.0;
     let seconds = plan.requests as f64 / rate;
     let result = rt.block_on(load::open_loop(target.addr, rate, Duration::from_secs_f64(seconds), 8));
     records += result.latencies_us.len();
     settle(&target, pid, records);
+    let request_window = started.elapsed();
     control("-d", pid);
     let request = parse(&newest_dump(&plan.out, &prefix, pid));
     drop(target);
+    let idle_per_s = idle.total as f64 / idle_window.as_secs_f64();
     Measured {
         arm: name,
         events,
         failed_streams,
+        stream_less_idle: less_idle(stream.total, idle_per_s, stream_window),
         stream,
         requests: result.latencies_us.len(),
         failed_requests: result.failed,
+        request_less_idle: less_idle(request.total, idle_per_s, request_window),
         request,
+        idle_per_s,
     }
 }
 
@@ -291,27 +324,33 @@ fn table(measured: &[Measured], plan: &Plan) -> String {
         "Instructions (valgrind callgrind, `Ir`: user space only, all threads) per streamed event ({} streams of {} \
 events, {} ms apart; the streams' request and record work counted in) and per non-streaming request (100 \
 requests/s over 8 kept-alive connections), from the zeroed counters after a warm-up to the proxy's idle \
-after the round.\n",
+after the round; \"less idle\": the same less the instructions the proxy runs by the clock alone \
+(measured over a {} s idle window after the warm-up) for as long as the window lasted.\n",
         plan.streams,
         plan.schedule.events,
-        plan.schedule.gap.as_millis()
+        plan.schedule.gap.as_millis(),
+        IDLE_WINDOW.as_secs()
     );
     let _ = writeln!(
         s,
-        "| arm | instructions per event | events (failed streams) | instructions per request | requests (failed) |"
+        "| arm | instructions per event | less idle | events (failed streams) | instructions per request | less idle \
+| requests (failed) | idle instructions per second |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     for m in measured {
         let _ = writeln!(
             s,
-            "| {} | {} | {} ({}) | {} | {} ({}) |",
+            "| {} | {} | {} | {} ({}) | {} | {} | {} ({}) | {} |",
             m.arm,
             per(m.stream.total, m.events),
+            per(m.stream_less_idle, m.events),
             m.events,
             m.failed_streams,
             per(m.request.total, m.requests),
+            per(m.request_less_idle, m.requests),
             m.requests,
-            m.failed_requests
+            m.failed_requests,
+            thousands(m.idle_per_s.round() as u64)
         );
     }
     for m in measured {
@@ -372,5 +411,7 @@ fn=(1)\n* 25\n",
         assert_eq!(p.self_cost["work"], 60);
         assert_eq!(short("tokentap::forward::f::h0123456789abcdef"), "tokentap::forward::f");
         assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(less_idle(1_000_000, 100_000.0, Duration::from_millis(2500)), 750_000);
+        assert_eq!(less_idle(1_000, 100_000.0, Duration::from_secs(1)), 0);
     }
 }
