@@ -8,8 +8,10 @@
 //! model is `_OTHER` (and counted). Counters kept elsewhere (the record pipeline's drops, the export counters) are
 //! observable counters, read when a reader collects.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -133,12 +135,62 @@ impl fmt::Debug for Bound {
     }
 }
 
-/// The label sets (each with its bound series) and model names seen per metric, for the caps.
-#[derive(Debug, Default)]
+/// The label sets (each with its bound series) and model names seen per metric, for the caps;
+/// `metrics` is indexed by [`MetricId`].
+#[derive(Debug)]
 struct SeriesCap {
-    seen: HashMap<MetricId, HashMap<Labels, Bound>>,
-    models: HashMap<MetricId, HashSet<String>>,
+    metrics: Vec<MetricSeries>,
     folded: u64,
+    /// Keys the label sets' hashes (a label set's hash is taken once per record, not per metric).
+    hasher: RandomState,
+}
+
+impl SeriesCap {
+    fn new() -> SeriesCap {
+        SeriesCap {
+            metrics: METRICS.iter().map(|_| MetricSeries::default()).collect(),
+            folded: 0,
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+/// One metric's admitted label sets, found by their keyed hash, each with its bound series.
+#[derive(Debug, Default)]
+struct MetricSeries {
+    by_hash: HashMap<u64, Vec<(Labels, Bound)>, BuildHasherDefault<PreHashed>>,
+    count: usize,
+    models: HashSet<String>,
+}
+
+impl MetricSeries {
+    fn get(&self, hash: u64, labels: &Labels) -> Option<&Bound> {
+        self.by_hash.get(&hash)?.iter().find(|(l, _)| l == labels).map(|(_, bound)| bound)
+    }
+
+    fn insert(&mut self, hash: u64, labels: Labels, bound: Bound) {
+        self.by_hash.entry(hash).or_default().push((labels, bound));
+        self.count += 1;
+    }
+}
+
+/// The map's keys are keyed SipHash values already (of label sets a client partly chooses, so
+/// not predictable to it): used as they are.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 /// Where the observable counters read from.
@@ -298,7 +350,7 @@ impl MetricRegistry {
             _observed: observed,
             prometheus,
             otlp: otlp_reader,
-            cap: Mutex::new(SeriesCap::default()),
+            cap: Mutex::new(SeriesCap::new()),
             max_series_per_metric,
         }
     }
@@ -306,15 +358,16 @@ impl MetricRegistry {
     /// The series to record `labels` under, bound: its own, or past a cap its `_OTHER` fold
     /// (`true`). Only label sets the caps admit are kept, so the bound series are as bounded as
     /// the series themselves.
-    fn series(&self, cap: &mut SeriesCap, metric: MetricId, labels: &Labels) -> (Bound, bool) {
+    fn series(&self, cap: &mut SeriesCap, metric: MetricId, labels: &Labels, hash: u64) -> (Bound, bool) {
         let fold = |labels: &Labels| -> Labels {
             labels
                 .iter()
                 .map(|(k, v)| (*k, if *k == attr::REQUEST_MODEL { OTHER.to_string() } else { v.clone() }))
                 .collect()
         };
+        let series = &mut cap.metrics[metric as usize];
         let new_model = labels.iter().find(|(k, _)| *k == attr::REQUEST_MODEL).is_some_and(|(_, model)| {
-            let models = cap.models.entry(metric).or_default();
+            let models = &mut series.models;
             if models.contains(model) || model == OTHER {
                 false
             } else if models.len() < MAX_MODELS_PER_METRIC {
@@ -324,24 +377,25 @@ impl MetricRegistry {
                 true
             }
         });
-        let seen = cap.seen.entry(metric).or_default();
         if !new_model {
-            if let Some(bound) = seen.get(labels) {
+            if let Some(bound) = series.get(hash, labels) {
                 return (bound.clone(), false);
             }
-            if seen.len() < self.max_series_per_metric {
+            if series.count < self.max_series_per_metric {
                 let bound = self.bind(metric, labels);
-                seen.insert(labels.clone(), bound.clone());
+                series.insert(hash, labels.clone(), bound.clone());
                 return (bound, false);
             }
         }
-        cap.folded += 1;
         let folded = fold(labels);
-        let bound = match seen.get(&folded) {
+        let folded_hash = cap.hasher.hash_one(&folded);
+        cap.folded += 1;
+        let series = &mut cap.metrics[metric as usize];
+        let bound = match series.get(folded_hash, &folded) {
             Some(bound) => bound.clone(),
             None => {
                 let bound = self.bind(metric, &folded);
-                seen.insert(folded, bound.clone());
+                series.insert(folded_hash, folded, bound.clone());
                 bound
             }
         };
@@ -364,6 +418,8 @@ impl MetricRegistry {
         // (metric, label set) → its bound series, and whether it is a fold into `_OTHER`; a
         // record has a handful.
         let mut resolved: Vec<(MetricId, *const Labels, Bound, bool)> = Vec::new();
+        // Label set → its keyed hash, taken once: a record's metrics share one or two sets.
+        let mut hashes: Vec<(*const Labels, u64)> = Vec::new();
         let mut cap = None;
         for o in observations {
             let ptr = Arc::as_ptr(&o.labels);
@@ -375,7 +431,15 @@ impl MetricRegistry {
                     i
                 }
                 None => {
-                    let (bound, folded) = self.series(cap, o.metric, &o.labels);
+                    let hash = match hashes.iter().find(|(p, _)| std::ptr::eq(*p, ptr)) {
+                        Some((_, hash)) => *hash,
+                        None => {
+                            let hash = cap.hasher.hash_one(&*o.labels);
+                            hashes.push((ptr, hash));
+                            hash
+                        }
+                    };
+                    let (bound, folded) = self.series(cap, o.metric, &o.labels, hash);
                     resolved.push((o.metric, ptr, bound, folded));
                     resolved.len() - 1
                 }
@@ -558,6 +622,18 @@ pub(crate) mod tests {
             })
             .collect();
         assert_eq!(points, [(120, expected)]);
+    }
+
+    #[test]
+    fn label_sets_with_one_hash_stay_apart() {
+        let mut series = MetricSeries::default();
+        let a: Labels = vec![(attr::ROUTE, "/a".to_string())];
+        let b: Labels = vec![(attr::ROUTE, "/b".to_string())];
+        series.insert(7, a.clone(), Bound::Observed);
+        assert!(series.get(7, &b).is_none(), "same hash, other labels: not found");
+        series.insert(7, b.clone(), Bound::Observed);
+        assert!(series.get(7, &a).is_some() && series.get(7, &b).is_some() && series.get(8, &a).is_none());
+        assert_eq!(series.count, 2);
     }
 
     #[test]
