@@ -1,6 +1,5 @@
 //! Headers that belong to one connection, not to the request (RFC 9110 §7.6.1): never forwarded
 //! as the client sent them, whichever relay forwards the request.
-
 //!
 //! The names are parsed once (`HeaderName`s): a lookup by `&str` parses the name on every call,
 //! a few hundred instructions each, and a request's head is looked up a few dozen times.

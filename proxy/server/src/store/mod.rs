@@ -258,15 +258,14 @@ impl RecordStore {
     fn json_line(&self, value: &impl serde::Serialize) -> Result<String, StoreError> {
         let mut scratch = self.scratch.lock();
         scratch.clear();
-        let written = serde_json::to_writer(&mut *scratch, value);
         // serde_json writes UTF-8 only; checking it is one pass (no per-chunk decoding).
-        let line = std::str::from_utf8(&scratch)
-            .map_or_else(|_| String::from_utf8_lossy(&scratch).into_owned(), str::to_owned);
+        let line = serde_json::to_writer(&mut *scratch, value).map(|()| {
+            std::str::from_utf8(&scratch).map_or_else(|_| String::from_utf8_lossy(&scratch).into_owned(), str::to_owned)
+        });
         if scratch.capacity() > SCRATCH_KEPT_BYTES {
             *scratch = Vec::with_capacity(16 << 10);
         }
-        written?;
-        Ok(line)
+        Ok(line?)
     }
 
     /// Journal lines that could not be read back at start (not a record, not UTF-8), skipped.
