@@ -30,7 +30,7 @@ pub enum StoreError {
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("cannot serialize a record: {0}")]
-    Serialize(#[from] serde_json::Error),
+    Serialize(#[from] sonic_rs::Error),
 }
 
 /// A record together with its JSON line, serialized once.
@@ -258,8 +258,9 @@ impl RecordStore {
     fn json_line(&self, value: &impl serde::Serialize) -> Result<String, StoreError> {
         let mut scratch = self.scratch.lock();
         scratch.clear();
-        // serde_json writes UTF-8 only; checking it is one pass (no per-chunk decoding).
-        let line = serde_json::to_writer(&mut *scratch, value).map(|()| {
+        // The same bytes serde_json writes (a test compares them), escaped a vector at a time. It
+        // writes UTF-8 only; checking it is one pass (no per-chunk decoding).
+        let line = sonic_rs::to_writer(&mut *scratch, value).map(|()| {
             std::str::from_utf8(&scratch).map_or_else(|_| String::from_utf8_lossy(&scratch).into_owned(), str::to_owned)
         });
         if scratch.capacity() > SCRATCH_KEPT_BYTES {
@@ -498,6 +499,81 @@ mod tests {
             assert_eq!(stored.json, expected);
             assert_eq!(stored.json.capacity(), stored.json.len());
             assert!(store.scratch.lock().capacity() <= SCRATCH_KEPT_BYTES, "the buffer is let go after a long line");
+        }
+    }
+
+    /// The line is written by sonic-rs; readers (and earlier journals) know serde_json's bytes.
+    fn assert_same_line_as_serde_json(value: &impl serde::Serialize, store: &RecordStore) {
+        let expected = serde_json::to_string(value).unwrap();
+        assert_eq!(store.json_line(value).unwrap(), expected);
+    }
+
+    #[test]
+    fn lines_are_serde_json_bytes_for_every_part_of_a_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+        // A streamed answer with its analysis, stamps, diagnosis and a browser timeline joined.
+        let streamed = tokentap_record::fixtures::stream_record(40);
+        assert!(streamed.analysis.is_some() && !streamed.timeline.chunks.is_empty());
+        assert_same_line_as_serde_json(&streamed, &store);
+        let browser = tokentap_record::fixtures::smooth_browser(streamed);
+        assert!(browser.browser.is_some());
+        assert_same_line_as_serde_json(&browser, &store);
+        // Floats a record can hold that JSON cannot: serde_json writes null for each.
+        let mut odd = record("odd", "/", "ok", 0);
+        for (i, value) in
+            [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 5e-324, 1e300, 0.1 + 0.2].into_iter().enumerate()
+        {
+            odd.self_overhead.hook_time_us = value;
+            odd.self_overhead.handoff_lag_p99_us = Some(value * i as f64);
+            assert_same_line_as_serde_json(&odd, &store);
+        }
+    }
+
+    mod lines {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "\\PC{0,40}",
+                prop::collection::vec(
+                    prop::sample::select(vec![
+                        '"', '\\', '/', '\n', '\r', '\t', '\u{0}', '\u{1f}', '\u{7f}', '\u{2028}', 'é', '東', '👍',
+                        'a', ' '
+                    ]),
+                    0..80,
+                )
+                .prop_map(|chars| chars.into_iter().collect()),
+            ]
+        }
+
+        proptest! {
+            /// Any text in a record's strings and any float in its numbers: the same bytes as
+            /// serde_json's.
+            #[test]
+            fn any_text_and_float_gives_serde_json_bytes(
+                path in text(),
+                header in (text(), text()),
+                body in text(),
+                float in any::<f64>(),
+                whole in any::<u64>(),
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let store = RecordStore::open(dir.path(), config(1 << 20, 10)).unwrap();
+                let mut r = record(&path, &body, "ok", whole);
+                r.path = path;
+                r.request_headers = vec![header.clone(), (body.clone(), header.0)];
+                r.self_overhead.hook_time_us = float;
+                r.content = Some(tokentap_record::CapturedContent {
+                    request_body: body.clone(),
+                    request_body_truncated: true,
+                    response_body: body,
+                    response_body_truncated: false,
+                });
+                let expected = serde_json::to_string(&r).unwrap();
+                prop_assert_eq!(store.json_line(&r).unwrap(), expected);
+            }
         }
     }
 
