@@ -146,68 +146,90 @@ pub const MAX_SENTENCES: usize = 512;
 /// that a transcript and the chat message that carries it, or an answer and the speech request
 /// that reads it out, hash the same. Like the prefix hashes, the key is random per process.
 pub fn text_hash(text: &str) -> u64 {
-    let mut h = hasher();
-    feed_normalised(&mut h, text);
-    h.finish()
-}
-
-/// Feeds `text` in normalised form (words joined by one space, lower case) without building it:
-/// the bytes go to the hasher through a small buffer, so the hash is the same as of the
-/// normalised string written at once (SipHash's `write` is a byte stream).
-fn feed_normalised(h: &mut impl Hasher, text: &str) {
-    let mut out = NormalisedWriter { h, buf: [0; 256], len: 0 };
+    let mut normal = Normaliser::new(hasher());
     if text.is_ascii() {
-        // The common case, byte by byte: the ASCII characters `char::is_whitespace` accepts.
-        let mut space = false;
-        let mut any = false;
-        for &b in text.as_bytes() {
-            if matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
-                space = any;
-                continue;
-            }
-            if space {
-                out.push(b' ');
-                space = false;
-            }
-            out.push(b.to_ascii_lowercase());
-            any = true;
-        }
+        text.bytes().for_each(|b| normal.push_ascii(b));
     } else {
-        for (i, word) in text.split_whitespace().enumerate() {
-            if i > 0 {
-                out.push(b' ');
-            }
-            for c in word.chars().flat_map(char::to_lowercase) {
-                let mut utf8 = [0; 4];
-                for &b in c.encode_utf8(&mut utf8).as_bytes() {
-                    out.push(b);
-                }
-            }
-        }
+        text.chars().for_each(|c| normal.push_char(c));
     }
-    out.flush();
+    normal.finish()
 }
 
-struct NormalisedWriter<'h, H: Hasher> {
-    h: &'h mut H,
+/// A text in normalised form (words joined by one space, lower case), fed one character at a
+/// time without building it: the bytes go to the hasher through a small buffer, so the hash is
+/// the same as of the normalised string written at once (SipHash's `write` is a byte stream).
+struct Normaliser<H: Hasher> {
+    h: H,
     buf: [u8; 256],
     len: usize,
+    /// A whitespace run was seen after a word: a space goes before the next word's character.
+    space: bool,
+    /// A non-whitespace character was seen.
+    any: bool,
 }
 
-impl<H: Hasher> NormalisedWriter<'_, H> {
-    fn push(&mut self, b: u8) {
+impl<H: Hasher> Normaliser<H> {
+    fn new(h: H) -> Self {
+        Normaliser { h, buf: [0; 256], len: 0, space: false, any: false }
+    }
+
+    fn byte(&mut self, b: u8) {
         if self.len == self.buf.len() {
-            self.flush();
+            self.h.write(&self.buf);
+            self.len = 0;
         }
         self.buf[self.len] = b;
         self.len += 1;
     }
 
-    fn flush(&mut self) {
-        if self.len > 0 {
-            self.h.write(&self.buf[..self.len]);
-            self.len = 0;
+    /// Before a word's character: the space that separates it from the word before.
+    fn word_char(&mut self) {
+        if self.space {
+            self.byte(b' ');
+            self.space = false;
         }
+        self.any = true;
+    }
+
+    fn push_ascii(&mut self, b: u8) {
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
+            self.space = self.any;
+            return;
+        }
+        self.word_char();
+        self.byte(b.to_ascii_lowercase());
+    }
+
+    fn push_char(&mut self, c: char) {
+        if c.is_ascii() {
+            return self.push_ascii(c as u8);
+        }
+        if c.is_whitespace() {
+            self.space = self.any;
+            return;
+        }
+        self.word_char();
+        for lower in c.to_lowercase() {
+            let mut utf8 = [0; 4];
+            for &b in lower.encode_utf8(&mut utf8).as_bytes() {
+                self.byte(b);
+            }
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.h.write(&self.buf[..self.len]);
+        self.h.finish()
+    }
+
+    /// Ends a sentence: its hash is kept unless it had no word; the next starts with `fresh`.
+    /// False once [`MAX_SENTENCES`] are kept (no more are read).
+    fn end_into(&mut self, sentences: &mut Vec<u64>, fresh: H) -> bool {
+        let ended = std::mem::replace(self, Normaliser::new(fresh));
+        if ended.any {
+            sentences.push(ended.finish());
+        }
+        sentences.len() < MAX_SENTENCES
     }
 }
 
@@ -219,19 +241,47 @@ pub struct TextHashes {
     pub sentences: Vec<u64>,
 }
 
+/// Where a sentence ends (the character itself belongs to neither sentence's hash).
+const SENTENCE_ENDS: [char; 8] = ['.', '!', '?', '\n', '…', '。', '！', '？'];
+
 impl TextHashes {
+    /// One pass over the text: each character goes, normalised, to the whole text's hash and to
+    /// its sentence's, so the hashes are those of [`text_hash`] of the text and of each sentence
+    /// (a test compares them), without reading the text once more per sentence.
     pub fn of(text: &str) -> TextHashes {
+        let mut whole = Normaliser::new(hasher());
+        let mut sentence = Normaliser::new(hasher());
         let mut sentences = Vec::new();
-        for piece in text.split(['.', '!', '?', '\n', '…', '。', '！', '？']) {
-            if sentences.len() >= MAX_SENTENCES {
-                break;
+        let mut in_sentences = true;
+        if text.is_ascii() {
+            for &b in text.as_bytes() {
+                whole.push_ascii(b);
+                if !in_sentences {
+                    continue;
+                }
+                if matches!(b, b'.' | b'!' | b'?' | b'\n') {
+                    in_sentences = sentence.end_into(&mut sentences, hasher());
+                } else {
+                    sentence.push_ascii(b);
+                }
             }
-            if piece.trim().is_empty() {
-                continue;
+        } else {
+            for c in text.chars() {
+                whole.push_char(c);
+                if !in_sentences {
+                    continue;
+                }
+                if SENTENCE_ENDS.contains(&c) {
+                    in_sentences = sentence.end_into(&mut sentences, hasher());
+                } else {
+                    sentence.push_char(c);
+                }
             }
-            sentences.push(text_hash(piece));
         }
-        TextHashes { whole: text_hash(text), sentences }
+        if in_sentences {
+            sentence.end_into(&mut sentences, hasher());
+        }
+        TextHashes { whole: whole.finish(), sentences }
     }
 
     /// True when `part` is this whole text or made of its sentences.
@@ -483,6 +533,36 @@ mod text_tests {
         ) {
             proptest::prop_assert_eq!(text_hash(&ascii), built_whole(&ascii));
             proptest::prop_assert_eq!(text_hash(&other), built_whole(&other));
+        }
+
+        /// The one-pass hashes are those of the text and of each sentence cut out and hashed
+        /// on its own, as first written.
+        #[test]
+        fn one_pass_text_hashes_are_the_sentences_hashed_one_by_one(
+            ascii in "[a-zA-Z0-9 .,!?\t\n\r\u{0b}\u{0c}]{0,700}",
+            other in "[a-zA-Z .!?\n\t\u{85}\u{a0}\u{3000}Éé日…。！？]{0,400}",
+        ) {
+            proptest::prop_assert_eq!(TextHashes::of(&ascii), sentences_one_by_one(&ascii));
+            proptest::prop_assert_eq!(TextHashes::of(&other), sentences_one_by_one(&other));
+        }
+    }
+
+    fn sentences_one_by_one(text: &str) -> TextHashes {
+        let sentences = text
+            .split(SENTENCE_ENDS)
+            .filter(|piece| !piece.trim().is_empty())
+            .take(MAX_SENTENCES)
+            .map(built_whole)
+            .collect();
+        TextHashes { whole: built_whole(text), sentences }
+    }
+
+    #[test]
+    fn sentences_beyond_the_cap_are_not_hashed_in_either_kind_of_text() {
+        for text in ["Yes. ".repeat(MAX_SENTENCES + 20), "Oui。".repeat(MAX_SENTENCES + 20)] {
+            let hashes = TextHashes::of(&text);
+            assert_eq!(hashes.sentences.len(), MAX_SENTENCES);
+            assert_eq!(hashes, sentences_one_by_one(&text));
         }
     }
 
