@@ -1,11 +1,12 @@
 //! Output token counting with OpenAI's o200k_base encoding: one yardstick for every provider, so that
 //! rates from different models and servers compare (provider-reported usage is kept separately).
 
+use std::hash::Hasher as _;
 use std::sync::OnceLock;
 
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input};
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHasher;
 use tiktoken_rs::Rank;
 
 /// Texts are tokenized in segments of at most this many bytes. BPE merging inside one regex piece is
@@ -50,20 +51,76 @@ struct O200k {
     pretokenizer: Regex,
 }
 
-/// o200k's ordinary tokens by their bytes. The bytes of all 199,998 tokens sit back to back in
-/// one allocation (about 1.6 MB) and the index holds slices into it: about 7 MB in all, against
-/// about 14 MB for a map of one `Vec<u8>` per token, and without 200,000 small allocations.
+/// o200k's ordinary tokens by their bytes, in about 4.4 MB: the bytes of all 199,998 tokens back
+/// to back (about 1.6 MB), where each rank's bytes start (0.8 MB), and an open-addressing table of
+/// ranks by the hash of their bytes (2 MiB). A hash map of slices held twice that (24 bytes a
+/// bucket), all of it resident from start: half of tokentap's idle memory was this table.
 struct RankTable {
-    index: FxHashMap<&'static [u8], Rank>,
+    arena: &'static [u8],
+    /// Token `r` is `arena[starts[r]..starts[r + 1]]`.
+    starts: Box<[u32]>,
+    /// `rank + 1` of the token whose bytes hash here (or next along), 0 for an empty slot. Its
+    /// length is a power of two, at most 40 % full: a lookup of bytes that are not a token (most
+    /// of those the merge makes) ends at an empty slot after one or two probes.
+    slots: Box<[u32]>,
+    /// Bits of the hash that index `slots` (the high ones, the best mixed).
+    shift: u32,
 }
 
 impl RankTable {
+    /// The table of the tokens whose ends (exclusive) in `arena` are `ends`, in rank order; `None`
+    /// when two ranks have the same bytes or the arena is too large to index with `u32`.
+    fn new(arena: &'static [u8], ends: &[usize]) -> Option<RankTable> {
+        let mut starts = Vec::with_capacity(ends.len() + 1);
+        starts.push(0);
+        for &end in ends {
+            starts.push(u32::try_from(end).ok()?);
+        }
+        let slot_count = (ends.len() * 5 / 2).next_power_of_two().max(2);
+        let mut table = RankTable {
+            arena,
+            starts: starts.into_boxed_slice(),
+            slots: vec![0; slot_count].into_boxed_slice(),
+            shift: 64 - slot_count.trailing_zeros(),
+        };
+        for rank in 0..ends.len() as Rank {
+            let mut slot = table.home(table.token(rank));
+            while table.slots[slot] != 0 {
+                if table.token(table.slots[slot] - 1) == table.token(rank) {
+                    return None;
+                }
+                slot = (slot + 1) & (table.slots.len() - 1);
+            }
+            table.slots[slot] = rank + 1;
+        }
+        Some(table)
+    }
+
+    fn token(&self, rank: Rank) -> &'static [u8] {
+        let r = rank as usize;
+        &self.arena[self.starts[r] as usize..self.starts[r + 1] as usize]
+    }
+
+    fn home(&self, bytes: &[u8]) -> usize {
+        let mut h = FxHasher::default();
+        h.write(bytes);
+        (h.finish() >> self.shift) as usize
+    }
+
     fn get(&self, bytes: &[u8]) -> Option<Rank> {
-        self.index.get(bytes).copied()
+        let mask = self.slots.len() - 1;
+        let mut slot = self.home(bytes);
+        loop {
+            match self.slots[slot] {
+                0 => return None,
+                occupant if self.token(occupant - 1) == bytes => return Some(occupant - 1),
+                _ => slot = (slot + 1) & mask,
+            }
+        }
     }
 
     fn len(&self) -> usize {
-        self.index.len()
+        self.starts.len() - 1
     }
 
     /// tiktoken's byte-pair merge: start from single bytes and repeatedly merge the adjacent pair
@@ -134,14 +191,7 @@ fn load() -> Option<O200k> {
     filled?;
     // Loaded once per process into a static: the bytes live as long as the process.
     let arena: &'static [u8] = Box::leak(arena.into_boxed_slice());
-    let mut index = FxHashMap::default();
-    index.reserve(ends.len());
-    let mut start = 0;
-    for (rank, &end) in (0..).zip(&ends) {
-        index.insert(&arena[start..end], rank);
-        start = end;
-    }
-    let ranks = RankTable { index };
+    let ranks = RankTable::new(arena, &ends)?;
     // Every single byte is a token (BPE's starting point); a table without them is not o200k.
     if ranks.len() != O200K_ORDINARY_TOKENS as usize || !(0..=255u8).all(|b| ranks.get(&[b]).is_some()) {
         return None;
@@ -363,14 +413,33 @@ mod tests {
     #[test]
     fn rank_table_round_trips() {
         let bpe = encoding().unwrap();
-        let total: usize = bpe.ranks.index.keys().map(|k| k.len()).sum();
+        let total = bpe.ranks.arena.len();
         assert!(total <= ARENA_BYTES, "{total} bytes of tokens: raise ARENA_BYTES");
         eprintln!("o200k ordinary tokens: {total} bytes");
         assert_eq!(bpe.ranks.len(), O200K_ORDINARY_TOKENS as usize);
-        for (bytes, &rank) in bpe.ranks.index.iter().step_by(97) {
-            let back: Vec<u8> = reference()._decode_native_and_split(vec![rank]).flatten().collect();
-            assert_eq!(&back, bytes);
+        // Every rank is found by its bytes (none lost to a collision in the open addressing).
+        for rank in 0..O200K_ORDINARY_TOKENS {
+            assert_eq!(bpe.ranks.get(bpe.ranks.token(rank)), Some(rank));
         }
+        for rank in (0..O200K_ORDINARY_TOKENS).step_by(97) {
+            let back: Vec<u8> = reference()._decode_native_and_split(vec![rank]).flatten().collect();
+            assert_eq!(back, bpe.ranks.token(rank));
+        }
+        // Bytes that are no token: tiktoken itself needs more than one token for each.
+        for text in ["qzxqzxqzxqzxqzx", "\u{1F600}\u{1F600}\u{1F600}", "a b c d e f"] {
+            assert!(reference().encode_ordinary(text).len() > 1);
+            assert_eq!(bpe.ranks.get(text.as_bytes()), None, "{text:?}");
+        }
+        assert_eq!(bpe.ranks.get(b""), None);
+    }
+
+    #[test]
+    fn a_table_with_one_token_twice_is_refused() {
+        let arena: &'static [u8] = b"abcab";
+        assert!(RankTable::new(arena, &[1, 2, 3]).is_some());
+        assert!(RankTable::new(arena, &[1, 2, 3, 5]).is_some());
+        assert!(RankTable::new(arena, &[1, 2, 3, 4]).is_none(), "\"a\" twice");
+        assert!(RankTable::new(arena, &[2, 3, 5]).is_none(), "\"ab\" twice");
     }
 
     mod random {
