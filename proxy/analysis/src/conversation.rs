@@ -146,90 +146,70 @@ pub const MAX_SENTENCES: usize = 512;
 /// that a transcript and the chat message that carries it, or an answer and the speech request
 /// that reads it out, hash the same. Like the prefix hashes, the key is random per process.
 pub fn text_hash(text: &str) -> u64 {
-    let mut normal = Normaliser::new(hasher());
+    let mut normal = Vec::with_capacity(text.len());
+    normalise(text, &mut normal, |_, _| {});
+    hash_bytes(&normal)
+}
+
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut h = hasher();
+    h.write(bytes);
+    h.finish()
+}
+
+/// Where a sentence ends (the character itself belongs to neither sentence's hash).
+const SENTENCE_ENDS: [char; 8] = ['.', '!', '?', '\n', '…', '。', '！', '？'];
+
+/// Appends `text` in normalised form to `out`: its words joined by one space, lower case. At each
+/// sentence end (a character of [`SENTENCE_ENDS`]) calls `sentence_end(end, next)`: the sentence
+/// before it is `out[..end]` from the previous `next` on, the next one starts at `next`; each may
+/// begin or end with the space that joins it to its neighbour.
+fn normalise(text: &str, out: &mut Vec<u8>, mut sentence_end: impl FnMut(usize, usize)) {
+    // A whitespace run was seen after a word: a space goes before the next word's character.
+    let mut space = false;
     if text.is_ascii() {
-        text.bytes().for_each(|b| normal.push_ascii(b));
-    } else {
-        text.chars().for_each(|c| normal.push_char(c));
-    }
-    normal.finish()
-}
-
-/// A text in normalised form (words joined by one space, lower case), fed one character at a
-/// time without building it: the bytes go to the hasher through a small buffer, so the hash is
-/// the same as of the normalised string written at once (SipHash's `write` is a byte stream).
-struct Normaliser<H: Hasher> {
-    h: H,
-    buf: [u8; 256],
-    len: usize,
-    /// A whitespace run was seen after a word: a space goes before the next word's character.
-    space: bool,
-    /// A non-whitespace character was seen.
-    any: bool,
-}
-
-impl<H: Hasher> Normaliser<H> {
-    fn new(h: H) -> Self {
-        Normaliser { h, buf: [0; 256], len: 0, space: false, any: false }
-    }
-
-    fn byte(&mut self, b: u8) {
-        if self.len == self.buf.len() {
-            self.h.write(&self.buf);
-            self.len = 0;
-        }
-        self.buf[self.len] = b;
-        self.len += 1;
-    }
-
-    /// Before a word's character: the space that separates it from the word before.
-    fn word_char(&mut self) {
-        if self.space {
-            self.byte(b' ');
-            self.space = false;
-        }
-        self.any = true;
-    }
-
-    fn push_ascii(&mut self, b: u8) {
-        if matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
-            self.space = self.any;
-            return;
-        }
-        self.word_char();
-        self.byte(b.to_ascii_lowercase());
-    }
-
-    fn push_char(&mut self, c: char) {
-        if c.is_ascii() {
-            return self.push_ascii(c as u8);
-        }
-        if c.is_whitespace() {
-            self.space = self.any;
-            return;
-        }
-        self.word_char();
-        for lower in c.to_lowercase() {
-            let mut utf8 = [0; 4];
-            for &b in lower.encode_utf8(&mut utf8).as_bytes() {
-                self.byte(b);
+        // The common case, byte by byte: the ASCII characters `char::is_whitespace` accepts.
+        for &b in text.as_bytes() {
+            match b {
+                b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' => {
+                    space = !out.is_empty();
+                    if b == b'\n' {
+                        sentence_end(out.len(), out.len());
+                    }
+                }
+                _ => {
+                    let end = out.len();
+                    if std::mem::take(&mut space) {
+                        out.push(b' ');
+                    }
+                    out.push(b.to_ascii_lowercase());
+                    if matches!(b, b'.' | b'!' | b'?') {
+                        sentence_end(end, out.len());
+                    }
+                }
             }
         }
+        return;
     }
-
-    fn finish(mut self) -> u64 {
-        self.h.write(&self.buf[..self.len]);
-        self.h.finish()
-    }
-
-    /// Ends a sentence: its hash is kept unless it had no word; the next starts with `fresh`.
-    /// False once [`MAX_SENTENCES`] are kept (no more are read).
-    fn end_into(&mut self, sentences: &mut Vec<u64>, fresh: H) -> bool {
-        let ended = std::mem::replace(self, Normaliser::new(fresh));
-        if ended.any {
-            sentences.push(ended.finish());
+    for c in text.chars() {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            if c == '\n' {
+                sentence_end(out.len(), out.len());
+            }
+            continue;
         }
-        sentences.len() < MAX_SENTENCES
+        let end = out.len();
+        if std::mem::take(&mut space) {
+            out.push(b' ');
+        }
+        for lower in c.to_lowercase() {
+            let mut utf8 = [0; 4];
+            out.extend_from_slice(lower.encode_utf8(&mut utf8).as_bytes());
+        }
+        if SENTENCE_ENDS.contains(&c) {
+            sentence_end(end, out.len());
+        }
     }
 }
 
@@ -241,47 +221,28 @@ pub struct TextHashes {
     pub sentences: Vec<u64>,
 }
 
-/// Where a sentence ends (the character itself belongs to neither sentence's hash).
-const SENTENCE_ENDS: [char; 8] = ['.', '!', '?', '\n', '…', '。', '！', '？'];
-
 impl TextHashes {
-    /// One pass over the text: each character goes, normalised, to the whole text's hash and to
-    /// its sentence's, so the hashes are those of [`text_hash`] of the text and of each sentence
-    /// (a test compares them), without reading the text once more per sentence.
+    /// The text is normalised once; the whole and each sentence are hashed from that one copy,
+    /// so the hashes are those of [`text_hash`] of the text and of each sentence (a test compares
+    /// them) without normalising the text again per sentence.
     pub fn of(text: &str) -> TextHashes {
-        let mut whole = Normaliser::new(hasher());
-        let mut sentence = Normaliser::new(hasher());
+        let mut normal = Vec::with_capacity(text.len());
+        let mut cuts = Vec::new();
+        normalise(text, &mut normal, |end, next| cuts.push((end, next)));
+        cuts.push((normal.len(), normal.len()));
         let mut sentences = Vec::new();
-        let mut in_sentences = true;
-        if text.is_ascii() {
-            for &b in text.as_bytes() {
-                whole.push_ascii(b);
-                if !in_sentences {
-                    continue;
-                }
-                if matches!(b, b'.' | b'!' | b'?' | b'\n') {
-                    in_sentences = sentence.end_into(&mut sentences, hasher());
-                } else {
-                    sentence.push_ascii(b);
-                }
+        let mut start = 0;
+        for (end, next) in cuts {
+            if sentences.len() >= MAX_SENTENCES {
+                break;
             }
-        } else {
-            for c in text.chars() {
-                whole.push_char(c);
-                if !in_sentences {
-                    continue;
-                }
-                if SENTENCE_ENDS.contains(&c) {
-                    in_sentences = sentence.end_into(&mut sentences, hasher());
-                } else {
-                    sentence.push_char(c);
-                }
+            let sentence = normal[start..end].trim_ascii();
+            if !sentence.is_empty() {
+                sentences.push(hash_bytes(sentence));
             }
+            start = next;
         }
-        if in_sentences {
-            sentence.end_into(&mut sentences, hasher());
-        }
-        TextHashes { whole: whole.finish(), sentences }
+        TextHashes { whole: hash_bytes(&normal), sentences }
     }
 
     /// True when `part` is this whole text or made of its sentences.
