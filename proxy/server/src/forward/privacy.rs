@@ -37,7 +37,16 @@ const SECRET_NAME_PARTS: &[&str] = &["auth", "secret", "passw", "cookie", "crede
 /// True when a lower-case name looks secret by the rule of [`SECRET_NAME_PARTS`], or ends in `key`
 /// or `token` (`x-custom-api-key`, `apikey`, `x-api-token`; not `x-ratelimit-remaining-tokens`).
 fn looks_secret(lower: &str) -> bool {
-    lower.ends_with("key") || lower.ends_with("token") || SECRET_NAME_PARTS.iter().any(|part| lower.contains(part))
+    let name = lower.as_bytes();
+    // One pass, a part compared only where its first byte is (was: a substring search per part,
+    // ~200 instructions each, for every header of every request).
+    name.ends_with(b"key")
+        || name.ends_with(b"token")
+        || (0..name.len()).any(|at| {
+            SECRET_NAME_PARTS
+                .iter()
+                .any(|part| part.as_bytes()[0] == name[at] && name[at..].starts_with(part.as_bytes()))
+        })
 }
 
 /// Decides whether a header's value may be recorded.
@@ -139,6 +148,36 @@ fn is_secret_query_name(raw: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    mod names {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The one-pass check says what a substring search per part says, for any name made of
+            /// the parts' letters, the parts themselves and separators.
+            #[test]
+            fn looks_secret_is_a_substring_search(
+                pieces in prop::collection::vec(
+                    prop_oneof![
+                        prop::sample::select(SECRET_NAME_PARTS).prop_map(str::to_string),
+                        prop::sample::select(SECRET_NAME_PARTS).prop_map(|p| p[..p.len() - 1].to_string()),
+                        "[a-z]{1,3}",
+                        Just("-".to_string()),
+                        Just("key".to_string()),
+                        Just("token".to_string()),
+                    ],
+                    0..6,
+                )
+            ) {
+                let name = pieces.concat();
+                let searched = name.ends_with("key")
+                    || name.ends_with("token")
+                    || SECRET_NAME_PARTS.iter().any(|part| name.contains(part));
+                prop_assert_eq!(looks_secret(&name), searched, "{}", name);
+            }
+        }
+    }
 
     #[test]
     fn redacts_secret_headers_case_insensitively() {
