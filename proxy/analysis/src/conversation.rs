@@ -147,7 +147,7 @@ pub const MAX_SENTENCES: usize = 512;
 /// that reads it out, hash the same. Like the prefix hashes, the key is random per process.
 pub fn text_hash(text: &str) -> u64 {
     let mut normal = Vec::with_capacity(text.len());
-    normalise(text, &mut normal, |_, _| {});
+    normalise(text, &mut normal, |_| {});
     hash_bytes(&normal)
 }
 
@@ -161,12 +161,13 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
 const SENTENCE_ENDS: [char; 8] = ['.', '!', '?', '\n', '…', '。', '！', '？'];
 
 /// Appends `text` in normalised form to `out`: its words joined by one space, lower case. At each
-/// sentence end (a character of [`SENTENCE_ENDS`]) calls `sentence_end(end, next)`: the sentence
-/// before it is `out[..end]` from the previous `next` on, the next one starts at `next`; each may
-/// begin or end with the space that joins it to its neighbour.
-fn normalise(text: &str, out: &mut Vec<u8>, mut sentence_end: impl FnMut(usize, usize)) {
+/// sentence end (a character of [`SENTENCE_ENDS`]) calls `sentence` with the normalised sentence
+/// before it, which may begin with the space that joins it to the one before. Returns where the
+/// last sentence (the one no end closed) starts in `out`.
+fn normalise(text: &str, out: &mut Vec<u8>, mut sentence: impl FnMut(&[u8])) -> usize {
     // A whitespace run was seen after a word: a space goes before the next word's character.
     let mut space = false;
+    let mut start = 0;
     if text.is_ascii() {
         // The common case, byte by byte: the ASCII characters `char::is_whitespace` accepts.
         for &b in text.as_bytes() {
@@ -174,7 +175,8 @@ fn normalise(text: &str, out: &mut Vec<u8>, mut sentence_end: impl FnMut(usize, 
                 b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r' => {
                     space = !out.is_empty();
                     if b == b'\n' {
-                        sentence_end(out.len(), out.len());
+                        sentence(&out[start..]);
+                        start = out.len();
                     }
                 }
                 _ => {
@@ -184,18 +186,20 @@ fn normalise(text: &str, out: &mut Vec<u8>, mut sentence_end: impl FnMut(usize, 
                     }
                     out.push(b.to_ascii_lowercase());
                     if matches!(b, b'.' | b'!' | b'?') {
-                        sentence_end(end, out.len());
+                        sentence(&out[start..end]);
+                        start = out.len();
                     }
                 }
             }
         }
-        return;
+        return start;
     }
     for c in text.chars() {
         if c.is_whitespace() {
             space = !out.is_empty();
             if c == '\n' {
-                sentence_end(out.len(), out.len());
+                sentence(&out[start..]);
+                start = out.len();
             }
             continue;
         }
@@ -208,9 +212,11 @@ fn normalise(text: &str, out: &mut Vec<u8>, mut sentence_end: impl FnMut(usize, 
             out.extend_from_slice(lower.encode_utf8(&mut utf8).as_bytes());
         }
         if SENTENCE_ENDS.contains(&c) {
-            sentence_end(end, out.len());
+            sentence(&out[start..end]);
+            start = out.len();
         }
     }
+    start
 }
 
 /// Hashes of a text as a whole and of each of its sentences (cut after `.`, `!`, `?`, `…`, their
@@ -227,21 +233,15 @@ impl TextHashes {
     /// them) without normalising the text again per sentence.
     pub fn of(text: &str) -> TextHashes {
         let mut normal = Vec::with_capacity(text.len());
-        let mut cuts = Vec::new();
-        normalise(text, &mut normal, |end, next| cuts.push((end, next)));
-        cuts.push((normal.len(), normal.len()));
         let mut sentences = Vec::new();
-        let mut start = 0;
-        for (end, next) in cuts {
-            if sentences.len() >= MAX_SENTENCES {
-                break;
-            }
-            let sentence = normal[start..end].trim_ascii();
-            if !sentence.is_empty() {
+        let mut add = |sentence: &[u8]| {
+            let sentence = sentence.trim_ascii();
+            if !sentence.is_empty() && sentences.len() < MAX_SENTENCES {
                 sentences.push(hash_bytes(sentence));
             }
-            start = next;
-        }
+        };
+        let last = normalise(text, &mut normal, &mut add);
+        add(&normal[last..]);
         TextHashes { whole: hash_bytes(&normal), sentences }
     }
 

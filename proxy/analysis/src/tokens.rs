@@ -54,8 +54,8 @@ struct O200k {
 
 /// o200k's ordinary tokens by their bytes, in about 4.4 MB: the bytes of all 199,998 tokens back
 /// to back (about 1.6 MB), where each rank's bytes start (0.8 MB), and an open-addressing table of
-/// ranks by the hash of their bytes (2 MiB). A hash map of slices held twice that (24 bytes a
-/// bucket), all of it resident from start: half of tokentap's idle memory was this table.
+/// ranks by the hash of their bytes (2 MiB). A hash map of slices held about twice that (24 bytes
+/// a bucket), all of it resident from start (about a fifth of tokentap's idle memory).
 struct RankTable {
     arena: &'static [u8],
     /// Token `r` is `arena[starts[r]..starts[r + 1]]`.

@@ -175,8 +175,8 @@ impl MetricSeries {
     }
 }
 
-/// The map's keys are keyed SipHash values already (of label sets a client partly chooses, so
-/// not predictable to it): used as they are.
+/// The map's keys are hashes already, seeded per process (of label sets a client partly chooses,
+/// so not predictable to it): used as they are.
 #[derive(Default)]
 struct PreHashed(u64);
 
