@@ -122,7 +122,8 @@ impl Conversation {
                     .iter()
                     .map(|c| c.call_id.as_deref().map_or(0, heap_str) + c.name.as_deref().map_or(0, heap_str))
                     .sum::<usize>();
-            strings + steps + calls
+            // Its entry in `open_by_age` (a B-tree: about twice the pair).
+            strings + steps + calls + 2 * std::mem::size_of::<(u64, u64)>()
         });
         // Its entry in `conversations` and in `by_age` (a B-tree: about twice the pair).
         table_entry::<u64, Conversation>() + 2 * std::mem::size_of::<(u64, u64)>() + heap_str(&self.id) + keys + turn

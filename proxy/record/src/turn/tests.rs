@@ -442,6 +442,44 @@ proptest! {
         }
         prop_assert_eq!(tracker.counters().unknown_tool_results, 0);
     }
+
+    /// Ticks between steps, steps that end out of order, and both orders of the two idle bounds:
+    /// a tick closes exactly the open turns last seen before its idle bound, forgets exactly the
+    /// conversations last seen before both bounds, and the age indexes stay true.
+    #[test]
+    fn ticks_close_and_forget_exactly_what_has_been_idle(
+        idle_s in 1u64..20,
+        forget_s in 1u64..40,
+        ops in prop::collection::vec((0usize..6, 0u64..60, any::<bool>()), 1..60),
+    ) {
+        let config = TurnConfig { idle_close_ns: idle_s * S, conversation_idle_ns: forget_s * S, ..TurnConfig::default() };
+        let mut tracker = TurnTracker::new(config);
+        let convs: Vec<Vec<(usize, Value, Vec<String>)>> = (0..6).map(|c| conversation_steps(c, 2, 2)).collect();
+        let mut next = [0usize; 6];
+        for (c, at_s, is_tick) in ops {
+            let now = T0 + at_s * S;
+            if is_tick {
+                let open = tracker.ages();
+                let idle = now - idle_s * S;
+                let forget = (now - forget_s * S).min(idle);
+                let closed = tracker.tick(now);
+                let due = open.iter().filter(|(seen, is_open)| *is_open && *seen < idle).count();
+                let kept = open.iter().filter(|(seen, _)| *seen >= forget).count();
+                prop_assert_eq!(closed.len(), due, "turns closed");
+                prop_assert_eq!(tracker.conversations(), kept, "conversations kept");
+                prop_assert!(tracker.ages().iter().all(|(seen, is_open)| !is_open || *seen >= idle));
+            } else if let Some((_, body, calls)) = convs[c].get(next[c]) {
+                next[c] += 1;
+                let end = at_s as f64;
+                let call_refs: Vec<(&str, &str, f64)> = calls.iter().map(|id| (id.as_str(), "get_time", end)).collect();
+                tracker.observe(step("/v1/chat/completions", body, end - 0.5, end, &call_refs));
+            }
+            prop_assert!(tracker.age_indexes_agree());
+            prop_assert_eq!(tracker.open_turns(), tracker.open_turns_walked());
+        }
+        tracker.close_all();
+        prop_assert!(tracker.age_indexes_agree());
+    }
 }
 
 #[test]

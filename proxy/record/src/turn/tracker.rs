@@ -80,7 +80,12 @@ pub struct TurnTracker {
     next_slot: u64,
     conversations: HashMap<u64, Conversation>,
     index: HashMap<LinkKey, Vec<u64>>,
+    /// Every conversation by when it was last seen: the least recently active are forgotten first.
     by_age: BTreeSet<(u64, u64)>,
+    /// The conversations with an open turn, by when they were last seen: what a tick closes. Kept
+    /// apart from `by_age` so that a tick visits only the turns it closes and the conversations
+    /// it forgets, not every conversation idle longer than `idle_close_ns` and still remembered.
+    open_by_age: BTreeSet<(u64, u64)>,
     bytes: usize,
     counters: TurnCounters,
 }
@@ -103,6 +108,7 @@ impl TurnTracker {
             conversations: HashMap::new(),
             index: HashMap::new(),
             by_age: BTreeSet::new(),
+            open_by_age: BTreeSet::new(),
             bytes: 0,
             counters: TurnCounters::default(),
         }
@@ -128,6 +134,22 @@ impl TurnTracker {
     #[cfg(test)]
     pub(crate) fn open_turns_walked(&self) -> usize {
         self.conversations.values().filter(|c| c.open.is_some()).count()
+    }
+
+    /// Each conversation's last-seen time and whether it has an open turn.
+    #[cfg(test)]
+    pub(crate) fn ages(&self) -> Vec<(u64, bool)> {
+        self.conversations.values().map(|c| (c.last_seen, c.open.is_some())).collect()
+    }
+
+    /// Whether both age indexes list exactly what they should: every conversation in `by_age`,
+    /// those with an open turn in `open_by_age`, each at its `last_seen`.
+    #[cfg(test)]
+    pub(crate) fn age_indexes_agree(&self) -> bool {
+        let all: BTreeSet<(u64, u64)> = self.conversations.iter().map(|(slot, c)| (c.last_seen, *slot)).collect();
+        let open: BTreeSet<(u64, u64)> =
+            self.conversations.iter().filter(|(_, c)| c.open.is_some()).map(|(slot, c)| (c.last_seen, *slot)).collect();
+        all == self.by_age && open == self.open_by_age
     }
 
     pub fn conversations(&self) -> usize {
@@ -230,6 +252,7 @@ impl TurnTracker {
         let link = found.map(|(_, link)| link);
         if let Some(conv) = self.conversations.get(&slot) {
             self.by_age.remove(&(conv.last_seen, slot));
+            self.open_by_age.remove(&(conv.last_seen, slot));
         }
 
         // Does this step continue the open turn, or start the next one? An app that sends a turn
@@ -397,6 +420,9 @@ impl TurnTracker {
         let Some(conv) = self.conversations.get_mut(&slot) else { unreachable!("still there") };
         conv.last_seen = conv.last_seen.max(step.end_unix_ns);
         self.by_age.insert((conv.last_seen, slot));
+        if conv.open.is_some() {
+            self.open_by_age.insert((conv.last_seen, slot));
+        }
         let before = conv.bytes;
         conv.bytes = conv.estimate();
         self.bytes = self.bytes - before + conv.bytes;
@@ -437,6 +463,7 @@ impl TurnTracker {
     /// Removes a conversation; its open turn, if any, closes as `Evicted`.
     fn remove(&mut self, slot: u64) -> Option<TurnRecord> {
         let mut conv = self.conversations.remove(&slot)?;
+        self.open_by_age.remove(&(conv.last_seen, slot));
         self.bytes -= conv.bytes;
         for key in &conv.keys {
             unindex(&mut self.index, key, slot);
@@ -462,23 +489,28 @@ impl TurnTracker {
     pub fn tick(&mut self, now_unix_ns: u64) -> Vec<TurnRecord> {
         let mut closed = Vec::new();
         let idle_close = now_unix_ns.saturating_sub(self.config.idle_close_ns);
-        let forget = now_unix_ns.saturating_sub(self.config.conversation_idle_ns);
-        let stale: Vec<(u64, u64)> = self.by_age.iter().take_while(|(seen, _)| *seen < idle_close).copied().collect();
-        for (seen, slot) in stale {
-            if seen < forget {
-                self.by_age.remove(&(seen, slot));
-                if let Some(mut conv) = self.conversations.remove(&slot) {
-                    self.bytes -= conv.bytes;
-                    for key in &conv.keys {
-                        unindex(&mut self.index, key, slot);
-                    }
-                    if let Some(turn) = conv.open.take() {
-                        let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
-                        closed.push(finish(&mut conv, turn, status));
-                        self.counters.turns_closed += 1;
-                    }
+        // Only conversations whose turn would close are forgotten (as ever, when
+        // `conversation_idle_ns` is the shorter of the two).
+        let forget = now_unix_ns.saturating_sub(self.config.conversation_idle_ns).min(idle_close);
+        // Both walks visit only entries they remove: a tick costs what it closes and forgets.
+        while let Some(&(seen, slot)) = self.by_age.first().filter(|(seen, _)| *seen < forget) {
+            self.by_age.remove(&(seen, slot));
+            self.open_by_age.remove(&(seen, slot));
+            if let Some(mut conv) = self.conversations.remove(&slot) {
+                self.bytes -= conv.bytes;
+                for key in &conv.keys {
+                    unindex(&mut self.index, key, slot);
                 }
-            } else if let Some(conv) = self.conversations.get_mut(&slot) {
+                if let Some(turn) = conv.open.take() {
+                    let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
+                    closed.push(finish(&mut conv, turn, status));
+                    self.counters.turns_closed += 1;
+                }
+            }
+        }
+        while let Some(&(seen, slot)) = self.open_by_age.first().filter(|(seen, _)| *seen < idle_close) {
+            self.open_by_age.remove(&(seen, slot));
+            if let Some(conv) = self.conversations.get_mut(&slot) {
                 if let Some(turn) = conv.open.take() {
                     let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
                     closed.push(finish(conv, turn, status));
@@ -501,6 +533,7 @@ impl TurnTracker {
                 self.counters.turns_closed += 1;
             }
         }
+        self.open_by_age.clear();
         closed
     }
 }
