@@ -186,9 +186,9 @@ pub fn analyze_request(path: &str, content_type: Option<&str>, body: &[u8], body
     info.max_tokens = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
         .iter()
         .find_map(|k| map.get(*k).and_then(Value::as_u64))
-        .or_else(|| pointer_u64(&value, "/generationConfig/maxOutputTokens"))
-        .or_else(|| pointer_u64(&value, "/options/num_predict"));
-    info.include_usage = value.pointer("/stream_options/include_usage").and_then(Value::as_bool);
+        .or_else(|| nested(map, "generationConfig", "maxOutputTokens").and_then(Value::as_u64))
+        .or_else(|| nested(map, "options", "num_predict").and_then(Value::as_u64));
+    info.include_usage = nested(map, "stream_options", "include_usage").and_then(Value::as_bool);
 
     let mut texts = Vec::new();
     let mut message_count = None;
@@ -294,8 +294,10 @@ fn last_user_text_hash(map: &serde_json::Map<String, Value>) -> Option<u64> {
     (!texts.is_empty()).then(|| text_hash(&texts.join(" ")))
 }
 
-fn pointer_u64(value: &Value, pointer: &str) -> Option<u64> {
-    value.pointer(pointer).and_then(Value::as_u64)
+/// `map[outer][inner]` (what `Value::pointer` finds for `/outer/inner`, without building a string
+/// per step of the path).
+fn nested<'v>(map: &'v serde_json::Map<String, Value>, outer: &str, inner: &str) -> Option<&'v Value> {
+    map.get(outer)?.as_object()?.get(inner)
 }
 
 /// What the path alone says.

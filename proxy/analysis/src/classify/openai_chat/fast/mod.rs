@@ -2,12 +2,14 @@
 //! same [`Chunk`] serde would, for the fields the classifier reads, at a fraction of the cost (the
 //! typed serde parse was about 40% of a whole stream's analysis).
 //!
-//! It is deliberately narrow. Whenever the frame is anything but a plain object of the common shape
-//! — a non-null `usage`, `error`, `timings`, `x_groq`, `time_info`, `tool_calls`, `function_call` or
-//! `message`, a `reasoning` object, an escaped key, a lone surrogate, a duplicate field, an `index`
-//! that is not a small unsigned integer, deep nesting, anything that is not strictly valid JSON — it
-//! returns `None` and the caller parses with serde_json as before, so results never depend on which
-//! path ran. The contract (tested against serde_json on generated and mutated chunks):
+//! It reads the text members itself and hands each member that is not text (`usage`, `error`,
+//! `timings`, `x_groq`, `time_info`, `tool_calls`, `function_call`, a `reasoning` object) to
+//! serde_json as its own bytes, once the scanner has skipped it strictly; a whole body's `message`
+//! is read as a delta. Whenever the frame is anything else — an escaped key, a lone surrogate, a
+//! duplicate field, an `index` that is not a small unsigned integer, deep nesting, a member serde
+//! would refuse, anything that is not strictly valid JSON — it returns `None` and the caller parses
+//! with serde_json as before, so results never depend on which path ran. The contract (tested
+//! against serde_json on generated and mutated chunks):
 //! `parse(..., data) == Some(chunk)` implies `serde_json::from_str::<Chunk>(data)` is `Ok` with an
 //! equal chunk.
 //!

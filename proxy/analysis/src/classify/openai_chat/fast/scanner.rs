@@ -260,9 +260,18 @@ impl<'a> Parser<'a> {
         self.string().map(|s| Some(Text(s)))
     }
 
-    /// Only `null` is accepted here (a present value of this field means "use serde_json").
-    pub(super) fn null_only(&mut self) -> Option<()> {
-        self.null().then_some(())
+    /// `null` → `None`; any other value is skipped (as strictly as [`Self::skip_value`]) and its
+    /// own bytes given to serde_json, which reads it as it would inside the whole frame (the same
+    /// parser on the same bytes; a string borrows from the frame where it has no escapes).
+    /// For the members whose values are not text: usage, errors, server timings, tool calls.
+    pub(super) fn by_serde<T: serde::Deserialize<'a>>(&mut self, depth: u32) -> Option<Option<T>> {
+        if self.null() {
+            return Some(None);
+        }
+        let start = self.i;
+        self.skip_value(depth)?;
+        let s: &'a str = self.s;
+        serde_json::from_str(&s[start..self.i]).ok().map(Some)
     }
 
     /// `null`, or an unsigned integer that serde reads as `u64` (at most 19 digits, no sign,

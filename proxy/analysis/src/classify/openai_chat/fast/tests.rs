@@ -34,6 +34,16 @@ fn common_shapes_take_the_fast_path() {
         " { \"choices\" : [ { \"delta\" : { \"content\" : \"a\" } , \"index\" : 7 } ] , \"x\" : [ 1 , -2.5e+3 , true , false , null , { } , [ ] ] } ".into(),
         r#"{"choices":null,"id":null,"model":null}"#.into(),
         r#"{"choices":[{"text":"legacy","index":0,"finish_reason":null}]}"#.into(),
+        // Members that are not text: read by serde_json from their own bytes.
+        r#"{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":2000,"total_tokens":2020}}"#.into(),
+        r#"{"error":{"message":"overloaded","type":"server_error"}}"#.into(),
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#.into(),
+        r#"{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}"#.into(),
+        r#"{"choices":[{"index":0,"message":{"content":"whole"}}]}"#.into(),
+        r#"{"choices":[{"index":0,"delta":{"reasoning":{"text":"obj"}}}]}"#.into(),
+        r#"{"id":"chatcmpl-1","object":"chat.completion","created":1741570283,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}],"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":82,"completion_tokens":17,"total_tokens":99,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}},"service_tier":"default","system_fingerprint":"fp_1"}"#.into(),
+        r#"{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"created":1,"model":"qwen","object":"chat.completion.chunk","usage":{"completion_tokens":9,"prompt_tokens":5,"total_tokens":14},"timings":{"prompt_n":5,"prompt_ms":12.5,"predicted_n":9,"predicted_ms":90.1,"predicted_per_second":99.9}}"#.into(),
+        r#"{"choices":[],"x_groq":{"id":"req_1","usage":{"queue_time":0.02,"prompt_time":0.01}},"time_info":{"queue_time":0.0001,"total_time":0.2}}"#.into(),
         r#"{"choices":[{"delta":null},{"delta":{"content":"b"},"index":1}]}"#.into(),
         "{}".into(),
     ];
@@ -45,12 +55,18 @@ fn common_shapes_take_the_fast_path() {
 #[test]
 fn unusual_shapes_fall_back() {
     let cases = [
-        r#"{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":2000,"total_tokens":2020}}"#,
-        r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
-        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
-        r#"{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}"#,
-        r#"{"choices":[{"index":0,"message":{"content":"whole"}}]}"#,
-        r#"{"choices":[{"index":0,"delta":{"reasoning":{"text":"obj"}}}]}"#,
+        // Not-text members that serde rejects, or that the scanner does not skip strictly.
+        r#"{"usage":{"t\u006ftal":1}}"#,
+        r#"{"usage":{"x":"\ud800"}}"#,
+        r#"{"usage":{"x":1,}}"#,
+        r#"{"error":[1 2]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":{"index":0}}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":1}]}}]}"#,
+        r#"{"choices":[{"delta":{"function_call":"f"}}]}"#,
+        r#"{"choices":[{"message":{"content":1}}]}"#,
+        r#"{"choices":[{"message":{"content":"a","content":"b"}}]}"#,
+        r#"{"choices":[{"message":[]}]}"#,
         r#"{"choices":[{"index":-1,"delta":{"content":"a"}}]}"#,
         r#"{"choices":[{"index":1.0,"delta":{"content":"a"}}]}"#,
         r#"{"choices":[{"index":1e0,"delta":{"content":"a"}}]}"#,
@@ -224,9 +240,40 @@ fn delta_fields() -> Vec<(&'static str, BoxedStrategy<String>)> {
         ("reasoning_content", text_value().boxed()),
         ("reasoning", text_value().boxed()),
         ("refusal", text_value().boxed()),
-        ("tool_calls", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
-        ("function_call", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+        ("tool_calls", prop_oneof![6 => Just("null".to_owned()), 3 => tool_calls(), 1 => any_value()].boxed()),
+        ("function_call", prop_oneof![6 => Just("null".to_owned()), 3 => function(), 1 => any_value()].boxed()),
     ]
+}
+
+/// A `function` object of a tool call: name and arguments, mostly text.
+fn function() -> BoxedStrategy<String> {
+    members(vec![("name", text_value().boxed()), ("arguments", text_value().boxed())]).boxed()
+}
+
+/// A `tool_calls` array as the servers send it (streamed pieces with an index, whole calls with
+/// an id and a type), with now and then a value of the wrong type.
+fn tool_calls() -> BoxedStrategy<String> {
+    let index = prop_oneof![4 => prop::sample::select(vec!["0", "1", "null", "-1", "1.5"]), 1 => Just("\"0\"")];
+    let call = members(vec![
+        ("index", index.prop_map(str::to_owned).boxed()),
+        ("id", text_value().boxed()),
+        ("type", string_literal().boxed()),
+        ("function", prop_oneof![6 => function(), 1 => Just("null".to_owned()), 1 => any_value()].boxed()),
+    ]);
+    prop::collection::vec(call, 0..3).prop_map(|c| format!("[{}]", c.join(","))).boxed()
+}
+
+/// A `usage` object: token counts, nested details, sometimes a value of another type.
+fn usage() -> BoxedStrategy<String> {
+    let count = prop_oneof![4 => prop::sample::select(vec!["0", "12", "2020", "1.5", "-3", "1e3"]).prop_map(str::to_owned), 1 => any_value()];
+    let details = members(vec![("cached_tokens", count.clone().boxed()), ("reasoning_tokens", count.clone().boxed())]);
+    members(vec![
+        ("prompt_tokens", count.clone().boxed()),
+        ("completion_tokens", count.clone().boxed()),
+        ("total_tokens", count.boxed()),
+        ("prompt_tokens_details", details.boxed()),
+    ])
+    .boxed()
 }
 
 fn delta() -> impl Strategy<Value = String> {
@@ -241,7 +288,7 @@ fn choice_fields() -> Vec<(&'static str, BoxedStrategy<String>)> {
     vec![
         ("index", index.boxed()),
         ("delta", prop_oneof![6 => delta(), 1 => Just("null".to_owned()), 1 => any_value()].boxed()),
-        ("message", prop_oneof![8 => Just("null".to_owned()), 1 => delta()].boxed()),
+        ("message", prop_oneof![6 => Just("null".to_owned()), 3 => delta().boxed(), 1 => any_value()].boxed()),
         ("text", text_value().boxed()),
         ("finish_reason", text_value().boxed()),
         ("logprobs", any_value().boxed()),
@@ -262,10 +309,11 @@ fn top_fields() -> Vec<(&'static str, BoxedStrategy<String>)> {
         ("id", text_value().boxed()),
         ("model", text_value().boxed()),
         ("choices", choices.boxed()),
-        ("usage", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+        ("usage", prop_oneof![6 => Just("null".to_owned()), 3 => usage(), 1 => any_value()].boxed()),
         ("error", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
-        ("timings", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+        ("timings", prop_oneof![8 => Just("null".to_owned()), 1 => usage(), 1 => any_value()].boxed()),
         ("x_groq", prop_oneof![8 => Just("null".to_owned()), 1 => any_value()].boxed()),
+        ("time_info", prop_oneof![8 => Just("null".to_owned()), 1 => usage(), 1 => any_value()].boxed()),
         ("object", string_literal().boxed()),
     ]
 }
@@ -426,7 +474,9 @@ fn a_stream_resumes_after_its_first_content_chunk() {
         assert!(!agrees_after(&mut resume, &data), "{data}");
     }
     let usage = chunk("x").replace(r#""obfuscation""#, r#""usage":{"total_tokens":3},"o""#);
-    assert!(!agrees_after(&mut resume, &usage));
+    assert!(agrees_after(&mut resume, &usage), "a usage after the answer's text: resumed too");
+    let bad_usage = chunk("x").replace(r#""obfuscation""#, r#""usage":{"total_tokens":3,},"o""#);
+    assert!(!agrees_after(&mut resume, &bad_usage));
     assert!(agrees_after(&mut resume, &chunk("again")));
 }
 

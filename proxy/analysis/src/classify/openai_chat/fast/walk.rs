@@ -78,7 +78,11 @@ impl<'a> Parser<'a> {
                     chunk.choices = Some(choices);
                 }
             }
-            _ => self.null_only()?, // usage, error, timings, x_groq, time_info
+            3 => chunk.usage = self.by_serde(1)?,
+            4 => chunk.error = self.by_serde(1)?,
+            5 => chunk.timings = self.by_serde(1)?,
+            6 => chunk.x_groq = self.by_serde(1)?,
+            _ => chunk.time_info = self.by_serde(1)?,
         }
         Some(())
     }
@@ -116,7 +120,16 @@ impl<'a> Parser<'a> {
                     choice.delta = Some(self.delta()?);
                 }
             }
-            2 => self.null_only()?, // message
+            2 => {
+                // A whole body's `message`: a delta's fields, off the resumable path.
+                if !self.null() {
+                    let outer = self.path;
+                    self.path = 0;
+                    let message = self.delta();
+                    self.path = outer;
+                    choice.message = Some(message?);
+                }
+            }
             3 => choice.text = self.opt_text()?,
             _ => choice.finish_reason = self.opt_text()?,
         }
@@ -155,9 +168,16 @@ impl<'a> Parser<'a> {
                 delta.content = self.opt_text()?;
             }
             2 => delta.reasoning_content = self.opt_text()?,
-            3 => delta.reasoning = self.opt_text()?.map(|t| Value::String(t.0.into_owned())),
+            3 => {
+                delta.reasoning = if self.peek()? == b'"' {
+                    self.opt_text()?.map(|t| Value::String(t.0.into_owned()))
+                } else {
+                    self.by_serde(4)? // some servers send an object
+                }
+            }
             4 => delta.refusal = self.opt_text()?,
-            _ => self.null_only()?, // tool_calls, function_call
+            5 => delta.tool_calls = self.by_serde(4)?,
+            _ => delta.function_call = self.by_serde(4)?,
         }
         Some(())
     }
