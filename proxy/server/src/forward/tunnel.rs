@@ -82,10 +82,9 @@ impl TapProxy {
         let mut peer = self.upstream_peer(session, ctx).await?;
         // WebSocket is HTTP/1.1 only (RFC 6455): never offer h2 for an upgrade.
         peer.options.alpn = ALPN::H1;
-        let (mut upstream, reused) = self
-            .tunnels
-            .connector
-            .get_http_session(&*peer)
+        // Boxed: pingora's connect future is ~8 KiB and would otherwise stay in this session's
+        // future for as long as the session is open (see `exchange_on_a_connection`).
+        let (mut upstream, reused) = Box::pin(self.tunnels.connector.get_http_session(&*peer))
             .await
             .map_err(|e| self.fail_to_connect(session, &peer, ctx, e).into_up())?;
         upstream.read_timeout = peer.options.read_timeout;
