@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-pub(crate) use tokentap_record::ChunkStamp;
+use tokentap_record::ChunkStamp;
 
 /// The two clocks of one request, read together at t0.
 #[derive(Debug, Clone, Copy)]
@@ -272,17 +272,51 @@ impl Drop for CapturedBody {
     }
 }
 
+/// One upstream chunk as the forwarding path stamps it: where its bytes lie in the body, when it
+/// arrived, and when it was handed to the client. 32 bytes, against the record's 72-byte
+/// [`ChunkStamp`] (whose ACK times the record worker fills in): an open stream keeps one per
+/// chunk until it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HandoffStamp {
+    pub offset: u64,
+    pub t_up_ns: u64,
+    /// [`NOT_HANDED_OFF`] until the chunk's last byte is handed to the client.
+    t_handoff_ns: u64,
+    pub len: u32,
+}
+
+/// A chunk not (yet) handed off: no real stamp is this late (584 years after t0).
+const NOT_HANDED_OFF: u64 = u64::MAX;
+
+impl HandoffStamp {
+    pub(crate) fn t_handoff_ns(&self) -> Option<u64> {
+        (self.t_handoff_ns != NOT_HANDED_OFF).then_some(self.t_handoff_ns)
+    }
+
+    /// The record's stamp (its ACK times are the worker's to fill in).
+    pub(crate) fn chunk_stamp(&self) -> ChunkStamp {
+        ChunkStamp {
+            offset: self.offset,
+            len: self.len,
+            t_up_ns: self.t_up_ns,
+            t_handoff_ns: self.t_handoff_ns(),
+            t_acked_ns: None,
+            t_ack_after_ns: None,
+        }
+    }
+}
+
 /// What one chunk entry costs in memory: its stamp and the client-socket reading taken at its
 /// handoff (`AckTracker::at_handoff`, which never holds more readings than there are entries).
 pub(crate) const STAMP_COST: usize =
-    std::mem::size_of::<ChunkStamp>() + std::mem::size_of::<tokentap_record::ack::AckSample>();
+    std::mem::size_of::<HandoffStamp>() + std::mem::size_of::<tokentap_record::ack::AckSample>();
 
 /// The response side of the timeline: one entry per upstream body chunk, bounded by
 /// `max_chunks` and, with the body's budget, by bytes: room for entries is taken from the budget
 /// of all requests as the vector grows (a few atomic adds per request, not one per chunk).
 #[derive(Debug, Default)]
 pub(crate) struct ChunkTimeline {
-    pub chunks: Vec<ChunkStamp>,
+    pub chunks: Vec<HandoffStamp>,
     /// Bytes of entry room taken from the body's budget (given back on drop).
     pub stamp_bytes: usize,
     /// Pieces whose bytes are kept for analysis, parallel to `chunks` while not truncated.
@@ -310,14 +344,7 @@ impl ChunkTimeline {
         self.first_chunk_ns.get_or_insert(t_up_ns);
         self.last_chunk_ns = Some(t_up_ns);
         if self.chunks.len() < max_chunks && self.room_for_one_more(max_chunks) {
-            self.chunks.push(ChunkStamp {
-                offset,
-                len: piece.len() as u32,
-                t_up_ns,
-                t_handoff_ns: None,
-                t_acked_ns: None,
-                t_ack_after_ns: None,
-            });
+            self.chunks.push(HandoffStamp { offset, t_up_ns, t_handoff_ns: NOT_HANDED_OFF, len: piece.len() as u32 });
         } else {
             self.chunks_truncated = true;
         }
@@ -349,7 +376,7 @@ impl ChunkTimeline {
             if chunk.offset + u64::from(chunk.len) > self.handed_off_bytes {
                 break;
             }
-            chunk.t_handoff_ns = Some(t_ns);
+            chunk.t_handoff_ns = t_ns.min(NOT_HANDED_OFF - 1);
             self.max_handoff_lag_ns = self.max_handoff_lag_ns.max(t_ns.saturating_sub(chunk.t_up_ns));
             self.next_handoff += 1;
         }
@@ -519,15 +546,35 @@ mod tests {
     }
 
     #[test]
+    fn a_stamp_kept_per_chunk_is_small_and_becomes_the_records_stamp() {
+        assert_eq!(std::mem::size_of::<HandoffStamp>(), 32, "what an open stream keeps per chunk");
+        let mut t = ChunkTimeline::default();
+        t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100);
+        t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100);
+        t.on_handoff(3, u64::MAX);
+        let stamps: Vec<ChunkStamp> = t.chunks.iter().map(HandoffStamp::chunk_stamp).collect();
+        let expected = |offset, len, t_up_ns, t_handoff_ns| ChunkStamp {
+            offset,
+            len,
+            t_up_ns,
+            t_handoff_ns,
+            t_acked_ns: None,
+            t_ack_after_ns: None,
+        };
+        // A handoff at the last nanosecond is still a handoff, not "not handed off".
+        assert_eq!(stamps, [expected(0, 3, 10, Some(u64::MAX - 1)), expected(3, 2, 20, None)]);
+    }
+
+    #[test]
     fn handoffs_match_chunks_by_byte_range() {
         let mut t = ChunkTimeline::default();
         t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100);
         t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100);
         t.on_handoff(3, 11);
-        assert_eq!(t.chunks[0].t_handoff_ns, Some(11));
-        assert_eq!(t.chunks[1].t_handoff_ns, None);
+        assert_eq!(t.chunks[0].t_handoff_ns(), Some(11));
+        assert_eq!(t.chunks[1].t_handoff_ns(), None);
         t.on_handoff(2, 25);
-        assert_eq!(t.chunks[1].t_handoff_ns, Some(25));
+        assert_eq!(t.chunks[1].t_handoff_ns(), Some(25));
         assert_eq!(t.chunks[1].offset, 3);
         assert_eq!(t.max_handoff_lag_ns, 5);
     }

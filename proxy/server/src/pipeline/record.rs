@@ -12,9 +12,10 @@ use tokentap_analysis::{
 
 use crate::config::ValidConfig;
 use crate::request_data::RequestData;
+use crate::timeline::HandoffStamp;
 use tokentap_record::server_time;
 use tokentap_record::trace::TraceContext;
-use tokentap_record::{CapturedContent, Conditions, Outcome, Record, SelfOverhead, TimelineRecord};
+use tokentap_record::{CapturedContent, ChunkStamp, Conditions, Outcome, Record, SelfOverhead, TimelineRecord};
 
 use super::queue::CompletedRequest;
 
@@ -116,8 +117,10 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
     if let Some(connection) = d.connection.as_mut() {
         connection.protocol = d.response_protocol;
     }
-    let client_delivery = (!d.chunks.chunks.is_empty() || d.ack.unavailable.is_some())
-        .then(|| tokentap_record::ack::apply(&d.ack, &mut d.chunks.chunks, d.chunks.chunks_truncated));
+    let mut chunks: Vec<ChunkStamp> = d.chunks.chunks.iter().map(HandoffStamp::chunk_stamp).collect();
+    d.chunks.chunks = Vec::new();
+    let client_delivery = (!chunks.is_empty() || d.ack.unavailable.is_some())
+        .then(|| tokentap_record::ack::apply(&d.ack, &mut chunks, d.chunks.chunks_truncated));
     // A WebSocket session (the upgrade answered 101): its "bodies" are frames in both directions,
     // read by the realtime analysis instead of the request and stream analyses.
     let websocket = d.status == Some(101);
@@ -174,12 +177,8 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
 
     let (speech, transcription) = if shed { (None, None) } else { voice_analysis(&d, &request) };
 
-    let mut lags_us: Vec<f64> = d
-        .chunks
-        .chunks
-        .iter()
-        .filter_map(|ch| ch.t_handoff_ns.map(|h| h.saturating_sub(ch.t_up_ns) as f64 / 1e3))
-        .collect();
+    let mut lags_us: Vec<f64> =
+        chunks.iter().filter_map(|ch| ch.t_handoff_ns.map(|h| h.saturating_sub(ch.t_up_ns) as f64 / 1e3)).collect();
     lags_us.sort_by(f64::total_cmp);
     let self_overhead = SelfOverhead {
         hook_time_us: d.hook_ns as f64 / 1e3,
@@ -269,7 +268,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
                 .iter()
                 .map(|&(start_ns, end_ns)| tokentap_record::schema::HeldSpan { start_ns, end_ns })
                 .collect(),
-            chunks: std::mem::take(&mut d.chunks.chunks),
+            chunks,
         },
         analysis,
         analysis_shed: shed,
