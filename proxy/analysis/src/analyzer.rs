@@ -311,8 +311,11 @@ impl StreamAnalyzer {
         let stalls = stall_summary(&timeline, self.limits.stall_threshold_ns);
         let answer = &timeline.texts[0];
         let answer_hashes = (!answer.trim().is_empty()).then(|| crate::conversation::TextHashes::of(answer));
+        // The answer's whole-text hash is its reply key's (no second normalisation of the text).
         let reply_key =
-            crate::conversation::reply_key(findings.tool_calls.iter().filter_map(|c| c.id.as_deref()), answer);
+            crate::conversation::reply_key_or(findings.tool_calls.iter().filter_map(|c| c.id.as_deref()), || {
+                answer_hashes.as_ref().map(|h| h.whole)
+            });
         let tool_calls = findings.take_tool_calls();
         StreamAnalysis {
             answer_hashes,

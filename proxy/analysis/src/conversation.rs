@@ -125,6 +125,16 @@ pub mod fleet_hex {
 /// its text ([`text_hash`]). The first step's response and a later step's history give the same
 /// key for the same reply.
 pub fn reply_key<'a>(call_ids: impl IntoIterator<Item = &'a str>, text: &str) -> Option<u64> {
+    reply_key_or(call_ids, || (!text.trim().is_empty()).then(|| text_hash(text)))
+}
+
+/// [`reply_key`] for a text whose hash is at hand: `text_hash` gives what `reply_key` would compute
+/// from the text (`None` for a blank text), and is called only when there are no call ids. An
+/// answer's [`TextHashes::whole`] is that hash, so the answer is not normalised twice.
+pub fn reply_key_or<'a>(
+    call_ids: impl IntoIterator<Item = &'a str>,
+    text_hash: impl FnOnce() -> Option<u64>,
+) -> Option<u64> {
     let mut h = hasher();
     let mut any = false;
     for id in call_ids {
@@ -136,7 +146,7 @@ pub fn reply_key<'a>(call_ids: impl IntoIterator<Item = &'a str>, text: &str) ->
         h.write_u8(0xfe);
         return Some(h.finish());
     }
-    (!text.trim().is_empty()).then(|| text_hash(text))
+    text_hash()
 }
 
 /// Most sentences hashed of one text.
@@ -505,6 +515,16 @@ mod text_tests {
         ) {
             proptest::prop_assert_eq!(TextHashes::of(&ascii), sentences_one_by_one(&ascii));
             proptest::prop_assert_eq!(TextHashes::of(&other), sentences_one_by_one(&other));
+        }
+    }
+
+    #[test]
+    fn an_answers_reply_key_from_its_text_hashes_is_the_reply_key_of_its_text() {
+        for text in ["", "  \n ", "Sunny.", " It is  sunny in Paris.\nHighs of 21. ", "Été à Paris…"] {
+            let hashes = (!text.trim().is_empty()).then(|| TextHashes::of(text));
+            let from_hashes = reply_key_or([], || hashes.as_ref().map(|h| h.whole));
+            assert_eq!(from_hashes, reply_key([], text), "{text:?}");
+            assert_eq!(reply_key_or(["call_1"], || hashes.as_ref().map(|h| h.whole)), reply_key(["call_1"], text));
         }
     }
 
