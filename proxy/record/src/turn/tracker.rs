@@ -274,7 +274,7 @@ impl TurnTracker {
             };
         if !continues {
             if let Some(turn) = conv.open.take() {
-                let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
+                let status = idle_status(&turn);
                 closed.push(finish(conv, turn, status));
                 self.counters.turns_closed += 1;
             }
@@ -453,15 +453,14 @@ impl TurnTracker {
         while self.conversations.len() > self.config.max_conversations || self.bytes > self.config.max_state_bytes {
             let Some(&(seen, slot)) = self.by_age.iter().find(|(_, s)| *s != keep) else { break };
             self.by_age.remove(&(seen, slot));
-            if let Some(turn) = self.remove(slot) {
-                closed.push(turn);
-            }
+            closed.extend(self.remove(slot, |_| TurnStatus::Evicted));
             self.counters.conversations_evicted += 1;
         }
     }
 
-    /// Removes a conversation; its open turn, if any, closes as `Evicted`.
-    fn remove(&mut self, slot: u64) -> Option<TurnRecord> {
+    /// Removes a conversation (the caller has taken it out of `by_age`); its open turn, if any,
+    /// closes with the status `status` gives it.
+    fn remove(&mut self, slot: u64, status: impl FnOnce(&OpenTurn) -> TurnStatus) -> Option<TurnRecord> {
         let mut conv = self.conversations.remove(&slot)?;
         self.open_by_age.remove(&(conv.last_seen, slot));
         self.bytes -= conv.bytes;
@@ -470,7 +469,8 @@ impl TurnTracker {
         }
         let turn = conv.open.take()?;
         self.counters.turns_closed += 1;
-        Some(finish(&mut conv, turn, TurnStatus::Evicted))
+        let status = status(&turn);
+        Some(finish(&mut conv, turn, status))
     }
 
     /// The open agent turns' tool calls ready by `at_unix_ns` and not yet answered, with their
@@ -495,24 +495,13 @@ impl TurnTracker {
         // Both walks visit only entries they remove: a tick costs what it closes and forgets.
         while let Some(&(seen, slot)) = self.by_age.first().filter(|(seen, _)| *seen < forget) {
             self.by_age.remove(&(seen, slot));
-            self.open_by_age.remove(&(seen, slot));
-            if let Some(mut conv) = self.conversations.remove(&slot) {
-                self.bytes -= conv.bytes;
-                for key in &conv.keys {
-                    unindex(&mut self.index, key, slot);
-                }
-                if let Some(turn) = conv.open.take() {
-                    let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
-                    closed.push(finish(&mut conv, turn, status));
-                    self.counters.turns_closed += 1;
-                }
-            }
+            closed.extend(self.remove(slot, idle_status));
         }
         while let Some(&(seen, slot)) = self.open_by_age.first().filter(|(seen, _)| *seen < idle_close) {
             self.open_by_age.remove(&(seen, slot));
             if let Some(conv) = self.conversations.get_mut(&slot) {
                 if let Some(turn) = conv.open.take() {
-                    let status = if turn.last_failed { TurnStatus::Failed } else { TurnStatus::Incomplete };
+                    let status = idle_status(&turn);
                     closed.push(finish(conv, turn, status));
                     self.counters.turns_closed += 1;
                     let before = conv.bytes;
@@ -535,5 +524,14 @@ impl TurnTracker {
         }
         self.open_by_age.clear();
         closed
+    }
+}
+
+/// How a turn that no step finished closes: `Failed` when its last step failed, else `Incomplete`.
+fn idle_status(turn: &OpenTurn) -> TurnStatus {
+    if turn.last_failed {
+        TurnStatus::Failed
+    } else {
+        TurnStatus::Incomplete
     }
 }
