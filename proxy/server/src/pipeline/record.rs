@@ -117,8 +117,8 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
     if let Some(connection) = d.connection.as_mut() {
         connection.protocol = d.response_protocol;
     }
-    let mut chunks: Vec<ChunkStamp> = d.chunks.chunks.iter().map(HandoffStamp::chunk_stamp).collect();
-    d.chunks.chunks = Vec::new();
+    let mut chunks: Vec<ChunkStamp> =
+        std::mem::take(&mut d.chunks.chunks).iter().map(HandoffStamp::chunk_stamp).collect();
     let client_delivery = (!chunks.is_empty() || d.ack.unavailable.is_some())
         .then(|| tokentap_record::ack::apply(&d.ack, &mut chunks, d.chunks.chunks_truncated));
     // A WebSocket session (the upgrade answered 101): its "bodies" are frames in both directions,
