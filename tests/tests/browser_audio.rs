@@ -156,3 +156,36 @@ fn media_element_start_is_measured_and_joined() {
     let joined = check_joined_audio(&record, "media_element");
     assert!(joined.get("output_latency_ms").is_none(), "{joined}");
 }
+
+#[test]
+fn a_playback_stopped_and_reported_before_any_frame_ran_keeps_its_first_sound() {
+    // The page schedules a buffer, waits in the same task until the output clock is 100 ms past
+    // its start, then stops it and flushes: the probe's once-a-frame watch never ran in between, so
+    // only a read of the output clock at the stop (or the report) can know it was heard.
+    let mock = Mock::start(&[]);
+    let tokentap = Tokentap::start(&mock.url, &[]);
+    let origin = format!("http://{}", tokentap.addr);
+    let mock_headers = [("x-mock-tts-first-ms", "50"), ("x-mock-tts-chunk-ms", "100"), ("x-mock-tts-rtf", "0.2")];
+    let out = run_page(&PageRun::test_page(&origin, "audio.html", &page_query(&mock_headers, "&output=barge_in")));
+    assert!(out["error"].is_null(), "browser run failed: {out:#}");
+    assert_eq!(out["page_errors"], serde_json::json!([]), "{out:#}");
+    let page = &out["result"]["audio"];
+    let start = f64_at(&page["start_context_time"], "start_context_time");
+    assert!(
+        f64_at(&page["seen_context_time"], "seen_context_time") > start + 0.1,
+        "the output clock never passed the start, so the page stopped nothing it had heard: {out:#}"
+    );
+    let reports = out["reports"].as_array().expect("reports");
+    assert_eq!(reports.len(), 1, "the flush sent the turn's report: {out:#}");
+    assert_eq!(out["report_answers"][0]["status"], 202, "tokentap refused the report: {out:#}");
+    let audio = reports[0]["audio"].as_array().expect("report.audio");
+    assert_eq!(audio.len(), 1, "the stopped playback was heard and is reported: {:#}", reports[0]);
+    assert_eq!(audio[0]["kind"], "audio_context");
+    assert_eq!(audio[0]["interrupted"], true, "{:#}", audio[0]);
+    let (audible, end) = (f64_at(&audio[0]["audible_ms"], "audible_ms"), f64_at(&audio[0]["end_ms"], "end_ms"));
+    let stopped = f64_at(&page["stopped_ms"], "stopped_ms");
+    assert!(
+        audible < end && end <= stopped + REPORT_ROUNDING_MS,
+        "heard {audible}, stopped {end} (page: {stopped}): {out:#}"
+    );
+}

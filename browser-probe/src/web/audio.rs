@@ -18,18 +18,45 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{AudioContext, HtmlMediaElement};
 
-use super::{get, schedule_settle, with_probe, Target};
+use super::{get, now_ms, schedule_settle, with_probe, Target};
 use crate::turn::{AudioKind, AudioStart};
 
-/// Frames to poll before giving up (about a minute at 60 Hz).
-const MAX_POLLS: u32 = 3600;
+/// How long a playback's first sound is awaited before giving up (a minute).
+const MAX_AUDIBLE_WAIT_MS: f64 = 60_000.0;
+/// Playbacks whose first sound is awaited at once; a page starting more gets no audible time for
+/// the extra ones (each watch holds a context handle and a few numbers).
+pub(super) const MAX_AUDIBLE_WATCHES: usize = 256;
 /// The element property that remembers which turn a media element is playing for.
 const ELEMENT_TURN: &str = "__tokentapTurn";
 /// The element property set once the probe listens to it.
 const ELEMENT_OBSERVED: &str = "__tokentapObserved";
 
+/// A playback whose first sound has not been seen leaving the output yet: the context it plays
+/// on, the context time of that sound (`None`: whatever plays first), where it goes, and until
+/// when it is awaited.
+///
+/// One animation-frame loop reads every watch while there are any. They are also read at once
+/// whenever the probe is about to stop or report playbacks (`stopAudio`, `flush`, the settle
+/// timer): a late frame must not let a turn be reported without a first sound that had already
+/// left the output.
+pub(super) struct AudibleWatch {
+    context: AudioContext,
+    start: Option<f64>,
+    at: Target,
+    until_ms: f64,
+}
+
 pub(super) fn track_audio_context(context: AudioContext, start_context_time: Option<f64>, at: Target) {
-    poll(context, start_context_time, at, 0);
+    let frame_armed = with_probe(|p| {
+        if p.audible_watches.len() < MAX_AUDIBLE_WATCHES {
+            let until_ms = p.now_ms() + MAX_AUDIBLE_WAIT_MS;
+            p.audible_watches.push(AudibleWatch { context, start: start_context_time, at, until_ms });
+        }
+        p.audible_frame_armed
+    });
+    if !frame_armed {
+        on_frame();
+    }
 }
 
 /// The context's output clock: (context time, performance time) of the sample leaving the device.
@@ -43,24 +70,50 @@ fn output_timestamp(context: &AudioContext) -> Option<(f64, f64)> {
     Some((context_time, performance_time))
 }
 
-fn poll(context: AudioContext, start: Option<f64>, at: Target, polls: u32) {
-    if polls >= MAX_POLLS {
-        return;
+/// One frame: reads the watches, and comes back next frame while some are left.
+fn on_frame() {
+    let left = read_audible_now();
+    let window = with_probe(|p| {
+        p.audible_frame_armed = left;
+        p.window.clone()
+    });
+    if left {
+        let next = Closure::once_into_js(on_frame);
+        let _ = window.request_animation_frame(next.unchecked_ref());
     }
-    let (context_time, performance_time) = output_timestamp(&context).unwrap_or((0.0, 0.0));
-    let running = get(&context, "state").as_string().as_deref() == Some("running");
-    let threshold = start.unwrap_or(0.0);
-    if running && performance_time > 0.0 && context_time > threshold {
-        let latency_ms = get(&context, "outputLatency").as_f64().map(|s| s * 1000.0);
+}
+
+/// Reads every watched playback's output clock now: those whose first sound has left the output
+/// get it (when it left, on the wall clock), those awaited too long are dropped. Whether any are
+/// left.
+pub(super) fn read_audible_now() -> bool {
+    let watches = with_probe(|p| std::mem::take(&mut p.audible_watches));
+    if watches.is_empty() {
+        return false;
+    }
+    let mut waiting = Vec::with_capacity(watches.len());
+    for watch in watches {
+        let (context_time, performance_time) = output_timestamp(&watch.context).unwrap_or((0.0, 0.0));
+        let running = get(&watch.context, "state").as_string().as_deref() == Some("running");
+        let threshold = watch.start.unwrap_or(0.0);
+        if !(running && performance_time > 0.0 && context_time > threshold) {
+            if now_ms() < watch.until_ms {
+                waiting.push(watch);
+            }
+            continue;
+        }
+        let latency_ms = get(&watch.context, "outputLatency").as_f64().map(|s| s * 1000.0);
         with_probe(|p| {
             // Where the first sound's context time falls on the performance timeline. That is
             // when it left the output device: `performanceTime` already includes the output
             // latency, so adding `outputLatency` again would count it twice.
-            let at_ms = performance_time + (threshold.max(0.0) - context_time) * 1000.0;
-            let at_ms = if start.is_some() { at_ms } else { performance_time };
+            let at_ms = match watch.start {
+                Some(_) => performance_time + (threshold.max(0.0) - context_time) * 1000.0,
+                None => performance_time,
+            };
             let audible_ms = p.time_origin + at_ms;
             p.audio_output_latency_ms = latency_ms.or(p.audio_output_latency_ms);
-            let (turn, response) = at;
+            let (turn, response) = watch.at;
             p.turns.audio(
                 AudioStart { kind: AudioKind::AudioContext, audible_ms, output_latency_ms: latency_ms },
                 turn,
@@ -68,11 +121,11 @@ fn poll(context: AudioContext, start: Option<f64>, at: Target, polls: u32) {
             );
         });
         schedule_settle();
-        return;
     }
-    let window = with_probe(|p| p.window.clone());
-    let next = Closure::once_into_js(move || poll(context, start, at, polls + 1));
-    let _ = window.request_animation_frame(next.unchecked_ref());
+    let left = !waiting.is_empty();
+    // Nothing above calls app code, so no watch was added meanwhile.
+    with_probe(|p| p.audible_watches = waiting);
+    left
 }
 
 /// The app scheduled a buffer of `duration` seconds at context time `when`. The first one of a
@@ -108,6 +161,8 @@ pub(super) fn scheduled(context: AudioContext, when: f64, duration: f64, at: Tar
 /// The app stopped the turn's playback (barge-in, or its own stop button): in a realtime session,
 /// the named response's, else every playback still going.
 pub(super) fn stopped(at: Target, named_response: bool) {
+    // What had already been heard when the app stopped it counts as heard, whatever the frames.
+    read_audible_now();
     let (turn, response) = at;
     with_probe(|p| {
         let now = p.now_ms();

@@ -71,6 +71,10 @@ struct Probe {
     audio_output_latency_ms: Option<f64>,
     /// The responses the probe's `fetch` returned → their turn ids (so audio calls can name one).
     responses: js_sys::WeakMap,
+    /// Playbacks whose first sound is awaited (at most [`audio::MAX_AUDIBLE_WATCHES`]).
+    audible_watches: Vec<audio::AudibleWatch>,
+    /// Whether an animation frame will read them.
+    audible_frame_armed: bool,
 }
 
 thread_local! {
@@ -95,6 +99,8 @@ impl Probe {
             paint: paint::PaintState::default(),
             audio_output_latency_ms: None,
             responses: js_sys::WeakMap::new(),
+            audible_watches: Vec::new(),
+            audible_frame_armed: false,
         }
     }
 
@@ -307,6 +313,7 @@ pub fn observe_media(element: web_sys::HtmlMediaElement, response: JsValue) {
 /// Sends the reports of every turn not reported yet, including streams still open.
 #[wasm_bindgen]
 pub fn flush() {
+    audio::read_audible_now();
     let turns = with_probe(|p| p.turns.take_all());
     send_reports(turns);
 }
@@ -342,6 +349,7 @@ fn schedule_settle() {
 }
 
 fn on_settle_timer() {
+    audio::read_audible_now();
     let settled = with_probe(|p| {
         p.settle_timer = None;
         let now = p.now_ms();
