@@ -15,8 +15,10 @@ pub(crate) fn now_ns() -> u64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-/// Where the send time sits in every timed event: `"id":"chatcmpl-<20 digits>"`.
-pub(crate) const STAMP_MARKER: &[u8] = b"\"id\":\"chatcmpl-";
+/// Where the send time sits in every timed event: `"obfuscation":"<20 digits>"`, the last member,
+/// where OpenAI puts its per-chunk padding of random length. The rest of a stream's chunks repeat
+/// up to their text (one `id`, as a real stream has), as a proxy parsing the stream meets them.
+pub(crate) const STAMP_MARKER: &[u8] = b"\"obfuscation\":\"";
 pub(crate) const STAMP_DIGITS: usize = 20;
 
 #[derive(Clone, Copy)]
@@ -54,9 +56,9 @@ enum Ask {
 
 pub(crate) fn chunk_event(stamp: u64, content: &str, finish: &str) -> String {
     format!(
-        "data: {{\"id\":\"chatcmpl-{stamp:020}\",\"object\":\"chat.completion.chunk\",\"created\":1764590400,\
+        "data: {{\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\",\"created\":1764590400,\
 \"model\":\"bench-model\",\"system_fingerprint\":\"fp_bench\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\
-\"logprobs\":null,\"finish_reason\":{finish}}}]}}\n\n"
+\"logprobs\":null,\"finish_reason\":{finish}}}],\"obfuscation\":\"{stamp:020}\"}}\n\n"
     )
 }
 
