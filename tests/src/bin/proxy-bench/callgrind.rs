@@ -9,8 +9,15 @@
 //!
 //! A process also works by the clock, traffic or not (pingora's timer thread ticks every
 //! millisecond, tokentap's scheduling-lag probe every 25–75 ms), so a round's count grows with
-//! how long its window lasted, which depends on the machine's load. An idle window after the
-//! warm-up measures that rate; the "less idle" columns subtract it for each window's length.
+//! how long its window lasted. The "less clock" columns leave that out: the threads that run by
+//! the clock alone ([`CLOCK_ROOTS`]) are subtracted as counted in the window itself, and what
+//! else the process did while idle (its runtime waking for the probe's task), measured over an
+//! idle window after the warm-up, is subtracted for the window's length.
+//!
+//! A window ends when the proxy is quiet again. Under valgrind the clock-driven work alone takes
+//! 1–2 % of a core, so "quiet" is measured against the process's own CPU time over the idle
+//! window, not a fixed threshold (with 1 % of a core a round waited for minutes, or not, at
+//! random, and its window's length was noise).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -40,6 +47,25 @@ struct Profile {
     total: u64,
     self_cost: HashMap<String, u64>,
     inclusive: HashMap<String, u64>,
+}
+
+/// Functions that run by the clock alone, each the body of a thread of its own: pingora's timer
+/// thread (a tick every millisecond) and tokentap's scheduling-lag probe (one task every
+/// 25–75 ms, and the sample's export).
+const CLOCK_ROOTS: [&str; 2] =
+    ["pingora_timeout::timer::TimerManager::clock_thread", "tokentap::scheduling_lag::probe"];
+
+impl Profile {
+    /// Instructions the clock-driven threads ran in this window (their functions' inclusive cost,
+    /// names compared without the hash suffix).
+    fn clock_roots(&self) -> u64 {
+        CLOCK_ROOTS
+            .iter()
+            .map(|root| {
+                self.inclusive.iter().filter(|(name, _)| without_hash(name) == *root).map(|(_, c)| *c).sum::<u64>()
+            })
+            .sum()
+    }
 }
 
 /// Reads a callgrind profile (`events: Ir`, name compression on): a cost line after `calls=` is
@@ -129,44 +155,67 @@ fn newest_dump(dir: &Path, prefix: &str, pid: u32) -> PathBuf {
 }
 
 /// Waits until the proxy has done the round's work: a recording tokentap has written `records`
-/// records (the record worker's share counts), and the process is idle.
-fn settle(target: &arm::Running, pid: u32, records: usize) {
+/// records (the record worker's share counts), and the process is quiet (less than `busy` of CPU
+/// per 50 ms). Returns whether both happened in time.
+fn settle(target: &arm::Running, pid: u32, records: usize, busy: Duration) -> bool {
     let deadline = std::time::Instant::now() + Duration::from_secs(600);
     if let Some(dir) = &target.dir {
         let journal = dir.path().join("data").join("records.jsonl");
         let recording = std::fs::read_to_string(dir.path().join("tokentap.toml"))
             .is_ok_and(|config| !config.contains("enabled = false"));
-        while recording && std::time::Instant::now() < deadline {
-            let written = std::fs::read(&journal).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0);
-            if written >= records {
-                break;
+        let written = || std::fs::read(&journal).map(|b| b.iter().filter(|&&c| c == b'\n').count()).unwrap_or(0);
+        while recording && written() < records {
+            if std::time::Instant::now() >= deadline {
+                return false;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    machine::wait_idle(pid, Duration::from_secs(300));
+    machine::wait_quiet(pid, deadline.saturating_duration_since(std::time::Instant::now()), busy)
+}
+
+/// "Quiet" before the idle rate is known: 5 % of a core (the instrumented proxy's clock-driven
+/// work is 1–2 %, its traffic work near 100 %).
+const QUIET_BEFORE_IDLE: Duration = Duration::from_micros(2_500);
+
+/// "Quiet" once the idle rate is known: three times the idle CPU time per span, at least
+/// [`QUIET_BEFORE_IDLE`].
+fn quiet_after_idle(idle_cpu: Duration, idle_window: Duration) -> Duration {
+    let spans = idle_window.as_secs_f64() / machine::QUIET_SPAN.as_secs_f64();
+    Duration::from_secs_f64(3.0 * idle_cpu.as_secs_f64() / spans.max(1.0)).max(QUIET_BEFORE_IDLE)
+}
+
+/// One counted round: its profile, how long its window lasted, and its count less the
+/// clock-driven work.
+struct Round {
+    profile: Profile,
+    window: Duration,
+    less_clock: u64,
+    /// Whether the proxy did the round's work and went quiet before the deadline.
+    settled: bool,
 }
 
 struct Measured {
     arm: String,
     events: usize,
     failed_streams: usize,
-    stream: Profile,
-    stream_less_idle: u64,
+    stream: Round,
     requests: usize,
     failed_requests: usize,
-    request: Profile,
-    request_less_idle: u64,
-    /// Instructions per second while idle (the clock-driven work).
+    request: Round,
+    /// Instructions per second while idle, all of them and those outside the clock-driven threads.
     idle_per_s: f64,
+    idle_rest_per_s: f64,
 }
 
 /// How long the idle window lasts (the clock-driven work's rate is taken over it).
 const IDLE_WINDOW: Duration = Duration::from_secs(4);
 
-/// A window's count without what the process does by the clock over that long.
-fn less_idle(total: u64, idle_per_s: f64, window: Duration) -> u64 {
-    (total as f64 - idle_per_s * window.as_secs_f64()).max(0.0).round() as u64
+/// A window's count without the clock-driven threads' instructions counted in it and without
+/// what else the process does while idle (`idle_rest_per_s`) for as long as the window lasted.
+fn less_clock(profile: &Profile, idle_rest_per_s: f64, window: Duration) -> u64 {
+    let rest = profile.total.saturating_sub(profile.clock_roots());
+    (rest as f64 - idle_rest_per_s * window.as_secs_f64()).max(0.0).round() as u64
 }
 
 fn slug(name: &str) -> String {
@@ -191,53 +240,73 @@ fn measure(rt: &tokio::runtime::Runtime, arm: &Arm, upstream: SocketAddr, core: 
     let warm_streams = rt.block_on(load::stream_round(target.addr, 2, warm));
     let warm_requests = rt.block_on(load::open_loop(target.addr, 50.0, Duration::from_secs(1), 4));
     let mut records = warm_streams.iter().filter(|r| !r.failed).count() + warm_requests.latencies_us.len();
-    settle(&target, pid, records);
+    if !settle(&target, pid, records, QUIET_BEFORE_IDLE) {
+        eprintln!("[callgrind] {name}: the warm-up did not settle; the idle window is not idle");
+    }
 
     eprintln!("[callgrind] {name}: idle for {} s", IDLE_WINDOW.as_secs());
     control("-z", pid);
     let started = Instant::now();
+    let cpu_before = machine::cpu_ns(pid);
     std::thread::sleep(IDLE_WINDOW);
+    let idle_cpu = Duration::from_nanos(machine::cpu_ns(pid).saturating_sub(cpu_before));
     let idle_window = started.elapsed();
     control("-d", pid);
     let idle = parse(&newest_dump(&plan.out, &prefix, pid));
+    let busy = quiet_after_idle(idle_cpu, idle_window);
+    let idle_per_s = idle.total as f64 / idle_window.as_secs_f64();
+    let idle_rest_per_s = idle.total.saturating_sub(idle.clock_roots()) as f64 / idle_window.as_secs_f64();
+    eprintln!(
+        "[callgrind] {name}: idle {:.0} instructions/s ({:.0} outside the clock's threads), {:.2} % of a core; quiet below {} µs per {} ms",
+        idle_per_s,
+        idle_rest_per_s,
+        100.0 * idle_cpu.as_secs_f64() / idle_window.as_secs_f64(),
+        busy.as_micros(),
+        machine::QUIET_SPAN.as_millis()
+    );
+    let mut round = |work: &mut dyn FnMut() -> usize| -> Round {
+        control("-z", pid);
+        let started = Instant::now();
+        records += work();
+        let settled = settle(&target, pid, records, busy);
+        let window = started.elapsed();
+        control("-d", pid);
+        let profile = parse(&newest_dump(&plan.out, &prefix, pid));
+        if !settled {
+            eprintln!("[callgrind] {name}: the round did not settle in time; its count is marked");
+        }
+        Round { less_clock: less_clock(&profile, idle_rest_per_s, window), profile, window, settled }
+    };
 
     eprintln!("[callgrind] {name}: {} streams of {} events", plan.streams, plan.schedule.events);
-    control("-z", pid);
-    let started = Instant::now();
-    let results = rt.block_on(load::stream_round(target.addr, plan.streams, plan.schedule));
-    records += results.iter().filter(|r| !r.failed).count();
-    settle(&target, pid, records);
-    let stream_window = started.elapsed();
-    control("-d", pid);
-    let stream = parse(&newest_dump(&plan.out, &prefix, pid));
+    let mut results = Vec::new();
+    let stream = round(&mut || {
+        results = rt.block_on(load::stream_round(target.addr, plan.streams, plan.schedule));
+        results.iter().filter(|r| !r.failed).count()
+    });
     let events = results.iter().map(|r| r.latencies_us.len()).sum();
     let failed_streams = results.iter().filter(|r| r.failed).count();
 
     eprintln!("[callgrind] {name}: {} non-streaming requests", plan.requests);
-    control("-z", pid);
-    let started = Instant::now();
     // 100 requests/s over 8 kept-alive connections: slow enough that the instrumented proxy keeps up.
     let rate = 100.0;
     let seconds = plan.requests as f64 / rate;
-    let result = rt.block_on(load::open_loop(target.addr, rate, Duration::from_secs_f64(seconds), 8));
-    records += result.latencies_us.len();
-    settle(&target, pid, records);
-    let request_window = started.elapsed();
-    control("-d", pid);
-    let request = parse(&newest_dump(&plan.out, &prefix, pid));
+    let mut result = load::OpenLoopResult::default();
+    let request = round(&mut || {
+        result = rt.block_on(load::open_loop(target.addr, rate, Duration::from_secs_f64(seconds), 8));
+        result.latencies_us.len()
+    });
     drop(target);
-    let idle_per_s = idle.total as f64 / idle_window.as_secs_f64();
     Measured {
         arm: name,
         events,
         failed_streams,
-        stream_less_idle: less_idle(stream.total, idle_per_s, stream_window),
         stream,
         requests: result.latencies_us.len(),
         failed_requests: result.failed,
-        request_less_idle: less_idle(request.total, idle_per_s, request_window),
         request,
         idle_per_s,
+        idle_rest_per_s,
     }
 }
 
@@ -303,13 +372,17 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// A demangled name without its hash suffix and generic noise, shortened for a table cell.
-fn short(name: &str) -> String {
-    let name = match name.rfind("::h") {
+/// A demangled name without its hash suffix (`::h` and 16 hex digits).
+fn without_hash(name: &str) -> &str {
+    match name.rfind("::h") {
         Some(i) if name[i + 3..].chars().all(|c| c.is_ascii_hexdigit()) && name.len() - i == 19 => &name[..i],
         _ => name,
-    };
-    let name = name.replace('|', "\\|");
+    }
+}
+
+/// A demangled name without its hash suffix and generic noise, shortened for a table cell.
+fn short(name: &str) -> String {
+    let name = without_hash(name).replace('|', "\\|");
     if name.chars().count() > 110 {
         format!("{}…", name.chars().take(110).collect::<String>())
     } else {
@@ -323,9 +396,11 @@ fn table(measured: &[Measured], plan: &Plan) -> String {
         s,
         "Instructions (valgrind callgrind, `Ir`: user space only, all threads) per streamed event ({} streams of {} \
 events, {} ms apart; the streams' request and record work counted in) and per non-streaming request (100 \
-requests/s over 8 kept-alive connections), from the zeroed counters after a warm-up to the proxy's idle \
-after the round; \"less idle\": the same less the instructions the proxy runs by the clock alone \
-(measured over a {} s idle window after the warm-up) for as long as the window lasted.\n",
+requests/s over 8 kept-alive connections), from the zeroed counters after a warm-up to the proxy's quiet \
+after the round; \"less clock\": the same less the instructions of the threads that run by the clock alone \
+(pingora's timer thread, tokentap's scheduling-lag probe) counted in the window, and less what else the \
+proxy ran while idle (over a {} s idle window after the warm-up) for as long as the window lasted. ⚠: the \
+round did not settle in time.\n",
         plan.streams,
         plan.schedule.events,
         plan.schedule.gap.as_millis(),
@@ -333,28 +408,35 @@ after the round; \"less idle\": the same less the instructions the proxy runs by
     );
     let _ = writeln!(
         s,
-        "| arm | instructions per event | less idle | events (failed streams) | instructions per request | less idle \
-| requests (failed) | idle instructions per second |"
+        "| arm | instructions per event | less clock | events (failed streams), window s | instructions per request \
+| less clock | requests (failed), window s | idle instructions per second (outside the clock's threads) |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    let mark = |r: &Round| if r.settled { "" } else { " ⚠" };
     for m in measured {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} ({}) | {} | {} | {} ({}) | {} |",
+            "| {} | {} | {}{} | {} ({}), {:.1} | {} | {}{} | {} ({}), {:.1} | {} ({}) |",
             m.arm,
-            per(m.stream.total, m.events),
-            per(m.stream_less_idle, m.events),
+            per(m.stream.profile.total, m.events),
+            per(m.stream.less_clock, m.events),
+            mark(&m.stream),
             m.events,
             m.failed_streams,
-            per(m.request.total, m.requests),
-            per(m.request_less_idle, m.requests),
+            m.stream.window.as_secs_f64(),
+            per(m.request.profile.total, m.requests),
+            per(m.request.less_clock, m.requests),
+            mark(&m.request),
             m.requests,
             m.failed_requests,
-            thousands(m.idle_per_s.round() as u64)
+            m.request.window.as_secs_f64(),
+            thousands(m.idle_per_s.round() as u64),
+            thousands(m.idle_rest_per_s.round() as u64)
         );
     }
     for m in measured {
-        for (what, profile, n) in [("event", &m.stream, m.events), ("request", &m.request, m.requests)] {
+        for (what, profile, n) in [("event", &m.stream.profile, m.events), ("request", &m.request.profile, m.requests)]
+        {
             let _ = writeln!(s, "\n{}, per {what}: the top {} functions by own instructions\n", m.arm, plan.top);
             let _ = writeln!(s, "| function | own instructions per {what} | share |");
             let _ = writeln!(s, "|---|---|---|");
@@ -411,7 +493,30 @@ fn=(1)\n* 25\n",
         assert_eq!(p.self_cost["work"], 60);
         assert_eq!(short("tokentap::forward::f::h0123456789abcdef"), "tokentap::forward::f");
         assert_eq!(thousands(1234567), "1,234,567");
-        assert_eq!(less_idle(1_000_000, 100_000.0, Duration::from_millis(2500)), 750_000);
-        assert_eq!(less_idle(1_000, 100_000.0, Duration::from_secs(1)), 0);
+        assert_eq!(without_hash("a::b::h0123456789abcdef"), "a::b");
+        assert_eq!(without_hash("a::b::hello"), "a::b::hello");
+    }
+
+    #[test]
+    fn the_clock_driven_threads_are_left_out_as_counted_and_the_rest_of_idle_by_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        // A thread root (`start`) calls pingora's clock thread (30) and a worker (50); the worker
+        // calls the lag probe's thread body (10, hash suffix and all). 10 more are the root's own.
+        std::fs::write(
+            &path,
+            "events: Ir\nsummary: 100\nfn=(1) start\n1 10\ncfn=(2) pingora_timeout::timer::TimerManager::clock_thread\n\
+calls=1 0\n1 30\ncfn=(3) worker\ncalls=1 0\n1 60\nfn=(2)\n1 30\nfn=(3)\n1 50\n\
+cfn=(4) tokentap::scheduling_lag::probe::h0123456789abcdef\ncalls=1 0\n1 10\nfn=(4)\n1 10\n",
+        )
+        .unwrap();
+        let p = parse(&path);
+        assert_eq!(p.clock_roots(), 40);
+        // 60 outside the clock's threads, less 4 a second for 2.5 s.
+        assert_eq!(less_clock(&p, 4.0, Duration::from_millis(2500)), 50);
+        assert_eq!(less_clock(&p, 100.0, Duration::from_secs(1)), 0);
+        let busy = quiet_after_idle(Duration::from_millis(80), Duration::from_secs(4));
+        assert_eq!(busy, Duration::from_micros(3_000));
+        assert_eq!(quiet_after_idle(Duration::ZERO, Duration::from_secs(4)), QUIET_BEFORE_IDLE);
     }
 }

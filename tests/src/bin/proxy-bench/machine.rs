@@ -39,16 +39,30 @@ fn clock_ticks_per_second() -> u64 {
 
 /// Waits until `pid` has been idle (less than 1 % of a core over 200 ms) or `limit` passes.
 pub(crate) fn wait_idle(pid: u32, limit: Duration) {
+    wait_quiet(pid, limit, Duration::from_micros(500));
+}
+
+/// Waits until `pid` has used less than `busy` of CPU in each of four 50 ms spans in a row, or
+/// `limit` passes. Returns whether it went quiet.
+pub(crate) fn wait_quiet(pid: u32, limit: Duration, busy: Duration) -> bool {
     let deadline = Instant::now() + limit;
+    let busy = u64::try_from(busy.as_nanos()).unwrap_or(u64::MAX);
     let mut last = cpu_ns(pid);
     let mut quiet = 0;
-    while Instant::now() < deadline && quiet < 4 {
-        std::thread::sleep(Duration::from_millis(50));
+    while quiet < 4 {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(QUIET_SPAN);
         let now = cpu_ns(pid);
-        quiet = if now - last < 500_000 { quiet + 1 } else { 0 };
+        quiet = if now.saturating_sub(last) < busy { quiet + 1 } else { 0 };
         last = now;
     }
+    true
 }
+
+/// The span [`wait_quiet`] compares CPU time over.
+pub(crate) const QUIET_SPAN: Duration = Duration::from_millis(50);
 
 /// Pins every thread of this process to `core` (taskset from util-linux).
 pub(crate) fn pin_self(core: usize) -> Result<(), String> {
