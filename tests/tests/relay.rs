@@ -86,3 +86,101 @@ fn an_answer_that_comes_before_the_request_body_ends_is_relayed_while_the_body_s
     assert_eq!((record["outcome"].as_str(), record["status"].as_u64()), (Some("ok"), Some(200)), "{record:#}");
     assert_eq!(record["timeline"]["connection"]["reused"], true, "{record:#}");
 }
+
+/// An upstream that answers with a streamed head and the given pieces of a chunked body, each
+/// after its delay, then (`end`) the body's end or (no end) silence until tokentap closes.
+fn streaming_upstream(pieces: Vec<(Duration, &'static str)>, end: bool) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let head = read_head(&mut conn);
+        let mut body = vec![0u8; content_length(&head)];
+        conn.read_exact(&mut body).unwrap();
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        for (delay, piece) in pieces {
+            // The answer's pace is what the test is about (pieces apart by less, or more, than
+            // the read timeout), not a wait for tokentap.
+            std::thread::sleep(delay);
+            conn.write_all(format!("{:x}\r\n{piece}\r\n", piece.len()).as_bytes()).unwrap();
+        }
+        if end {
+            conn.write_all(b"0\r\n\r\n").unwrap();
+        }
+        // Holds the connection until tokentap closes it.
+        let mut buf = [0u8; 1024];
+        while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    url
+}
+
+/// Sends a streaming chat request and reads the answer until tokentap closes the connection or
+/// the answer's chunked body ends.
+fn stream_answer(tokentap: &Tokentap) -> String {
+    let mut client = TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    client.write_all(request.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"\r\n0\r\n\r\n") {
+        match client.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the answer neither ended nor was cut: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+fn read_timeout_config(seconds: u64) -> tempfile::NamedTempFile {
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("[timeouts]\nread_s = {seconds}\n")).unwrap();
+    config
+}
+
+/// A streamed answer that stops coming ends at `timeouts.read_s` after its last piece: the client
+/// has what came and a cut body (no chunked end), the record says the upstream timed out.
+#[test]
+fn an_answer_whose_pieces_stop_coming_ends_at_the_read_timeout() {
+    let first = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+    let url = streaming_upstream(vec![(Duration::ZERO, first)], false);
+    let config = read_timeout_config(1);
+    let tokentap = Tokentap::start(&url, &["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let asked = std::time::Instant::now();
+    let got = stream_answer(&tokentap);
+    // A timer cannot fire early: the exchange lasted at least the read timeout.
+    assert!(asked.elapsed() >= Duration::from_secs(1), "cut after {:?}", asked.elapsed());
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    assert!(got.contains(first), "{got}");
+    assert!(!got.ends_with("\r\n0\r\n\r\n"), "a cut answer must not look complete: {got}");
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "upstream_timeout", "{record}");
+    assert_eq!(record["error"]["kind"], "ReadTimedout", "{record}");
+    assert_eq!(record["timeline"]["chunk_count"], 1, "{record}");
+}
+
+/// The read timeout is per wait, not per answer: pieces 400 ms apart for 2 s pass a 1 s timeout
+/// whole.
+#[test]
+fn an_answer_whose_pieces_keep_coming_outlives_the_read_timeout() {
+    let piece = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+    let url = streaming_upstream(vec![(Duration::from_millis(400), piece); 5], true);
+    let config = read_timeout_config(1);
+    let tokentap = Tokentap::start(&url, &["--config", config.path().to_str().unwrap()]);
+    let mut feed = tokentap.feed();
+    let got = stream_answer(&tokentap);
+    assert!(got.ends_with("\r\n0\r\n\r\n"), "{got}");
+    assert_eq!(got.matches(piece).count(), 5, "{got}");
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!(record["outcome"], "ok", "{record}");
+    assert_eq!(record["timeline"]["chunk_count"], 5, "{record}");
+}

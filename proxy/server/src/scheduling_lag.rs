@@ -106,6 +106,9 @@ impl LagProbe {
 }
 
 /// Spawns one task at a time and notes how long it waited; returns when the runtime is gone.
+/// Never inlined (it runs once per process, as its thread's body): instruction profiles find the
+/// probe's clock-driven work under this name (`proxy-bench --callgrind` leaves it out).
+#[inline(never)]
 fn probe(runtime: &tokio::runtime::Handle, lag: &SchedulingLag, on_sample: &(dyn Fn(Duration) + Send + Sync)) {
     let mut rng = rand::thread_rng();
     loop {

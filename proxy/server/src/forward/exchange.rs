@@ -24,7 +24,10 @@
 //!   decision as `error_while_proxy`, `failure::retry_or_fail`), its body replayed from pingora's
 //!   retry buffer (at most 64 KiB; a longer body is never retried);
 //! - an upstream connection goes back to the pool only when the request was written whole and
-//!   the answer read whole.
+//!   the answer read whole;
+//! - every read of the answer waits at most `[timeouts] read_s` (pingora's `read_timeout`); the
+//!   head's read under pingora's own timer, the body's under one timer for the whole exchange
+//!   (`read_deadline`) instead of one registered and dropped per piece.
 //!
 //! Left to pingora's proxy (`relays`): HTTP/1.0 and HTTP/2 clients, routes that may speak HTTP/2
 //! upstream, upgrade requests (WebSocket sessions have their own relay, `tunnel`).
@@ -47,6 +50,7 @@ use crate::config::{Relay, ValidConfig};
 use crate::route::Route;
 
 use super::hop_by_hop::CLIENT_FRAMING;
+use super::read_deadline::ReadDeadline;
 use super::{RequestCtx, TapProxy};
 
 /// The connector (and so the pool) of the exchanges tokentap relays.
@@ -221,9 +225,14 @@ impl TapProxy {
         // The request could not be written whole: the answer may still come, the connection is
         // not reused, and an answer that does not come fails with this error.
         let mut send_error: Option<Box<Error>> = None;
+        // The body's read timeout, from the final head on (pingora's, per read, until then).
+        let mut body_deadline: Option<ReadDeadline> = None;
         while !request_done || !response_done {
             if !response_done {
                 super::body::before_upstream_read(ctx);
+                if let Some(deadline) = body_deadline.as_mut() {
+                    deadline.read_starts();
+                }
             }
             tokio::select! {
                 // The request body, then (while the answer streams) the client watched: a close
@@ -251,7 +260,19 @@ impl TapProxy {
                         Ok(task) => task,
                         Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
                     };
+                    if matches!(&task, HttpTask::Header(head, false) if !head.status.is_informational()) {
+                        body_deadline = upstream.read_timeout.take().map(ReadDeadline::new);
+                    }
                     response_done = self.deliver_task(session, task, head_request, ctx).await?;
+                }
+                timeout = async {
+                    match body_deadline.as_mut() {
+                        Some(deadline) => deadline.expired().await,
+                        None => std::future::pending().await,
+                    }
+                }, if !response_done && body_deadline.is_some() => {
+                    let e = Error::explain(ErrorType::ReadTimedout, format!("reading body, timeout: {timeout:?}"));
+                    return Err(send_error.take().unwrap_or(e).into_up());
                 }
             }
             if send_error.is_some() && !response_done {

@@ -17,6 +17,7 @@ mod hop_by_hop;
 pub(crate) mod internal;
 pub(crate) mod privacy;
 pub(crate) mod probe_ingest;
+mod read_deadline;
 mod request_head;
 mod response_head;
 pub(crate) mod stale_connection;

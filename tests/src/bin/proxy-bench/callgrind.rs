@@ -253,6 +253,9 @@ fn measure(rt: &tokio::runtime::Runtime, arm: &Arm, upstream: SocketAddr, core: 
     let idle_window = started.elapsed();
     control("-d", pid);
     let idle = parse(&newest_dump(&plan.out, &prefix, pid));
+    if idle.clock_roots() == 0 && idle.total > 4 * IDLE_WINDOW.as_secs() * 10_000 {
+        eprintln!("[callgrind] {name}: none of {CLOCK_ROOTS:?} found in the idle profile (inlined?): \"less clock\" leaves only the rest of idle out");
+    }
     let busy = quiet_after_idle(idle_cpu, idle_window);
     let idle_per_s = idle.total as f64 / idle_window.as_secs_f64();
     let idle_rest_per_s = idle.total.saturating_sub(idle.clock_roots()) as f64 / idle_window.as_secs_f64();
