@@ -64,7 +64,15 @@ impl Playout {
     }
 
     /// The first sound was heard at `audible_ms`; later starts of the same playback change nothing.
+    /// An AudioContext playback the app stopped before its first sound left the output was never
+    /// heard: its scheduled start, read from the output clock after the stop, is refused. (A
+    /// media element paused before it played and played later is heard when it plays.)
     pub fn heard(&mut self, audible_ms: f64, output_latency_ms: Option<f64>) {
+        let stopped_before = self.kind == AudioKind::AudioContext
+            && self.ended_ms.or(self.interrupted_ms).is_some_and(|stop| audible_ms > stop);
+        if stopped_before {
+            return;
+        }
         if self.audible_ms.is_none() {
             self.audible_ms = Some(audible_ms);
         }
@@ -218,6 +226,29 @@ mod tests {
         // Nothing scheduled after the stop counts.
         p.schedule(2.5, 1.0, wall);
         assert!((p.scheduled_audio_ms - 2000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_playback_stopped_before_its_first_sound_was_never_heard() {
+        // Scheduled from 0.5 s of context time (1500 ms on the wall), stopped at 1200 ms: the
+        // output clock passes 0.5 s later, and that start is refused.
+        let mut p = Playout::new(AudioKind::AudioContext);
+        p.schedule(0.5, 2.0, wall);
+        p.stopped(1200.0);
+        p.heard(1500.0, Some(10.0));
+        assert_eq!((p.audible_ms, p.output_latency_ms), (None, None));
+        assert_eq!(p.interrupted_ms, Some(1200.0));
+        // Stopped after its first sound left (read late, after the stop): heard.
+        let mut p = Playout::new(AudioKind::AudioContext);
+        p.schedule(0.5, 2.0, wall);
+        p.stopped(1600.0);
+        p.heard(1500.0, None);
+        assert_eq!(p.audible_ms, Some(1500.0));
+        // A media element paused before it played, then played: heard when it played.
+        let mut p = Playout::new(AudioKind::MediaElement);
+        p.stopped(900.0);
+        p.heard(1000.0, None);
+        assert_eq!(p.audible_ms, Some(1000.0));
     }
 
     #[test]

@@ -230,7 +230,8 @@ impl Turn {
             }
             return;
         }
-        // A playback stopped before it was heard still gets its first sound (it was scheduled).
+        // A playback stopped after its first sound left, before the probe read the output clock,
+        // still gets it (`Playout::heard` refuses a first sound later than the stop).
         let unheard = self.audio.iter().rposition(|p| p.kind == audio.kind && p.audible_ms.is_none());
         let playout = match unheard {
             Some(i) => self.audio.get_mut(i),
