@@ -160,6 +160,13 @@ impl StreamAnalyzer {
         }
     }
 
+    /// Room for the events and gaps of `pieces` pieces, taken at once (as capped when kept): a
+    /// caller that knows a stream's piece count before it feeds them spares the growth by
+    /// doubling (an allocation and a copy per doubling). Only capacity; nothing is counted.
+    pub fn expect_pieces(&mut self, pieces: usize) {
+        self.interpreter.timeline.reserve(pieces);
+    }
+
     /// Spans (`[start, end]` ns since t0, in order) in which the proxy held the provider (its
     /// receive window closed by back-pressure from the client): left out of the gaps between
     /// content events (ITL, stalls) and of the output rate's span. Set before the first chunk.

@@ -19,7 +19,9 @@ impl Distribution {
     /// Summarises `samples` (any order). `None` when there are no samples, because a distribution of
     /// nothing has no percentiles, and zero would be a lie.
     pub fn from_samples(samples: &[f64]) -> Option<Self> {
-        let mut sorted: Vec<f64> = samples.iter().copied().filter(|v| !v.is_nan()).collect();
+        // Sized once: a filtered iterator's collect grows the vector by doubling.
+        let mut sorted: Vec<f64> = Vec::with_capacity(samples.len());
+        sorted.extend(samples.iter().copied().filter(|v| !v.is_nan()));
         if sorted.is_empty() {
             return None;
         }

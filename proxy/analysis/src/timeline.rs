@@ -165,6 +165,13 @@ impl Timeline {
         self.counts.unparsed += 1;
     }
 
+    /// Room for `pieces` pieces' events and gaps (`StreamAnalyzer::expect_pieces`), within the
+    /// caps they are kept under.
+    pub(crate) fn reserve(&mut self, pieces: usize) {
+        self.events.reserve(pieces.min(self.max_events_kept));
+        self.itl.samples.reserve(pieces.min(ITL_SAMPLES_KEPT));
+    }
+
     /// Records one classified piece of the current frame.
     pub(crate) fn piece(&mut self, class: EventClass, text: &str) {
         self.pieces_in_frame += 1;

@@ -50,7 +50,7 @@ fn align(record: &Record) -> Option<Vec<Aligned>> {
     }
     let chunks = &record.timeline.chunks;
     let browser = record.browser.as_ref();
-    let mut aligned = Vec::new();
+    let mut aligned = Vec::with_capacity(analysis.events.len());
     let mut cursor = 0;
     for e in analysis.events.iter().filter(|e| e.class == EventClass::Answer && e.chars > 0) {
         while cursor < chunks.len() && chunks[cursor].offset + u64::from(chunks[cursor].len) < e.end_offset {
@@ -163,18 +163,16 @@ fn unobserved_reason(record: &Record, hop: Hop) -> String {
 
 fn hop_delay(hop: Hop, index: usize, aligned: &[Aligned], threshold: f64, long_frames: &[(f64, f64)]) -> HopDelay {
     // (release time, added delay, chars) per event seen at this hop.
-    let seen: Vec<(f64, f64, f64, u64)> = aligned
-        .iter()
-        .filter_map(|a| {
-            let t = a.at[index]?;
-            // The browser arrival is compared with the handoff: sampled ACK times are late by up
-            // to one chunk gap, and the browser hop is about what happens after tokentap.
-            let earlier = if hop == Hop::BrowserArrival { &a.at[..=Hop::Handoff.slot()] } else { &a.at[..index] };
-            let previous = earlier.iter().rev().find_map(|t| *t).unwrap_or(a.t_up);
-            let held_until = if hop == Hop::ClientAck { a.ack_not_before.unwrap_or(t) } else { t };
-            Some((t, t - a.t_up, held_until - previous, a.chars))
-        })
-        .collect();
+    let mut seen: Vec<(f64, f64, f64, u64)> = Vec::with_capacity(aligned.len());
+    seen.extend(aligned.iter().filter_map(|a| {
+        let t = a.at[index]?;
+        // The browser arrival is compared with the handoff: sampled ACK times are late by up
+        // to one chunk gap, and the browser hop is about what happens after tokentap.
+        let earlier = if hop == Hop::BrowserArrival { &a.at[..=Hop::Handoff.slot()] } else { &a.at[..index] };
+        let previous = earlier.iter().rev().find_map(|t| *t).unwrap_or(a.t_up);
+        let held_until = if hop == Hop::ClientAck { a.ack_not_before.unwrap_or(t) } else { t };
+        Some((t, t - a.t_up, held_until - previous, a.chars))
+    }));
     let baseline = seen.iter().map(|s| s.2).fold(f64::INFINITY, f64::min);
     let total_chars: u64 = seen.iter().map(|s| s.3).sum();
     let held = |s: &(f64, f64, f64, u64)| s.2 - baseline >= threshold;

@@ -418,9 +418,9 @@ impl MetricRegistry {
     pub fn record(&self, observations: &[Observation]) {
         // (metric, label set) → its bound series, and whether it is a fold into `_OTHER`; a
         // record has a handful.
-        let mut resolved: Vec<(MetricId, *const Labels, Bound, bool)> = Vec::new();
+        let mut resolved: Vec<(MetricId, *const Labels, Bound, bool)> = Vec::with_capacity(observations.len());
         // Label set → its keyed hash, taken once: a record's metrics share one or two sets.
-        let mut hashes: Vec<(*const Labels, u64)> = Vec::new();
+        let mut hashes: Vec<(*const Labels, u64)> = Vec::with_capacity(4);
         let mut cap = None;
         for o in observations {
             let ptr = Arc::as_ptr(&o.labels);

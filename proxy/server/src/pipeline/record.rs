@@ -148,6 +148,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
             limits,
         );
         analyzer.upstream_held(&d.chunks.upstream_held);
+        analyzer.expect_pieces(usize::try_from(d.chunks.chunk_count).unwrap_or(usize::MAX));
         for (t_up_ns, piece) in &d.chunks.body.pieces {
             analyzer.push_chunk(piece, *t_up_ns);
         }
