@@ -2,7 +2,7 @@
 //! rotated by size, recreated when it vanishes, with its write counters.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -163,10 +163,7 @@ impl Journal {
             self.rotate()?;
             *open = open_file(&self.path())?;
         }
-        let mut line = Vec::with_capacity(json.len() + 1);
-        line.extend_from_slice(json.as_bytes());
-        line.push(b'\n');
-        if let Err(source) = open.file.write_all(&line) {
+        if let Err(source) = write_line_to(&mut open.file, json.as_bytes()) {
             // A disk that filled up mid-line leaves half a line, which would corrupt the next
             // line written once space frees: cut the file back to its last whole line.
             let _ = open.file.set_len(open.size);
@@ -189,6 +186,22 @@ impl Journal {
         }
         std::fs::rename(self.path(), name(1)).map_err(|source| StoreError::Write { path: name(1), source })
     }
+}
+
+/// The line and its newline in one `writev` (no copy of the line into a buffer of its own); a
+/// short write (a disk filling up, a signal) goes on from where it stopped.
+fn write_line_to(file: &mut impl Write, json: &[u8]) -> std::io::Result<()> {
+    let mut parts = [IoSlice::new(json), IoSlice::new(b"\n")];
+    let mut left: &mut [IoSlice<'_>] = &mut parts;
+    while !left.is_empty() {
+        match file.write_vectored(left) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut left, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Opens (or creates) the journal for appending. Only a regular file is accepted: a symbolic link
@@ -247,4 +260,54 @@ fn not_a_regular_file(path: &Path) -> Option<std::io::Error> {
 /// link to it).
 fn still_the_file(path: &Path, open: &OpenFile) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && (m.dev(), m.ino()) == open.identity)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file that takes at most `max` bytes a call and is interrupted on its first call.
+    struct Trickle {
+        out: Vec<u8>,
+        max: usize,
+        interrupted: bool,
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if !self.interrupted {
+                self.interrupted = true;
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = buf.len().min(self.max);
+            self.out.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_is_written_whole_with_its_newline_through_short_and_interrupted_writes() {
+        let json = br#"{"request_id":"r1","path":"/v1/chat/completions"}"#;
+        for max in [1, 2, 7, json.len(), json.len() + 1, 4096] {
+            let mut file = Trickle { out: Vec::new(), max, interrupted: false };
+            write_line_to(&mut file, json).unwrap();
+            let mut expected = json.to_vec();
+            expected.push(b'\n');
+            assert_eq!(file.out, expected, "at most {max} bytes a write");
+        }
+        struct Full;
+        impl Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Ok(0)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        assert_eq!(write_line_to(&mut Full, json).unwrap_err().kind(), std::io::ErrorKind::WriteZero);
+    }
 }
