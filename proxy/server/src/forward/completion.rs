@@ -55,12 +55,13 @@ impl TapProxy {
             Err(reason) => data.ack.unavailable = Some(reason.to_string()),
         }
         let drain = Duration::from_millis(self.config.timeline.ack_drain_ms);
-        let socket = session.as_downstream().digest().and_then(|d| d.socket_digest.clone());
+        // The socket and its cookie only for a tail still to watch: a tail already acknowledged
+        // (most short answers) costs no second getsockopt.
+        let watched = open && !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero();
+        let socket = watched.then(|| session.as_downstream().digest().and_then(|d| d.socket_digest.clone())).flatten();
         let cookie = socket.as_ref().and_then(|s| s.socket_cookie().ok());
         match (socket, cookie) {
-            (Some(socket), Some(cookie))
-                if open && !data.ack.drained && data.ack.unavailable.is_none() && !drain.is_zero() =>
-            {
+            (Some(socket), Some(cookie)) => {
                 let watch = TailWatch::new(socket, cookie, completed, Instant::now() + drain);
                 // A connection that is kept alive serves its next request while the tail watcher
                 // task reads its socket; one that closes after this response is watched here,

@@ -173,7 +173,13 @@ impl TapProxy {
         };
         upstream.read_timeout = peer.options.read_timeout;
         upstream.write_timeout = peer.options.write_timeout;
-        match self.exchange(session, &mut upstream, reused, &peer, ctx, replay).await {
+        let exchanged = self.exchange(session, &mut upstream, reused, &peer, ctx, replay).await;
+        if exchanged.is_ok() {
+            // The stale probe reads this connection's descriptor (no duplicate): never after the
+            // connection is let go. A failure's retry decision reads it below, before that.
+            ctx.stale_probe = None;
+        }
+        match exchanged {
             Ok(true) => {
                 self.exchanges.connector.release_http_session(upstream, &*peer, peer.idle_timeout()).await;
                 Ok(())

@@ -22,7 +22,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use pingora::protocols::SocketDigest;
+use pingora::protocols::l4::ext::get_tcp_info;
 use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
 
 /// What the counters of a reused connection say before the request head is written.
@@ -49,12 +49,31 @@ pub(crate) enum Closure {
     Unknown,
 }
 
-/// The socket counters of a reused connection, read before the request was written, and a
-/// duplicate of its descriptor (pingora closes the connection before its error reaches
-/// `error_while_proxy`).
+/// The socket counters of a reused connection, read before the request was written, and the
+/// socket to read them from again should the attempt fail.
 pub(crate) struct StaleProbe {
-    socket: OwnedFd,
+    socket: ProbeSocket,
     before: Counters,
+}
+
+/// The socket a [`StaleProbe`] reads after a failure.
+enum ProbeSocket {
+    /// A duplicate of the connection's descriptor: pingora's proxy closes the connection before
+    /// its error reaches `error_while_proxy`.
+    Duplicate(OwnedFd),
+    /// The descriptor of a connection tokentap's relay (`exchange`) holds: the relay decides on
+    /// the retry (or drops the probe) before it lets the connection go, so the descriptor is
+    /// still this connection's whenever it is read. No duplicate to make and close per request.
+    Held(RawFd),
+}
+
+impl ProbeSocket {
+    fn fd(&self) -> RawFd {
+        match self {
+            ProbeSocket::Duplicate(socket) => socket.as_raw_fd(),
+            ProbeSocket::Held(fd) => *fd,
+        }
+    }
 }
 
 /// This process as a pidfd: duplicating a descriptor by number through it is a safe call.
@@ -71,10 +90,20 @@ pub(crate) fn duplicate(fd: RawFd) -> Option<OwnedFd> {
 
 impl Reuse {
     /// Reads `fd`'s counters (one getsockopt); when open, keeps a duplicate of it
-    /// (`pidfd_getfd`, Linux 5.6).
+    /// (`pidfd_getfd`, Linux 5.6), for a connection pingora's proxy holds.
     pub(crate) fn before_write(fd: RawFd) -> Reuse {
         let Some(socket) = duplicate(fd) else { return Reuse::Unknown };
-        match counters(&socket) {
+        Self::read(ProbeSocket::Duplicate(socket))
+    }
+
+    /// Reads `fd`'s counters (one getsockopt), for a connection tokentap's relay holds until the
+    /// probe is used or dropped (no duplicate).
+    pub(crate) fn before_held_write(fd: RawFd) -> Reuse {
+        Self::read(ProbeSocket::Held(fd))
+    }
+
+    fn read(socket: ProbeSocket) -> Reuse {
+        match counters(socket.fd()) {
             None => Reuse::Unknown,
             Some(c) if c.fin_received() => Reuse::ClosedByServer { idle: c.idle },
             Some(before) => Reuse::Open(StaleProbe { socket, before }),
@@ -85,7 +114,7 @@ impl Reuse {
 impl StaleProbe {
     /// What the counters say after the attempt failed (one getsockopt).
     pub(crate) fn after_failure(&self) -> Closure {
-        let Some(now) = counters(&self.socket) else { return Closure::Unknown };
+        let Some(now) = counters(self.socket.fd()) else { return Closure::Unknown };
         if !now.fin_received() || now.data_segments_received != self.before.data_segments_received {
             return Closure::Unknown;
         }
@@ -127,8 +156,10 @@ impl Counters {
     }
 }
 
-fn counters(socket: &OwnedFd) -> Option<Counters> {
-    let info = SocketDigest::from_raw_fd(socket.as_raw_fd()).tcp_info()?;
+/// One getsockopt (not through a `SocketDigest`, whose first reading also asks the socket's
+/// address); a socket that is not TCP has none.
+fn counters(fd: RawFd) -> Option<Counters> {
+    let info = get_tcp_info(fd).ok()?;
     Some(Counters {
         acked: info.tcpi_bytes_acked,
         data_segments_received: info.tcpi_data_segs_in,
@@ -151,11 +182,20 @@ mod tests {
         (client, server)
     }
 
-    fn open(client: &TcpStream) -> StaleProbe {
-        match Reuse::before_write(client.as_raw_fd()) {
+    /// Both kinds of probe of one open connection: through a duplicate (pingora's proxy) and
+    /// through the descriptor itself (tokentap's relay, which holds the connection meanwhile).
+    fn open(client: &TcpStream) -> [StaleProbe; 2] {
+        [Reuse::before_write(client.as_raw_fd()), Reuse::before_held_write(client.as_raw_fd())].map(|reuse| match reuse
+        {
             Reuse::Open(probe) => probe,
             Reuse::ClosedByServer { .. } => panic!("closed"),
             Reuse::Unknown => panic!("no TCP information"),
+        })
+    }
+
+    fn assert_closure(probes: &[StaleProbe; 2], expected: Closure) {
+        for probe in probes {
+            assert_eq!(probe.after_failure(), expected);
         }
     }
 
@@ -167,40 +207,41 @@ mod tests {
         let mut buf = [0u8; 16];
         assert_eq!(client.peek(&mut buf).unwrap(), 0);
         assert!(matches!(Reuse::before_write(client.as_raw_fd()), Reuse::ClosedByServer { .. }));
+        assert!(matches!(Reuse::before_held_write(client.as_raw_fd()), Reuse::ClosedByServer { .. }));
         assert_eq!(client.read(&mut buf).unwrap(), 0);
     }
 
     #[test]
     fn a_server_that_closed_before_the_request_arrived_acknowledged_none_of_it() {
         let (mut client, server) = pair();
-        let probe = open(&client);
+        let probes = open(&client);
         drop(server);
         let mut buf = [0u8; 16];
         assert_eq!(client.read(&mut buf).unwrap(), 0);
-        assert_eq!(probe.after_failure(), Closure::RequestNotTaken);
+        assert_closure(&probes, Closure::RequestNotTaken);
     }
 
     #[test]
     fn a_server_that_read_the_request_and_closed_acknowledged_it() {
         let (mut client, mut server) = pair();
-        let probe = open(&client);
+        let probes = open(&client);
         client.write_all(b"POST / HTTP/1.1\r\n\r\n").unwrap();
         let mut buf = [0u8; 64];
         assert!(server.read(&mut buf).unwrap() > 0);
         drop(server);
         assert_eq!(client.read(&mut buf).unwrap(), 0);
-        assert_eq!(probe.after_failure(), Closure::WithoutAnswer);
+        assert_closure(&probes, Closure::WithoutAnswer);
     }
 
     #[test]
     fn a_server_that_answered_part_and_closed_sent_bytes() {
         let (mut client, mut server) = pair();
-        let probe = open(&client);
+        let probes = open(&client);
         server.write_all(b"HTTP/1.1 200").unwrap();
         drop(server);
         let mut buf = [0u8; 64];
         while client.read(&mut buf).unwrap() > 0 {}
-        assert_eq!(probe.after_failure(), Closure::Unknown);
+        assert_closure(&probes, Closure::Unknown);
     }
 
     /// Waits (polling the socket's state, no timer) until the server's reset has arrived.
@@ -211,8 +252,7 @@ mod tests {
     }
 
     fn counters_of(client: &TcpStream) -> Counters {
-        let socket = pidfd_getfd(this_process().unwrap(), client.as_raw_fd(), PidfdGetfdFlags::empty()).unwrap();
-        counters(&socket).unwrap()
+        counters(client.as_raw_fd()).unwrap()
     }
 
     const REQUEST: &[u8] = b"POST / HTTP/1.1\r\ncontent-length: 2\r\n\r\nhi";
@@ -228,20 +268,20 @@ mod tests {
     #[test]
     fn a_server_that_closed_with_the_request_unread_reset_the_connection() {
         let (mut client, server) = pair();
-        let probe = open(&client);
+        let probes = open(&client);
         client.write_all(REQUEST).unwrap();
         arrived_unread(&server);
         drop(server);
         until_reset(&client);
         let mut buf = [0u8; 16];
         assert!(client.read(&mut buf).is_err());
-        assert_eq!(probe.after_failure(), Closure::RequestNotTaken);
+        assert_closure(&probes, Closure::RequestNotTaken);
     }
 
     #[test]
     fn a_server_that_shut_down_then_closed_with_the_request_unread_sent_a_fin_then_a_reset() {
         let (client, server) = pair();
-        let probe = open(&client);
+        let probes = open(&client);
         (&client).write_all(REQUEST).unwrap();
         arrived_unread(&server);
         // The FIN acknowledges the request; only the reset that follows says it went unread.
@@ -249,22 +289,22 @@ mod tests {
         while !counters_of(&client).fin_received() {
             std::thread::yield_now();
         }
-        assert!(counters_of(&client).acked > probe.before.acked);
-        assert_eq!(probe.after_failure(), Closure::WithoutAnswer);
+        assert!(counters_of(&client).acked > probes[0].before.acked);
+        assert_closure(&probes, Closure::WithoutAnswer);
         drop(server);
         until_reset(&client);
-        assert_eq!(probe.after_failure(), Closure::RequestNotTaken);
+        assert_closure(&probes, Closure::RequestNotTaken);
     }
 
     #[test]
     fn a_server_that_answered_part_and_reset_sent_data() {
         let (mut client, mut server) = pair();
-        let probe = open(&client);
+        let probes = open(&client);
         client.write_all(REQUEST).unwrap();
         arrived_unread(&server);
         server.write_all(b"HTTP/1.1 200").unwrap();
         drop(server);
         until_reset(&client);
-        assert_eq!(probe.after_failure(), Closure::Unknown);
+        assert_closure(&probes, Closure::Unknown);
     }
 }

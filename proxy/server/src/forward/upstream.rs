@@ -83,7 +83,14 @@ pub(super) fn note_connection(
     // Only a reused connection can be stale, and a request is retried at most once.
     #[cfg(unix)]
     if reused && !ctx.retried_stale_connection {
-        match stale_connection::Reuse::before_write(fd) {
+        // tokentap's relay holds its connection until the probe is used or dropped; pingora's
+        // proxy closes it before its error comes back, so the probe keeps a duplicate.
+        let reuse = if ctx.exchange {
+            stale_connection::Reuse::before_held_write(fd)
+        } else {
+            stale_connection::Reuse::before_write(fd)
+        };
+        match reuse {
             stale_connection::Reuse::Open(probe) => ctx.stale_probe = Some(probe),
             stale_connection::Reuse::ClosedByServer { idle } => {
                 proxy.note_closed_pooled_connection(ctx, idle);

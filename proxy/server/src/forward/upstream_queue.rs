@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use pingora::protocols::SocketDigest;
+use pingora::protocols::l4::ext::get_tcp_info;
 
 /// A read this long after the one before is checked: a gap the provider or the client made.
 /// Streams whose events come faster cost nothing more; one whose events are this far apart costs
@@ -138,7 +138,7 @@ impl UpstreamQueue {
             self.socket = super::stale_connection::duplicate(self.fd.take()?);
         }
         let socket = self.socket.as_ref()?;
-        let info = SocketDigest::from_raw_fd(socket.as_raw_fd()).tcp_info()?;
+        let info = get_tcp_info(socket.as_raw_fd()).ok()?;
         let queued = rustix::io::ioctl_fionread(socket).ok()?;
         Some(Reading {
             received: info.tcpi_bytes_received,
