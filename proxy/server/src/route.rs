@@ -19,6 +19,10 @@ pub struct UpstreamTarget {
     pub port: u16,
     /// Base path without a trailing slash ("" for none).
     pub base_path: String,
+    /// The Host header's value, made once (every request sends it; a clone shares its bytes).
+    host_value: http::HeaderValue,
+    /// The base URL as records show it, made once.
+    url: String,
 }
 
 impl UpstreamTarget {
@@ -44,22 +48,31 @@ impl UpstreamTarget {
         }
         let (host, port) = split_host_port(authority).ok_or_else(|| "has no valid host[:port]".to_string())?;
         let port = port.unwrap_or(if tls { 443 } else { 80 });
-        Ok(Self { tls, host, port, base_path: path.trim_end_matches('/').to_string() })
+        let base_path = path.trim_end_matches('/').to_string();
+        let authority = authority_of(tls, &host, port);
+        let host_value = http::HeaderValue::from_str(&authority).map_err(|_| "has no valid host[:port]".to_string())?;
+        let url = format!("{}://{authority}{base_path}", if tls { "https" } else { "http" });
+        Ok(Self { tls, host, port, base_path, host_value, url })
     }
 
     /// "host" or "host:port" as a Host header value.
-    pub fn host_header(&self) -> String {
-        let default_port = if self.tls { 443 } else { 80 };
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        if self.port == default_port {
-            host
-        } else {
-            format!("{host}:{}", self.port)
-        }
+    pub fn host_header(&self) -> &http::HeaderValue {
+        &self.host_value
     }
 
-    pub fn url(&self) -> String {
-        format!("{}://{}{}", if self.tls { "https" } else { "http" }, self.host_header(), self.base_path)
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// "host" or "host:port" (the port when it is not the scheme's), an IPv6 host in brackets.
+fn authority_of(tls: bool, host: &str, port: u16) -> String {
+    let default_port = if tls { 443 } else { 80 };
+    let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+    if port == default_port {
+        host
+    } else {
+        format!("{host}:{port}")
     }
 }
 
@@ -136,8 +149,13 @@ impl Route {
     /// The path to request upstream: the route prefix is replaced by the upstream's base path.
     pub fn upstream_path(&self, path_and_query: &str) -> String {
         let rest = if self.prefix == "/" { path_and_query } else { &path_and_query[self.prefix.len()..] };
-        let rest = if rest.is_empty() || rest.starts_with('?') { format!("/{rest}") } else { rest.to_string() };
-        format!("{}{}", self.upstream.base_path, rest)
+        let slash = if rest.is_empty() || rest.starts_with('?') { "/" } else { "" };
+        let base = &self.upstream.base_path;
+        let mut path = String::with_capacity(base.len() + slash.len() + rest.len());
+        path.push_str(base);
+        path.push_str(slash);
+        path.push_str(rest);
+        path
     }
 
     /// Resolves the upstream host, reusing a recent answer. Failures are errors, never panics.
@@ -243,6 +261,11 @@ mod tests {
         let t = UpstreamTarget::parse("http://[::1]:81").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 81));
         assert_eq!(t.host_header(), "[::1]:81");
+        assert_eq!(t.url(), "http://[::1]:81");
+        let t = UpstreamTarget::parse("https://api.anthropic.com:443/v1/").unwrap();
+        assert_eq!((t.host_header().to_str().unwrap(), t.url()), ("api.anthropic.com", "https://api.anthropic.com/v1"));
+        let t = UpstreamTarget::parse("http://localhost:8080").unwrap();
+        assert_eq!((t.host_header().to_str().unwrap(), t.url()), ("localhost:8080", "http://localhost:8080"));
         for bad in ["api.openai.com", "http://", "http://:80", "https://a:99999", "http://u:p@a", "http://a/b?c"] {
             assert!(UpstreamTarget::parse(bad).is_err(), "{bad}");
         }

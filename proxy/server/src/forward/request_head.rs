@@ -131,11 +131,11 @@ impl TapProxy {
         let path_and_query = upstream_request.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
         let path_and_query = split_traceparent_query(&path_and_query).0.unwrap_or(path_and_query);
         let new_path = route.upstream_path(&path_and_query);
-        let uri: http::Uri = new_path
-            .parse()
+        // From the String itself: `parse` would copy it.
+        let uri = http::Uri::try_from(new_path)
             .map_err(|e| Error::because(ErrorType::InternalError, "rewritten upstream path is not a URI", e))?;
         upstream_request.set_uri(uri);
-        upstream_request.insert_header("host", route.upstream.host_header())?;
+        upstream_request.insert_header(http::header::HOST, route.upstream.host_header().clone())?;
         let upgrade = session.is_upgrade_req();
         hop_by_hop::drop_from(upstream_request, upgrade);
         if ctx.close_upstream_connection && !upgrade {

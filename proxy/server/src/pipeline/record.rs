@@ -228,7 +228,7 @@ pub(crate) fn build_record(c: CompletedRequest, config: &ValidConfig) -> Record 
         started_at: humantime::format_rfc3339_micros(d.anchor.wall).to_string(),
         route: d.route.as_ref().map(|r| r.name.clone()).unwrap_or_default(),
         route_role: d.route.as_ref().and_then(|r| r.role),
-        upstream: d.route.as_ref().map(|r| r.upstream.url()).unwrap_or_default(),
+        upstream: d.route.as_ref().map(|r| r.upstream.url().to_owned()).unwrap_or_default(),
         provider: d.route.as_ref().and_then(|r| r.provider_hint),
         method: d.method,
         path: d.path,
