@@ -40,7 +40,9 @@ impl TapProxy {
 
         if path_and_query.starts_with("/_tokentap/") || path_and_query == "/_tokentap" {
             ctx.internal = true;
-            internal::serve(session, &path_and_query, &self.pages, &self.ingest, &self.finalize).await?;
+            // Boxed, as the WebSocket relay below: awaited inline, the rarer branches' futures
+            // would size this one, and so every relayed exchange's memory while it streams.
+            Box::pin(internal::serve(session, &path_and_query, &self.pages, &self.ingest, &self.finalize)).await?;
             return Ok(true);
         }
 
@@ -105,7 +107,7 @@ impl TapProxy {
             if tunnel::is_websocket_handshake(session.req_header()) && session.is_body_empty() {
                 ctx.charge(entered);
                 ctx.relayed = true;
-                if let Err(e) = self.relay_upgrade(session, ctx).await {
+                if let Err(e) = Box::pin(self.relay_upgrade(session, ctx)).await {
                     // pingora would log this as a failed request filter; say what it is instead.
                     tracing::warn!(request_id = %ctx.data.request_id, "WebSocket session ended: {}", error_message(&e));
                     return Err(e);
