@@ -3,10 +3,12 @@
 //! pingora's HTTP/1 proxy runs each exchange as two tasks joined by a channel (one reads the
 //! client and writes the answer, the other writes the request and reads the answer), so every
 //! piece of a streamed answer wakes two tasks and crosses a channel. Here one `select!` loop reads
-//! both sides and calls the same hooks in the same order as pingora's proxy: `upstream_peer`,
-//! `connected_to_upstream`, `upstream_request_filter`, then `request_body_filter` for every piece
-//! of the request body, `upstream_response_filter` and `response_filter` for the answer's head,
-//! and both response body hooks for every piece of the answer. pingora's connector (pooling,
+//! both sides and does what the hooks do, in the same order as pingora's proxy calls them:
+//! `upstream_peer`, `connected_to_upstream`, `upstream_request_filter`, then `request_body_filter`
+//! for every piece of the request body, `upstream_response_filter` and `response_filter` for the
+//! answer's head, and both response body hooks for every piece of the answer. It calls the
+//! functions the hooks delegate to (`choose_peer`, `note_connection`, …), not the hooks: a hook
+//! is an `async_trait` method, and each call would allocate its future. pingora's connector (pooling,
 //! TLS) and its HTTP/1 sessions on both sides (framing, smuggling checks, keep-alive, pipelining)
 //! are used as they are; only the relay between them is tokentap's.
 //!
@@ -42,8 +44,8 @@ use pingora::http::RequestHeader;
 use pingora::protocols::http::v1::client::HttpSession;
 use pingora::protocols::http::HttpTask;
 use pingora::protocols::UniqueID;
-use pingora::proxy::{ProxyHttp, Session};
-use pingora::upstreams::peer::{HttpPeer, Peer};
+use pingora::proxy::Session;
+use pingora::upstreams::peer::Peer;
 use pingora::{Error, ErrorType, Result};
 
 use crate::config::{Relay, ValidConfig};
@@ -160,20 +162,25 @@ impl TapProxy {
     /// One try: a connection from the pool (or a new one), the exchange on it, and the connection
     /// back to the pool when it can serve another request.
     async fn exchange_on_a_connection(&self, session: &mut Session, ctx: &mut RequestCtx, replay: bool) -> Result<()> {
-        let peer = self.upstream_peer(session, ctx).await?;
-        // Boxed: pingora's connect future (a new connection's TCP and TLS handshakes, ~8.6 KiB)
-        // lives only while a connection is taken. Awaited inline it would size this future, and
-        // so every open exchange's memory, for as long as the answer streams.
-        let (mut upstream, reused) = match Box::pin(self.exchanges.connector.get_http_session(&*peer)).await {
-            Ok(connection) => connection,
-            Err(mut e) => {
-                e.as_up();
-                return Err(self.fail_to_connect(session, &peer, ctx, e).into_up());
-            }
+        let peer = self.choose_peer(ctx).await?;
+        // A pooled connection first: its future is small. A new connection's (TCP and TLS
+        // handshakes, ~8.6 KiB) is boxed: awaited inline it would size this future, and so every
+        // open exchange's memory, for as long as the answer streams; and a box made for every
+        // request would copy those 8.6 KiB into it each time.
+        let pooled = self.exchanges.connector.reused_http_session(&*peer).await;
+        let (mut upstream, reused) = match pooled {
+            Some(connection) => (connection, true),
+            None => match Box::pin(self.exchanges.connector.get_http_session(&*peer)).await {
+                Ok(connection) => connection,
+                Err(mut e) => {
+                    e.as_up();
+                    return Err(super::failure::connect_failed(e).into_up());
+                }
+            },
         };
         upstream.read_timeout = peer.options.read_timeout;
         upstream.write_timeout = peer.options.write_timeout;
-        let exchanged = self.exchange(session, &mut upstream, reused, &peer, ctx, replay).await;
+        let exchanged = self.exchange(session, &mut upstream, reused, ctx, replay).await;
         if exchanged.is_ok() {
             // The stale probe reads this connection's descriptor (no duplicate): never after the
             // connection is let go. A failure's retry decision reads it below, before that.
@@ -185,7 +192,7 @@ impl TapProxy {
                 Ok(())
             }
             Ok(false) => Ok(()),
-            Err(e) => Err(self.error_while_proxy(&peer, session, e, ctx, reused)),
+            Err(e) => Err(self.retry_or_fail(&peer, session, e, ctx, reused)),
         }
     }
 
@@ -195,15 +202,14 @@ impl TapProxy {
         session: &mut Session,
         upstream: &mut HttpSession,
         reused: bool,
-        peer: &HttpPeer,
         ctx: &mut RequestCtx,
         replay: bool,
     ) -> Result<bool> {
-        self.connected_to_upstream(session, reused, peer, upstream.id(), Some(upstream.digest()), ctx).await?;
+        super::upstream::note_connection(self, reused, upstream.id(), Some(upstream.digest()), ctx)?;
 
         let mut request = session.req_header().clone();
         upstream_head(&mut request)?;
-        self.upstream_request_filter(session, &mut request, ctx).await?;
+        self.write_upstream_head(session, &mut request, ctx)?;
         let body_empty = session.is_body_empty();
         if !body_empty && !request.headers.contains_key("content-length") {
             request.insert_header("transfer-encoding", "chunked")?;
@@ -222,7 +228,7 @@ impl TapProxy {
                 request_done = true;
             }
         } else if body_empty {
-            self.request_body_filter(session, &mut None, true, ctx).await?;
+            self.stamp_request_piece(None, true, ctx)?;
             upstream.finish_body().await.map_err(|e| e.into_up())?;
             request_done = true;
         }
@@ -244,12 +250,12 @@ impl TapProxy {
                 // The request body, then (while the answer streams) the client watched: a close
                 // ends the exchange, a pipelined next request's bytes are kept for it.
                 piece = session.downstream_session.read_body_or_idle(request_done) => {
-                    let mut piece = piece.map_err(|e| e.into_down())?;
+                    let piece = piece.map_err(|e| e.into_down())?;
                     if request_done {
                         continue;
                     }
                     let end = piece.is_none() || session.is_body_done();
-                    self.request_body_filter(session, &mut piece, end, ctx).await?;
+                    self.stamp_request_piece(piece.as_ref(), end, ctx)?;
                     if send_error.is_none() {
                         if let Err(e) = send_body(upstream, piece, end).await {
                             if response_done {
@@ -300,14 +306,14 @@ impl TapProxy {
     ) -> Result<bool> {
         match task {
             HttpTask::Header(mut head, end) => {
-                self.upstream_response_filter(session, &mut head, ctx).await?;
+                super::response_head::take_upstream_head(session, &mut head, ctx)?;
                 if head.status.is_informational() {
                     // Passed on as it came (`100 Continue` among them); the answer follows.
                     session.write_response_header(head, false).await.map_err(|e| e.into_down())?;
                     return Ok(false);
                 }
                 frame_client_head(&mut head, head_request, end)?;
-                self.response_filter(session, &mut head, ctx).await?;
+                self.write_client_head(session, &mut head, ctx)?;
                 session.write_response_header(head, end).await.map_err(|e| e.into_down())?;
                 if end {
                     self.deliver(session, None, true, ctx).await?;

@@ -29,6 +29,13 @@ pub(super) fn upstream_error(kind: ErrorType, context: String) -> Box<Error> {
     e
 }
 
+/// A connection to the upstream that could not be made: never retried (a request that never
+/// reached a server would be safe to retry, but a connect timeout retried doubles the wait).
+pub(super) fn connect_failed(mut e: Box<Error>) -> Box<Error> {
+    e.set_retry(false);
+    e
+}
+
 impl TapProxy {
     /// An error while proxying: retried once on a fresh connection when the reused one was stale,
     /// otherwise final.

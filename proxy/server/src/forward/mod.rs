@@ -89,6 +89,11 @@ impl TapProxy {
 
 /// Everything known about one request while it is in flight: the recorded [`RequestData`] and
 /// the forwarding path's own flags.
+/// A request's context as pingora holds it: boxed, so that pingora's per-request future (which
+/// keeps the context by value, in more than one of its states) carries a pointer, not the
+/// context's kilobyte: that future is moved into its box on every request.
+pub(crate) type Ctx = Box<RequestCtx>;
+
 pub(crate) struct RequestCtx {
     pub data: RequestData,
     /// Served by tokentap itself (pages under /_tokentap/): no record.
@@ -176,10 +181,10 @@ fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
 
 #[async_trait]
 impl ProxyHttp for TapProxy {
-    type CTX = RequestCtx;
+    type CTX = Ctx;
 
     fn new_ctx(&self) -> Self::CTX {
-        let mut ctx = RequestCtx::new();
+        let mut ctx = Box::new(RequestCtx::new());
         ctx.data.ack.max_samples = self.config.timeline.max_chunks;
         ctx.data.request_body.budget = Some(self.kept.clone());
         ctx.data.chunks.body.budget = Some(self.kept.clone());
@@ -284,10 +289,9 @@ impl ProxyHttp for TapProxy {
         _session: &mut Session,
         _peer: &HttpPeer,
         _ctx: &mut Self::CTX,
-        mut e: Box<Error>,
+        e: Box<Error>,
     ) -> Box<Error> {
-        e.set_retry(false);
-        e
+        failure::connect_failed(e)
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Self::CTX) -> FailToProxy {

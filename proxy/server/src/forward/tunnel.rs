@@ -18,7 +18,7 @@ use pingora::connectors::http::v1::Connector;
 use pingora::http::RequestHeader;
 use pingora::protocols::http::HttpTask;
 use pingora::protocols::{UniqueID, ALPN};
-use pingora::proxy::{ProxyHttp, Session};
+use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
@@ -79,27 +79,27 @@ impl TapProxy {
     /// Relays one upgrade request: its head up, the answer down and, after a `101`, both
     /// directions until either side ends. An error carries its side (client or upstream).
     pub(super) async fn relay_upgrade(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
-        let mut peer = self.upstream_peer(session, ctx).await?;
+        let mut peer = self.choose_peer(ctx).await?;
         // WebSocket is HTTP/1.1 only (RFC 6455): never offer h2 for an upgrade.
         peer.options.alpn = ALPN::H1;
         // Boxed: pingora's connect future is ~8 KiB and would otherwise stay in this session's
         // future for as long as the session is open (see `exchange_on_a_connection`).
         let (mut upstream, reused) = Box::pin(self.tunnels.connector.get_http_session(&*peer))
             .await
-            .map_err(|e| self.fail_to_connect(session, &peer, ctx, e).into_up())?;
+            .map_err(|e| super::failure::connect_failed(e).into_up())?;
         upstream.read_timeout = peer.options.read_timeout;
         upstream.write_timeout = peer.options.write_timeout;
         let fd = upstream.id();
-        self.connected_to_upstream(session, reused, &peer, fd, Some(upstream.digest()), ctx).await?;
+        super::upstream::note_connection(self, reused, fd, Some(upstream.digest()), ctx)?;
 
         let mut request = session.req_header().clone();
         request.set_version(http::Version::HTTP_11);
-        self.upstream_request_filter(session, &mut request, ctx).await?;
+        self.write_upstream_head(session, &mut request, ctx)?;
         websocket_handshake_head(&mut request)?;
         upstream.write_request_header(Box::new(request)).await.map_err(|e| upstream_failed(e, &peer))?;
         // The upgrade request's own body is empty and already over (pingora's proxy reports it
         // the same way, right after the head).
-        self.request_body_filter(session, &mut None, true, ctx).await?;
+        self.stamp_request_piece(None, true, ctx)?;
 
         let mut informational = 0;
         let upgraded = loop {
@@ -116,7 +116,7 @@ impl TapProxy {
                     let e = Error::explain(ErrorType::InvalidHTTPHeader, "informational answers without end");
                     return Err(upstream_failed(e, &peer));
                 }
-                self.upstream_response_filter(session, &mut answer, ctx).await?;
+                super::response_head::take_upstream_head(session, &mut answer, ctx)?;
                 session.write_response_header(answer, false).await.map_err(|e| e.into_down())?;
                 continue;
             }
@@ -125,8 +125,8 @@ impl TapProxy {
                     Error::explain(ErrorType::InvalidHTTPHeader, "a 101 that is not an HTTP/1.1 switch of protocols");
                 return Err(upstream_failed(e, &peer));
             }
-            self.upstream_response_filter(session, &mut answer, ctx).await?;
-            self.response_filter(session, &mut answer, ctx).await?;
+            super::response_head::take_upstream_head(session, &mut answer, ctx)?;
+            self.write_client_head(session, &mut answer, ctx)?;
             session.write_response_header(answer, end).await.map_err(|e| e.into_down())?;
             if end {
                 self.deliver(session, None, true, ctx).await?;
@@ -138,9 +138,9 @@ impl TapProxy {
         loop {
             tokio::select! {
                 piece = session.downstream_session.read_body_or_idle(false), if upgraded => {
-                    let mut piece = piece.map_err(|e| e.into_down())?;
+                    let piece = piece.map_err(|e| e.into_down())?;
                     let end = piece.is_none();
-                    self.request_body_filter(session, &mut piece, end, ctx).await?;
+                    self.stamp_request_piece(piece.as_ref(), end, ctx)?;
                     if let Some(bytes) = piece.filter(|b| !b.is_empty()) {
                         upstream.maybe_upgrade_body_writer();
                         upstream.write_body(&bytes).await.map_err(|e| upstream_failed(e, &peer))?;
