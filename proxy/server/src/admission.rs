@@ -416,24 +416,44 @@ struct HeadWatch {
 }
 
 impl HeadWatch {
-    /// Feeds bytes just read; true once the head's blank line has been seen.
+    /// Feeds bytes just read; true once the head's blank line has been seen. A match begun in
+    /// earlier bytes is finished byte by byte; the rest is searched with `memmem` (a request head
+    /// is hundreds of bytes, read on the forwarding path).
     fn saw_end(&mut self, bytes: &[u8]) -> bool {
-        const END: &[u8; 4] = b"\r\n\r\n";
-        for &b in bytes {
-            self.matched = if b == END[self.matched as usize] {
-                self.matched + 1
-            } else if b == b'\r' {
-                1
-            } else {
-                0
-            };
-            if self.matched == 4 {
+        let mut at = 0;
+        while self.matched > 0 && at < bytes.len() {
+            if self.step(bytes[at]) {
                 return true;
             }
+            at += 1;
         }
+        let rest = &bytes[at..];
+        if rest.is_empty() {
+            return false;
+        }
+        if memchr::memmem::find(rest, HEAD_END).is_some() {
+            return true;
+        }
+        // No end here: how much of one the bytes end with.
+        self.matched = (1..HEAD_END.len()).rev().find(|&n| rest.ends_with(&HEAD_END[..n])).unwrap_or(0) as u8;
         false
     }
+
+    /// One byte of the search; true when it completes `\r\n\r\n`.
+    fn step(&mut self, b: u8) -> bool {
+        self.matched = if b == HEAD_END[self.matched as usize] {
+            self.matched + 1
+        } else if b == b'\r' {
+            1
+        } else {
+            0
+        };
+        self.matched as usize == HEAD_END.len()
+    }
 }
+
+/// The blank line that ends a request head.
+const HEAD_END: &[u8; 4] = b"\r\n\r\n";
 
 impl AsyncRead for Guarded {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
@@ -598,6 +618,35 @@ mod tests {
         }
         let mut w = watch();
         assert!(w.saw_end(b"\r\r\n\r\n"));
+    }
+
+    proptest::proptest! {
+        /// Found at the same byte as a byte-by-byte search, however the bytes are split.
+        #[test]
+        fn head_end_is_found_where_a_byte_by_byte_search_finds_it(
+            bytes in proptest::collection::vec(proptest::sample::select(vec![b'\r', b'\n', b'a']), 0..64),
+            cuts in proptest::collection::vec(0usize..64, 0..6),
+        ) {
+            let mut reference = watch();
+            let expected = bytes.iter().position(|&b| reference.step(b));
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|&c| c <= bytes.len()).collect();
+            cuts.push(bytes.len());
+            cuts.sort_unstable();
+            let mut w = watch();
+            let (mut from, mut found) = (0, None);
+            for cut in cuts {
+                if w.saw_end(&bytes[from..cut]) {
+                    found = Some(cut);
+                    break;
+                }
+                from = cut;
+            }
+            match expected {
+                // Found in the piece that holds the end's last byte.
+                Some(at) => proptest::prop_assert!(found.is_some_and(|cut| at < cut && at >= from), "{:?} {:?}", expected, found),
+                None => proptest::prop_assert_eq!(found, None),
+            }
+        }
     }
 
     #[test]
