@@ -55,7 +55,29 @@ struct Profile {
 const CLOCK_ROOTS: [&str; 2] =
     ["pingora_timeout::timer::TimerManager::clock_thread", "tokentap::scheduling_lag::probe"];
 
+/// The body of the runtime's thread, where pingora forwards (and tokentap's tasks beside it run:
+/// the tail watch), and the body of tokentap's record worker thread.
+const RUNTIME_ROOT: &str = "tokio::runtime::scheduler::multi_thread::worker::run";
+const RECORD_WORKER_ROOT: &str = "tokentap::pipeline::run_worker";
+
 impl Profile {
+    /// A thread body's instructions in this window (the largest inclusive cost of a function of
+    /// that name, without the hash suffix: a recursive entry counts once).
+    fn root(&self, root: &str) -> u64 {
+        self.inclusive.iter().filter(|(name, _)| without_hash(name) == root).map(|(_, c)| *c).max().unwrap_or(0)
+    }
+
+    /// Where a tokentap's instructions ran: the forwarding runtime's thread, the record worker's,
+    /// the rest (clock threads, the blocking pool). None for a process without a tokio runtime.
+    fn threads(&self) -> Option<(u64, u64, u64)> {
+        let runtime = self.root(RUNTIME_ROOT);
+        if runtime == 0 {
+            return None;
+        }
+        let worker = self.root(RECORD_WORKER_ROOT);
+        Some((runtime, worker, self.total.saturating_sub(runtime + worker)))
+    }
+
     /// Instructions the clock-driven threads ran in this window (their functions' inclusive cost,
     /// names compared without the hash suffix).
     fn clock_roots(&self) -> u64 {
@@ -437,6 +459,30 @@ round did not settle in time.\n",
             thousands(m.idle_rest_per_s.round() as u64)
         );
     }
+    let _ = writeln!(
+        s,
+        "\nBy thread (not less clock): the runtime's thread, where pingora forwards (`{RUNTIME_ROOT}`, with the tasks \
+that run beside it: the tail watch, the lag probe's wake-ups), tokentap's record worker (`{RECORD_WORKER_ROOT}`), and \
+the rest (the clock's threads, the blocking pool). nginx's one worker process does all of its work in one thread.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| arm | per event: runtime thread | record worker | rest | per request: runtime thread | record worker | rest |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for m in measured {
+        let cells = |profile: &Profile, n: usize| match profile.threads() {
+            Some((runtime, worker, rest)) => format!("{} | {} | {}", per(runtime, n), per(worker, n), per(rest, n)),
+            None => format!("{} | – | –", per(profile.total, n)),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            m.arm,
+            cells(&m.stream.profile, m.events),
+            cells(&m.request.profile, m.requests)
+        );
+    }
     for m in measured {
         for (what, profile, n) in [("event", &m.stream.profile, m.events), ("request", &m.request.profile, m.requests)]
         {
@@ -501,6 +547,24 @@ fn=(1)\n* 25\n",
     }
 
     #[test]
+    fn instructions_are_split_by_the_thread_they_ran_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        // Two thread starts: one runs the runtime (70, of which a recursive entry), one the record
+        // worker (20); 10 are the starts' own.
+        std::fs::write(
+            &path,
+            "events: Ir\nsummary: 100\nfn=(1) start\n1 10\n\
+cfn=(2) tokio::runtime::scheduler::multi_thread::worker::run::h0123456789abcdef\ncalls=1 0\n1 70\n\
+cfn=(3) tokentap::pipeline::run_worker\ncalls=1 0\n1 20\n\
+fn=(2)\n1 40\ncfn=(2)\ncalls=1 0\n1 30\nfn=(3)\n1 20\n",
+        )
+        .unwrap();
+        let p = parse(&path);
+        assert_eq!(p.threads(), Some((70, 20, 10)));
+    }
+
+    #[test]
     fn the_clock_driven_threads_are_left_out_as_counted_and_the_rest_of_idle_by_the_window() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p");
@@ -515,6 +579,7 @@ cfn=(4) tokentap::scheduling_lag::probe::h0123456789abcdef\ncalls=1 0\n1 10\nfn=
         .unwrap();
         let p = parse(&path);
         assert_eq!(p.clock_roots(), 40);
+        assert_eq!(p.threads(), None, "no runtime thread in this profile");
         // 60 outside the clock's threads, less 4 a second for 2.5 s.
         assert_eq!(less_clock(&p, 4.0, Duration::from_millis(2500)), 50);
         assert_eq!(less_clock(&p, 100.0, Duration::from_secs(1)), 0);
