@@ -164,7 +164,10 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
         LagProbe::new(stats.scheduling_lag.clone(), Arc::new(move |lag| telemetry.observe_scheduling_lag(lag)))
     };
     let tunnels = Tunnels::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
-    let exchanges = Exchanges::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
+    let exchanges = Exchanges::new(
+        Connector::new(Some(ConnectorOptions::from_server_conf(&conf))),
+        conf.upstream_keepalive_pool_size,
+    );
     let proxy =
         http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, tunnels, exchanges));
     let mut service =

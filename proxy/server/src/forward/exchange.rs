@@ -38,6 +38,8 @@
 //! again, so an upstream that stops reading the request while it sends a long answer holds the
 //! exchange until `[timeouts] write_s` (pingora's two tasks would read the answer meanwhile).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use pingora::connectors::http::v1::Connector;
 use pingora::http::RequestHeader;
@@ -53,16 +55,21 @@ use crate::route::Route;
 
 use super::hop_by_hop::CLIENT_FRAMING;
 use super::read_deadline::ReadDeadline;
+use super::upstream_pool::UpstreamPool;
 use super::{RequestCtx, TapProxy};
 
-/// The connector (and so the pool) of the exchanges tokentap relays.
+/// The connector of the exchanges tokentap relays (new connections: TCP, TLS) and their pool of
+/// kept-alive connections (`upstream_pool`).
 pub(crate) struct Exchanges {
     connector: Connector,
+    pool: Arc<UpstreamPool>,
 }
 
 impl Exchanges {
-    pub(crate) fn new(connector: Connector) -> Self {
-        Self { connector }
+    /// `pool_size`: at most this many idle connections kept (pingora's
+    /// `upstream_keepalive_pool_size`).
+    pub(crate) fn new(connector: Connector, pool_size: usize) -> Self {
+        Self { connector, pool: UpstreamPool::new(pool_size) }
     }
 }
 
@@ -163,11 +170,12 @@ impl TapProxy {
     /// back to the pool when it can serve another request.
     async fn exchange_on_a_connection(&self, session: &mut Session, ctx: &mut RequestCtx, replay: bool) -> Result<()> {
         let peer = self.choose_peer(ctx).await?;
-        // A pooled connection first: its future is small. A new connection's (TCP and TLS
-        // handshakes, ~8.6 KiB) is boxed: awaited inline it would size this future, and so every
-        // open exchange's memory, for as long as the answer streams; and a box made for every
-        // request would copy those 8.6 KiB into it each time.
-        let pooled = self.exchanges.connector.reused_http_session(&*peer).await;
+        // A pooled connection first. A new connection's future (TCP and TLS handshakes, ~8.6 KiB)
+        // is boxed: awaited inline it would size this future, and so every open exchange's memory,
+        // for as long as the answer streams; and a box made for every request would copy those
+        // 8.6 KiB into it each time.
+        let key = peer.reuse_hash();
+        let pooled = self.exchanges.pool.take(key).map(|stream| HttpSession::new_with_options(stream, &*peer));
         let (mut upstream, reused) = match pooled {
             Some(connection) => (connection, true),
             None => match Box::pin(self.exchanges.connector.get_http_session(&*peer)).await {
@@ -188,7 +196,10 @@ impl TapProxy {
         }
         match exchanged {
             Ok(true) => {
-                self.exchanges.connector.release_http_session(upstream, &*peer, peer.idle_timeout()).await;
+                upstream.respect_keepalive();
+                if let (Some(stream), Some(idle)) = (upstream.reuse().await, peer.idle_timeout()) {
+                    self.exchanges.pool.give_back(key, stream, idle);
+                }
                 Ok(())
             }
             Ok(false) => Ok(()),

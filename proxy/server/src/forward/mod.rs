@@ -24,6 +24,7 @@ pub(crate) mod stale_connection;
 pub(crate) mod tail;
 pub(crate) mod tunnel;
 mod upstream;
+mod upstream_pool;
 pub(crate) mod upstream_queue;
 
 use std::sync::Arc;
