@@ -8,9 +8,10 @@
 //! for every piece of the request body, `upstream_response_filter` and `response_filter` for the
 //! answer's head, and both response body hooks for every piece of the answer. It calls the
 //! functions the hooks delegate to (`choose_peer`, `note_connection`, …), not the hooks: a hook
-//! is an `async_trait` method, and each call would allocate its future. pingora's connector (pooling,
-//! TLS) and its HTTP/1 sessions on both sides (framing, smuggling checks, keep-alive, pipelining)
-//! are used as they are; only the relay between them is tokentap's.
+//! is an `async_trait` method, and each call would allocate its future. pingora's connector (new
+//! connections, TLS) and its HTTP/1 sessions on both sides (framing, smuggling checks, keep-alive,
+//! pipelining) are used as they are; the relay between them and the pool of kept-alive upstream
+//! connections (`upstream_pool`) are tokentap's.
 //!
 //! What the loop does as pingora's proxy does:
 //! - the request head is sanitized before the hook (`upstream_head`): the headers the client's
