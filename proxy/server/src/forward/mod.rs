@@ -90,11 +90,6 @@ impl TapProxy {
 
 /// Everything known about one request while it is in flight: the recorded [`RequestData`] and
 /// the forwarding path's own flags.
-/// A request's context as pingora holds it: boxed, so that pingora's per-request future (which
-/// keeps the context by value, in more than one of its states) carries a pointer, not the
-/// context's kilobyte: that future is moved into its box on every request.
-pub(crate) type Ctx = Box<RequestCtx>;
-
 pub(crate) struct RequestCtx {
     pub data: RequestData,
     /// Served by tokentap itself (pages under /_tokentap/): no record.
@@ -182,7 +177,10 @@ fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
 
 #[async_trait]
 impl ProxyHttp for TapProxy {
-    type CTX = Ctx;
+    /// Boxed: pingora's per-request future keeps the context by value, in more than one of its
+    /// states, and that future is moved into a box of its own on every request; a pointer is
+    /// copied instead of the context's kilobyte.
+    type CTX = Box<RequestCtx>;
 
     fn new_ctx(&self) -> Self::CTX {
         let mut ctx = Box::new(RequestCtx::new());

@@ -5,9 +5,10 @@
 //! first, and the client gets the `101`, then EOF (cloudflare/pingora#946, not fixed in a
 //! release). Which comes first is a coin toss whenever the upstream answers before the proxy polls
 //! its two halves: a fast local upstream on a busy machine loses sessions. So an upgrade request
-//! is relayed here, by one loop that reads both sides and calls the same hooks in the same order
-//! as pingora's proxy: `upstream_peer`, `connected_to_upstream`, `upstream_request_filter`,
-//! `upstream_response_filter`, `response_filter`, then the body hooks for every piece either way.
+//! is relayed here, by one loop that reads both sides and does what the hooks do, in the same
+//! order as pingora's proxy: `upstream_peer`, `connected_to_upstream`, `upstream_request_filter`,
+//! `upstream_response_filter`, `response_filter`, then the body hooks for every piece either way
+//! (through the functions the hooks delegate to, as `exchange` does).
 //!
 //! After the `101` the tunnel ends when either side ends, as in pingora's proxy. An answer other
 //! than `101` (a refused upgrade) is relayed as an ordinary response. Only WebSocket handshakes
