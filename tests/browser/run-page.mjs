@@ -32,11 +32,22 @@ const types = { ".js": "text/javascript", ".wasm": "application/wasm", ".html": 
 const out = { result: null, reports: [], report_answers: [], probe_source: "tokentap", console: [], page_errors: [], failed_requests: [] };
 const userDataDir = mkdtempSync(join(tmpdir(), "tokentap-chromium-"));
 let context;
-const deadline = setTimeout(() => finish(`timed out after ${timeoutMs} ms`), timeoutMs);
+// Requests the page started and that have not finished or failed: named when the run times out.
+const pending = new Map();
+const started = Date.now();
+const deadline = setTimeout(() => {
+  const waiting = [...pending.values()].map((r) => `${r.method()} ${r.url()}`);
+  finish(`timed out after ${timeoutMs} ms; requests still open: ${JSON.stringify(waiting)}`);
+}, timeoutMs);
 
+// The first cause wins: closing the browser on a timeout makes the awaited call fail too, and that
+// later error must not hide why the run ended.
+let finishing = false;
 async function finish(error) {
+  if (finishing) return;
+  finishing = true;
   clearTimeout(deadline);
-  if (error) out.error = String(error);
+  if (error) out.error = `${error} (after ${Date.now() - started} ms)`;
   try { await context?.close(); } catch {}
   rmSync(userDataDir, { recursive: true, force: true });
   process.stdout.write(JSON.stringify(out) + "\n");
@@ -56,6 +67,11 @@ try {
   page.on("console", (m) => out.console.push(`${m.type()}: ${m.text()}`));
   page.on("pageerror", (e) => out.page_errors.push(String(e)));
   page.on("requestfailed", (r) => out.failed_requests.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
+  page.on("request", (r) => pending.set(r, r));
+  page.on("requestfinished", (r) => pending.delete(r));
+  page.on("requestfailed", (r) => pending.delete(r));
+  page.on("crash", () => finish("the page crashed"));
+  context.on("close", () => finish("the browser closed"));
 
   let reportArrived;
   const reportWaiters = [];
