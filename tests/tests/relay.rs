@@ -85,6 +85,16 @@ fn an_answer_that_comes_before_the_request_body_ends_is_relayed_while_the_body_s
     let record = feed.next_record_for("/v1/chat/completions");
     assert_eq!((record["outcome"].as_str(), record["status"].as_u64()), (Some("ok"), Some(200)), "{record:#}");
     assert_eq!(record["timeline"]["connection"]["reused"], true, "{record:#}");
+    // The relay's pool counted the reuse. Request 2's connection was given back after its answer:
+    // kept idle, or found closed by then (the upstream's thread ended and closed it).
+    let (status, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(status, 200);
+    let pool = &health["upstream"]["pool"];
+    assert_eq!(pool["reused"], 1, "{pool}");
+    let kept_or_closed = pool["idle"].as_u64().zip(pool["closed_by_upstream"].as_u64()).map(|(i, c)| i + c);
+    assert_eq!(kept_or_closed, Some(1), "{pool}");
+    assert_eq!((pool["closed_pool_full"].as_u64(), pool["closed_idle_timeout"].as_u64()), (Some(0), Some(0)), "{pool}");
+    assert!(pool["max_idle"].as_u64() > Some(0), "{pool}");
 }
 
 /// An upstream that answers with a streamed head and the given pieces of a chunked body, each

@@ -167,6 +167,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     let exchanges = Exchanges::new(
         Connector::new(Some(ConnectorOptions::from_server_conf(&conf))),
         conf.upstream_keepalive_pool_size,
+        stats.upstream_pool.clone(),
     );
     let proxy =
         http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, tunnels, exchanges));

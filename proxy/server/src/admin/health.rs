@@ -66,6 +66,7 @@ pub(super) async fn health(State(state): State<Arc<AdminState>>) -> Response {
         "upstream": {
             "stale_connection_retries": s.stale_connection_retries.load(Ordering::Relaxed),
             "peers_closing_after_answer": s.peers_closing_after_answer.load(Ordering::Relaxed),
+            "pool": s.upstream_pool.json(),
         },
         "self_overhead": { "scheduling_lag": s.scheduling_lag.json() },
         "records_file": state.store.records_path(),

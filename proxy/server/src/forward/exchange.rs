@@ -52,6 +52,7 @@ use pingora::upstreams::peer::Peer;
 use pingora::{Error, ErrorType, Result};
 
 use crate::config::{Relay, ValidConfig};
+use crate::pipeline::UpstreamPoolStats;
 use crate::route::Route;
 
 use super::hop_by_hop::CLIENT_FRAMING;
@@ -69,8 +70,8 @@ pub(crate) struct Exchanges {
 impl Exchanges {
     /// `pool_size`: at most this many idle connections kept (pingora's
     /// `upstream_keepalive_pool_size`).
-    pub(crate) fn new(connector: Connector, pool_size: usize) -> Self {
-        Self { connector, pool: UpstreamPool::new(pool_size) }
+    pub(crate) fn new(connector: Connector, pool_size: usize, stats: Arc<UpstreamPoolStats>) -> Self {
+        Self { connector, pool: UpstreamPool::new(pool_size, stats) }
     }
 }
 

@@ -33,7 +33,7 @@ use tokentap_telemetry::Telemetry;
 use joins::{join_chain, join_report};
 pub(crate) use queue::{CompletedRequest, FinalizeQueue, RecordObserver, RefusedReport, WorkItem};
 pub(crate) use record::build_record;
-pub(crate) use stats::PipelineStats;
+pub(crate) use stats::{PipelineStats, UpstreamPoolStats};
 use turns::{emit_turn, model_call, tick_turns, voice_turn_ref, with_voice_browser, TURN_TICK};
 
 /// Starts the worker thread; returns the queue to submit to.

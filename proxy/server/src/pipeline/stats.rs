@@ -31,6 +31,8 @@ pub(crate) struct PipelineStats {
     pub stale_connection_retries: AtomicU64,
     /// Upstreams found to close kept-alive connections right after answering (not pooled since).
     pub peers_closing_after_answer: AtomicU64,
+    /// tokentap's relay's idle upstream connections (`forward::upstream_pool`).
+    pub upstream_pool: Arc<UpstreamPoolStats>,
     /// Proxied requests routed but not yet recorded (`OpenRequest`).
     pub open_requests: Arc<AtomicU64>,
     /// Set once SIGTERM started the drain: a request whose task is dropped from then on was cut
@@ -45,6 +47,40 @@ pub(crate) struct PipelineStats {
     pub scheduling_lag: Arc<crate::scheduling_lag::SchedulingLag>,
     /// MCP requests paired with answers from other exchanges of their session (`mcp_pairing`).
     pub mcp_pairing: McpPairingStats,
+}
+
+/// The idle upstream connections of tokentap's relay (`forward::upstream_pool`), for
+/// `/_tokentap/api/health` → `upstream.pool`. pingora's own pool (HTTP/1.0 and HTTP/2 clients,
+/// `relay = "pingora"`) is not counted here.
+#[derive(Debug, Default)]
+pub(crate) struct UpstreamPoolStats {
+    /// Idle connections now.
+    pub idle: AtomicU64,
+    /// At most this many are kept idle (pingora's `upstream_keepalive_pool_size`).
+    pub max_idle: AtomicU64,
+    /// Requests sent on a connection taken from the pool.
+    pub reused: AtomicU64,
+    /// Idle connections found closed by the upstream (an end of stream, an error, or bytes nobody
+    /// asked for) when taken or given back: closed, not reused.
+    pub closed_by_upstream: AtomicU64,
+    /// Closed because the pool was full: the one idle longest.
+    pub closed_pool_full: AtomicU64,
+    /// Closed when their idle timeout (`[timeouts] idle_pool_s`) passed.
+    pub closed_idle_timeout: AtomicU64,
+}
+
+impl UpstreamPoolStats {
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "idle": n(&self.idle),
+            "max_idle": n(&self.max_idle),
+            "reused": n(&self.reused),
+            "closed_by_upstream": n(&self.closed_by_upstream),
+            "closed_pool_full": n(&self.closed_pool_full),
+            "closed_idle_timeout": n(&self.closed_idle_timeout),
+        })
+    }
 }
 
 /// `tokentap_record::mcp_pairing::PairingStats`, published by the worker (`/_tokentap/api/health`
