@@ -66,10 +66,12 @@ try {
   const page = context.pages()[0] ?? await context.newPage();
   page.on("console", (m) => out.console.push(`${m.type()}: ${m.text()}`));
   page.on("pageerror", (e) => out.page_errors.push(String(e)));
-  page.on("requestfailed", (r) => out.failed_requests.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
   page.on("request", (r) => pending.set(r, r));
   page.on("requestfinished", (r) => pending.delete(r));
-  page.on("requestfailed", (r) => pending.delete(r));
+  page.on("requestfailed", (r) => {
+    pending.delete(r);
+    out.failed_requests.push(`${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
+  });
   page.on("crash", () => finish("the page crashed"));
   context.on("close", () => finish("the browser closed"));
 
