@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pingora::connectors::http::v1::Connector;
-use pingora::connectors::ConnectorOptions;
+use pingora::connectors::{ConnectorOptions, TransportConnector};
 use pingora::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 use pingora::proxy::http_proxy;
 use pingora::server::configuration::ServerConf;
@@ -165,7 +165,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     };
     let tunnels = Tunnels::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
     let exchanges = Exchanges::new(
-        Connector::new(Some(ConnectorOptions::from_server_conf(&conf))),
+        TransportConnector::new(Some(ConnectorOptions::from_server_conf(&conf))),
         conf.upstream_keepalive_pool_size,
         stats.upstream_pool.clone(),
     );

@@ -8,10 +8,12 @@
 //! for every piece of the request body, `upstream_response_filter` and `response_filter` for the
 //! answer's head, and both response body hooks for every piece of the answer. It calls the
 //! functions the hooks delegate to (`choose_peer`, `note_connection`, …), not the hooks: a hook
-//! is an `async_trait` method, and each call would allocate its future. pingora's connector (new
-//! connections, TLS) and its HTTP/1 sessions on both sides (framing, smuggling checks, keep-alive,
-//! pipelining) are used as they are; the relay between them and the pool of kept-alive upstream
-//! connections (`upstream_pool`) are tokentap's.
+//! is an `async_trait` method, and each call would allocate its future. pingora's transport
+//! connector (new connections, TLS) and its HTTP/1 server session on the client's side (framing,
+//! smuggling checks, keep-alive, pipelining) are used as they are; the relay between them, the
+//! HTTP/1.1 client on the upstream connection (`upstream_client`: the answer read into a buffer of
+//! its own, with pingora's client's framing rules, `response_framing`) and the pool of kept-alive
+//! upstream connections (`upstream_pool`) are tokentap's.
 //!
 //! What the loop does as pingora's proxy does:
 //! - the request head is sanitized before the hook (`upstream_head`): the headers the client's
@@ -29,7 +31,7 @@
 //! - an upstream connection goes back to the pool only when the request was written whole and
 //!   the answer read whole;
 //! - every read of the answer waits at most `[timeouts] read_s` (pingora's `read_timeout`); the
-//!   head's read under pingora's own timer, the body's under one timer for the whole exchange
+//!   head's reads under a timer each (`upstream_client`), the body's under one timer for the whole exchange
 //!   (`read_deadline`) instead of one registered and dropped per piece.
 //!
 //! Left to pingora's proxy (`relays`): HTTP/1.0 and HTTP/2 clients, routes that may speak HTTP/2
@@ -42,11 +44,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use pingora::connectors::http::v1::Connector;
+use pingora::connectors::TransportConnector;
 use pingora::http::RequestHeader;
-use pingora::protocols::http::v1::client::HttpSession;
 use pingora::protocols::http::HttpTask;
-use pingora::protocols::UniqueID;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::Peer;
 use pingora::{Error, ErrorType, Result};
@@ -57,20 +57,21 @@ use crate::route::Route;
 
 use super::hop_by_hop::CLIENT_FRAMING;
 use super::read_deadline::ReadDeadline;
+use super::upstream_client::UpstreamClient;
 use super::upstream_pool::UpstreamPool;
 use super::{RequestCtx, TapProxy};
 
 /// The connector of the exchanges tokentap relays (new connections: TCP, TLS) and their pool of
 /// kept-alive connections (`upstream_pool`).
 pub(crate) struct Exchanges {
-    connector: Connector,
+    connector: TransportConnector,
     pool: Arc<UpstreamPool>,
 }
 
 impl Exchanges {
     /// `pool_size`: at most this many idle connections kept (pingora's
     /// `upstream_keepalive_pool_size`).
-    pub(crate) fn new(connector: Connector, pool_size: usize, stats: Arc<UpstreamPoolStats>) -> Self {
+    pub(crate) fn new(connector: TransportConnector, pool_size: usize, stats: Arc<UpstreamPoolStats>) -> Self {
         Self { connector, pool: UpstreamPool::new(pool_size, stats) }
     }
 }
@@ -177,11 +178,11 @@ impl TapProxy {
         // for as long as the answer streams; and a box made for every request would copy those
         // 8.6 KiB into it each time.
         let key = peer.reuse_hash();
-        let pooled = self.exchanges.pool.take(key).map(|stream| HttpSession::new_with_options(stream, &*peer));
+        let pooled = self.exchanges.pool.take(key);
         let (mut upstream, reused) = match pooled {
-            Some(connection) => (connection, true),
-            None => match Box::pin(self.exchanges.connector.get_http_session(&*peer)).await {
-                Ok(connection) => connection,
+            Some(stream) => (UpstreamClient::new(stream), true),
+            None => match Box::pin(self.exchanges.connector.new_stream(&*peer)).await {
+                Ok(stream) => (UpstreamClient::new(stream), false),
                 Err(mut e) => {
                     e.as_up();
                     return Err(super::failure::connect_failed(e).into_up());
@@ -198,7 +199,6 @@ impl TapProxy {
         }
         match exchanged {
             Ok(true) => {
-                upstream.respect_keepalive();
                 if let (Some(stream), Some(idle)) = (upstream.reuse().await, peer.idle_timeout()) {
                     self.exchanges.pool.give_back(key, stream, idle);
                 }
@@ -213,12 +213,13 @@ impl TapProxy {
     async fn exchange(
         &self,
         session: &mut Session,
-        upstream: &mut HttpSession,
+        upstream: &mut UpstreamClient,
         reused: bool,
         ctx: &mut RequestCtx,
         replay: bool,
     ) -> Result<bool> {
-        super::upstream::note_connection(self, reused, upstream.id(), Some(upstream.digest()), ctx)?;
+        let digest = (!reused).then(|| upstream.digest());
+        super::upstream::note_connection(self, reused, upstream.id(), digest.as_ref(), ctx)?;
 
         let mut request = session.req_header().clone();
         upstream_head(&mut request)?;
@@ -228,7 +229,7 @@ impl TapProxy {
             request.insert_header("transfer-encoding", "chunked")?;
         }
         let head_request = request.method == http::Method::HEAD;
-        upstream.write_request_header(Box::new(request)).await.map_err(|e| e.into_up())?;
+        upstream.write_head(&request).await.map_err(|e| e.into_up())?;
 
         let mut request_done = false;
         if replay {
@@ -280,7 +281,7 @@ impl TapProxy {
                     }
                     request_done = end;
                 }
-                task = upstream.read_response_task(), if !response_done => {
+                task = upstream.read_task(), if !response_done => {
                     let task = match task {
                         Ok(task) => task,
                         Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
@@ -352,7 +353,7 @@ impl TapProxy {
 }
 
 /// A piece of the request body upstream, and the body's end when it ends.
-async fn send_body(upstream: &mut HttpSession, piece: Option<Bytes>, end: bool) -> Result<()> {
+async fn send_body(upstream: &mut UpstreamClient, piece: Option<Bytes>, end: bool) -> Result<()> {
     if let Some(bytes) = piece.filter(|b| !b.is_empty()) {
         upstream.write_body(&bytes).await.map_err(|e| e.into_up())?;
     }

@@ -19,11 +19,13 @@ pub(crate) mod privacy;
 pub(crate) mod probe_ingest;
 mod read_deadline;
 mod request_head;
+mod response_framing;
 mod response_head;
 pub(crate) mod stale_connection;
 pub(crate) mod tail;
 pub(crate) mod tunnel;
 mod upstream;
+mod upstream_client;
 mod upstream_pool;
 pub(crate) mod upstream_queue;
 

@@ -1,0 +1,551 @@
+//! The relay's HTTP/1.1 client on one upstream connection: the request written (head, body as
+//! the client sends it, chunked when it has no length) and the answer read into a buffer of its
+//! own, sized to what arrives, with the framing of `response_framing`. Each piece of the answer is
+//! a `Bytes` that shares that buffer: no allocation and no copy per piece (pingora's client read
+//! every answer's body into a 64 KiB buffer of its own, allocated per response, and copied each
+//! piece out of it).
+//!
+//! The buffer starts with room for 4 KiB; a read that fills all the room it had doubles the next
+//! buffer's size, up to 64 KiB, so a large answer is read in few system calls and a stream of small
+//! events in small buffers. A piece kept for analysis keeps its buffer alive (the pieces of at
+//! most 512 bytes, most streamed events, are copied into shared buffers by the body hook instead).
+//!
+//! Whether the connection can serve another request follows pingora's client: not after a body
+//! that ends at the close, bytes after the body's end, an HTTP/1.0 answer with a transfer coding,
+//! `Connection: close` on either side, or an HTTP/1.0 answer without `Connection: keep-alive`.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::protocols::http::v1::client::http_req_header_to_wire;
+use pingora::protocols::http::HttpTask;
+use pingora::protocols::{Digest, Stream, UniqueIDType};
+use pingora::{Error, ErrorType, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::response_framing::{take_head, BodyDecoder, Framing, Step};
+
+/// The room of the first read buffer.
+const FIRST_BUFFER: usize = 4 * 1024;
+/// The largest read buffer.
+const MAX_BUFFER: usize = 64 * 1024;
+/// A buffer with less room than this is replaced before the next read.
+const MIN_ROOM: usize = 1024;
+
+const PREMATURE_BODY_END: ErrorType = ErrorType::Custom("PrematureBodyEnd");
+
+/// How the request's body goes upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RequestBody {
+    Chunked,
+    /// This many bytes still to write.
+    Length(u64),
+    Finished,
+}
+
+/// One upstream connection's exchange (see the module's comment).
+pub(super) struct UpstreamClient {
+    stream: Stream,
+    buf: BytesMut,
+    /// The room the next buffer gets.
+    buffer_size: usize,
+    /// Each read of the head waits at most this long (`[timeouts] read_s`); the relay takes it
+    /// once the final head is read and times the body's reads itself.
+    pub(super) read_timeout: Option<Duration>,
+    /// Each write waits at most this long (`[timeouts] write_s`).
+    pub(super) write_timeout: Option<Duration>,
+    request_body: RequestBody,
+    request_close: bool,
+    head_request: bool,
+    /// The final answer's body, once its head is read.
+    body: Option<BodyDecoder>,
+    /// A piece decoded ahead (to tell whether the one before it ended the body).
+    ahead: Option<bytes::Bytes>,
+    keepalive: bool,
+}
+
+fn keepalive_said(value: &[u8]) -> Option<bool> {
+    let mut keepalive = None;
+    for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+        if token.eq_ignore_ascii_case(b"close") {
+            return Some(false);
+        }
+        if token.eq_ignore_ascii_case(b"keep-alive") {
+            keepalive = Some(true);
+        }
+    }
+    keepalive
+}
+
+/// What a `Connection` header says of keep-alive: `Some(false)` for `close`, `Some(true)` for
+/// `keep-alive`, `None` when it says neither.
+fn connection_keepalive(headers: &http::HeaderMap) -> Option<bool> {
+    let mut said = None;
+    for value in headers.get_all(http::header::CONNECTION) {
+        match keepalive_said(value.as_bytes()) {
+            Some(false) => return Some(false),
+            Some(true) => said = Some(true),
+            None => {}
+        }
+    }
+    said
+}
+
+impl UpstreamClient {
+    pub(super) fn new(stream: Stream) -> Self {
+        Self {
+            stream,
+            buf: BytesMut::new(),
+            buffer_size: FIRST_BUFFER,
+            read_timeout: None,
+            write_timeout: None,
+            request_body: RequestBody::Finished,
+            request_close: false,
+            head_request: false,
+            body: None,
+            ahead: None,
+            keepalive: false,
+        }
+    }
+
+    /// The connection's descriptor.
+    pub(super) fn id(&self) -> UniqueIDType {
+        self.stream.id()
+    }
+
+    /// The connect and TLS handshake times of a new connection (pingora's digest).
+    pub(super) fn digest(&self) -> Digest {
+        Digest {
+            ssl_digest: self.stream.get_ssl_digest(),
+            timing_digest: self.stream.get_timing_digest(),
+            ..Default::default()
+        }
+    }
+
+    /// Writes `parts` and flushes, each write under the write timeout.
+    async fn write(&mut self, parts: &[&[u8]], what: &'static str) -> Result<()> {
+        let stream = &mut self.stream;
+        let write = async {
+            for part in parts {
+                stream.write_all(part).await?;
+            }
+            stream.flush().await
+        };
+        let written = match self.write_timeout {
+            Some(t) => match tokio::time::timeout(t, write).await {
+                Ok(written) => written,
+                Err(_) => return Err(Error::explain(ErrorType::WriteTimedout, what)),
+            },
+            None => write.await,
+        };
+        written.map_err(|e| Error::because(ErrorType::WriteError, what, e))
+    }
+
+    /// Writes the request head; the body follows by [`Self::write_body`] and
+    /// [`Self::finish_body`].
+    pub(super) async fn write_head(&mut self, request: &RequestHeader) -> Result<()> {
+        let headers = &request.headers;
+        let chunked = headers.get_all(http::header::TRANSFER_ENCODING).iter().next_back().is_some_and(|v| {
+            v.as_bytes().rsplit(|b| *b == b',').next().is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+        });
+        self.request_body = if chunked {
+            RequestBody::Chunked
+        } else {
+            let length = headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            RequestBody::Length(length.unwrap_or(0))
+        };
+        self.request_close = connection_keepalive(headers) == Some(false);
+        self.head_request = request.method == http::Method::HEAD;
+        let wire = http_req_header_to_wire(request).ok_or_else(|| {
+            Error::explain(
+                ErrorType::InvalidHTTPHeader,
+                "a request line with forbidden bytes or an unsupported version",
+            )
+        })?;
+        self.write(&[&wire], "while writing the request head").await
+    }
+
+    /// Writes a piece of the request body (chunked, or within its length).
+    pub(super) async fn write_body(&mut self, piece: &[u8]) -> Result<()> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        match self.request_body {
+            RequestBody::Chunked => {
+                let mut size = [0u8; 18];
+                let line = chunk_size_line(piece.len(), &mut size);
+                self.write(&[line, piece, b"\r\n"], "while writing the request body").await
+            }
+            RequestBody::Length(left) => {
+                let n = usize::try_from(left).unwrap_or(usize::MAX).min(piece.len());
+                if n == 0 {
+                    return Ok(());
+                }
+                self.request_body = RequestBody::Length(left - n as u64);
+                self.write(&[&piece[..n]], "while writing the request body").await
+            }
+            RequestBody::Finished => Ok(()),
+        }
+    }
+
+    /// Ends the request body (the last chunk of a chunked one).
+    pub(super) async fn finish_body(&mut self) -> Result<()> {
+        match std::mem::replace(&mut self.request_body, RequestBody::Finished) {
+            RequestBody::Chunked => self.write(&[b"0\r\n\r\n"], "while writing the request body's end").await,
+            RequestBody::Length(0) | RequestBody::Finished => Ok(()),
+            RequestBody::Length(left) => Err(Error::explain(
+                PREMATURE_BODY_END,
+                format!("the request body ended {left} bytes short of its length"),
+            )),
+        }
+    }
+
+    /// One read into the buffer (a new buffer when the current one has too little room).
+    async fn fill(&mut self) -> std::io::Result<usize> {
+        if self.buf.capacity() - self.buf.len() < MIN_ROOM {
+            self.buf.reserve(self.buffer_size);
+        }
+        let room = self.buf.capacity() - self.buf.len();
+        let n = self.stream.read_buf(&mut self.buf).await?;
+        if n == room && self.buffer_size < MAX_BUFFER {
+            self.buffer_size *= 2;
+        }
+        Ok(n)
+    }
+
+    /// The next part of the answer: a head (informational ones first), a piece of the body with
+    /// whether it ended the body, or the body's end. Safe to cancel: nothing read is lost.
+    pub(super) async fn read_task(&mut self) -> Result<HttpTask> {
+        if self.body.is_none() {
+            return self.read_head().await;
+        }
+        if let Some(piece) = self.ahead.take() {
+            let end = self.decode_end()?;
+            return Ok(HttpTask::Body(Some(piece), end));
+        }
+        loop {
+            let body = self.body.as_mut().expect("the body follows its head");
+            match body.decode(&mut self.buf)? {
+                Step::Piece(piece) => {
+                    let end = self.decode_end()?;
+                    return Ok(HttpTask::Body(Some(piece), end));
+                }
+                Step::End => return Ok(HttpTask::Done),
+                Step::More => {}
+            }
+            let n = self.fill().await.map_err(|e| Error::because(ErrorType::ReadError, "while reading the body", e))?;
+            if n == 0 {
+                let body = self.body.as_mut().expect("the body follows its head");
+                match body.at_close()? {
+                    Step::End => return Ok(HttpTask::Done),
+                    _ => unreachable!("a closed connection ends the body or fails"),
+                }
+            }
+        }
+    }
+
+    /// After a piece: whether the bytes already read end the body (a piece after it is kept for
+    /// the next call).
+    fn decode_end(&mut self) -> Result<bool> {
+        let body = self.body.as_mut().expect("the body follows its head");
+        if body.done() {
+            return Ok(true);
+        }
+        if self.buf.is_empty() || body.until_close() {
+            return Ok(false);
+        }
+        match body.decode(&mut self.buf)? {
+            Step::End => Ok(true),
+            Step::Piece(next) => {
+                self.ahead = Some(next);
+                Ok(false)
+            }
+            Step::More => Ok(false),
+        }
+    }
+
+    async fn read_head(&mut self) -> Result<HttpTask> {
+        loop {
+            if let Some(head) = take_head(&mut self.buf)? {
+                return Ok(self.on_head(head));
+            }
+            let already = self.buf.len();
+            let timeout = self.read_timeout;
+            let read = self.fill();
+            let read = match timeout {
+                Some(t) => match tokio::time::timeout(t, read).await {
+                    Ok(read) => read,
+                    Err(_) => return Err(Error::explain(ErrorType::ReadTimedout, "while reading the response head")),
+                },
+                None => read.await,
+            };
+            match read {
+                Ok(0) => {
+                    return Err(Error::explain(
+                        ErrorType::ConnectionClosed,
+                        format!("while reading the response head, bytes already read: {already}"),
+                    ))
+                }
+                Ok(_) => {}
+                Err(e) => return Err(Error::because(ErrorType::ReadError, "while reading the response head", e)),
+            }
+        }
+    }
+
+    fn on_head(&mut self, head: Box<ResponseHeader>) -> HttpTask {
+        if head.status.is_informational() {
+            return HttpTask::Header(head, false);
+        }
+        let framing = Framing::of(&head, self.head_request);
+        let body = BodyDecoder::new(framing);
+        let end = body.done();
+        let http10 = head.version == http::Version::HTTP_10;
+        self.keepalive = framing != Framing::UntilClose
+            && !(http10 && head.headers.contains_key(http::header::TRANSFER_ENCODING))
+            && !self.request_close
+            && connection_keepalive(&head.headers).unwrap_or(head.version == http::Version::HTTP_11);
+        self.body = Some(body);
+        HttpTask::Header(head, end)
+    }
+
+    /// The connection for the pool when it can serve another request: the answer read whole and
+    /// nothing after it; else it is shut down.
+    pub(super) async fn reuse(mut self) -> Option<Stream> {
+        let complete = self.body.as_ref().is_some_and(BodyDecoder::done);
+        if self.keepalive && complete && self.buf.is_empty() && self.ahead.is_none() {
+            return Some(self.stream);
+        }
+        let _ = self.stream.shutdown().await;
+        None
+    }
+}
+
+/// A chunk's size line (`{size:X}\r\n`) written into `out`.
+fn chunk_size_line(size: usize, out: &mut [u8; 18]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut digits = 0;
+    let mut rest = size;
+    loop {
+        digits += 1;
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    for i in 0..digits {
+        out[digits - 1 - i] = HEX[(size >> (4 * i)) & 0xf];
+    }
+    out[digits] = b'\r';
+    out[digits + 1] = b'\n';
+    &out[..digits + 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_size_line_is_upper_hex() {
+        let mut out = [0u8; 18];
+        for (size, line) in
+            [(0, "0\r\n"), (1, "1\r\n"), (255, "FF\r\n"), (4096, "1000\r\n"), (usize::MAX, "FFFFFFFFFFFFFFFF\r\n")]
+        {
+            assert_eq!(chunk_size_line(size, &mut out), line.as_bytes());
+        }
+    }
+
+    #[test]
+    fn connection_tokens_say_close_over_keep_alive() {
+        let cases: &[(&[&str], Option<bool>)] = &[
+            (&[], None),
+            (&["close"], Some(false)),
+            (&["Keep-Alive"], Some(true)),
+            (&["keep-alive, Close"], Some(false)),
+            (&["upgrade"], None),
+            (&["keep-alive", "close"], Some(false)),
+            (&[" keep-alive , x-hop"], Some(true)),
+        ];
+        for (values, said) in cases {
+            let mut headers = http::HeaderMap::new();
+            for v in *values {
+                headers.append(http::header::CONNECTION, http::HeaderValue::from_str(v).unwrap());
+            }
+            assert_eq!(connection_keepalive(&headers), *said, "{values:?}");
+        }
+    }
+
+    /// A client on one end of a pipe; the server's end gets `answer` and is closed when `close`.
+    async fn answered(request: &str, answer: &[u8], close: bool) -> (UpstreamClient, tokio::io::DuplexStream) {
+        let (client, mut server) = tokio::io::duplex(1 << 20);
+        let mut upstream = UpstreamClient::new(Box::new(client));
+        let mut head = RequestHeader::build(request, b"/v1/chat/completions", None).unwrap();
+        head.insert_header("host", "upstream").unwrap();
+        upstream.write_head(&head).await.unwrap();
+        upstream.finish_body().await.unwrap();
+        server.write_all(answer).await.unwrap();
+        if close {
+            server.shutdown().await.unwrap();
+        }
+        (upstream, server)
+    }
+
+    /// Every task until the answer's end: heads as their status, pieces as text with the end flag.
+    async fn tasks(upstream: &mut UpstreamClient) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            match upstream.read_task().await.unwrap() {
+                HttpTask::Header(head, end) => {
+                    seen.push(format!("head {} {end}", head.status.as_u16()));
+                    if end {
+                        return seen;
+                    }
+                }
+                HttpTask::Body(Some(piece), end) => {
+                    seen.push(format!("{} {end}", String::from_utf8_lossy(&piece)));
+                    if end {
+                        return seen;
+                    }
+                }
+                HttpTask::Done => {
+                    seen.push("done".into());
+                    return seen;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_read_in_pieces_with_the_end_on_the_last_and_reused_when_they_may_be() {
+        type Case = (&'static str, &'static str, bool, &'static [&'static str], bool);
+        let cases: &[Case] = &[
+            (
+                "POST",
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+                false,
+                &["head 200 false", "hello true"],
+                true,
+            ),
+            (
+                "POST",
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+                false,
+                &["head 200 false", "hello false", " world true"],
+                true,
+            ),
+            (
+                "POST",
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                false,
+                &["head 100 false", "head 200 false", "ok true"],
+                true,
+            ),
+            ("HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false, &["head 200 true"], true),
+            ("POST", "HTTP/1.1 204 No Content\r\n\r\n", false, &["head 204 true"], true),
+            // Bytes after the body's end: not a next answer, the connection goes.
+            (
+                "POST",
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n",
+                false,
+                &["head 200 false", "ok true"],
+                false,
+            ),
+            (
+                "POST",
+                "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+                false,
+                &["head 200 false", "ok true"],
+                false,
+            ),
+            ("POST", "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", false, &["head 200 false", "ok true"], false),
+            (
+                "POST",
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+                false,
+                &["head 200 false", "ok true"],
+                true,
+            ),
+            (
+                "POST",
+                "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+                false,
+                &["head 200 false", "ok true"],
+                false,
+            ),
+            // Until the close: never reused.
+            (
+                "POST",
+                "HTTP/1.1 200 OK\r\n\r\ndata: 1\n\n",
+                true,
+                &["head 200 false", "data: 1\n\n false", "done"],
+                false,
+            ),
+        ];
+        for (method, answer, close, expected, reused) in cases {
+            let (mut upstream, _server) = answered(method, answer.as_bytes(), *close).await;
+            assert_eq!(tasks(&mut upstream).await, *expected, "{answer:?}");
+            assert_eq!(upstream.reuse().await.is_some(), *reused, "{answer:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_cut_short_fails_as_a_closed_connection() {
+        for answer in [
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhe",
+            "HTTP/1.1 200",
+        ] {
+            let (mut upstream, _server) = answered("POST", answer.as_bytes(), true).await;
+            let e = loop {
+                match upstream.read_task().await {
+                    Ok(HttpTask::Done) => panic!("{answer:?} ended"),
+                    Ok(_) => {}
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(e.etype(), &ErrorType::ConnectionClosed, "{answer:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_body_goes_chunked_or_within_its_length() {
+        for (headers, pieces, wire_body) in [
+            (
+                vec![("transfer-encoding", "chunked")],
+                vec!["abc", "", "0123456789abcdef"],
+                "3\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n",
+            ),
+            (vec![("content-length", "5")], vec!["abc", "defgh"], "abcde"),
+        ] {
+            let (client, mut server) = tokio::io::duplex(1 << 20);
+            let mut upstream = UpstreamClient::new(Box::new(client));
+            let mut head = RequestHeader::build("POST", b"/v1", None).unwrap();
+            for (name, value) in headers {
+                head.insert_header(name, value).unwrap();
+            }
+            upstream.write_head(&head).await.unwrap();
+            for piece in &pieces {
+                upstream.write_body(piece.as_bytes()).await.unwrap();
+            }
+            upstream.finish_body().await.unwrap();
+            drop(upstream);
+            let mut wire = Vec::new();
+            server.read_to_end(&mut wire).await.unwrap();
+            let wire = String::from_utf8(wire).unwrap();
+            let body = wire.split_once("\r\n\r\n").unwrap().1;
+            assert_eq!(body, wire_body, "{wire:?}");
+        }
+        // A body that ends short of its length is an error.
+        let (client, _server) = tokio::io::duplex(1 << 20);
+        let mut upstream = UpstreamClient::new(Box::new(client));
+        let mut head = RequestHeader::build("POST", b"/v1", None).unwrap();
+        head.insert_header("content-length", "5").unwrap();
+        upstream.write_head(&head).await.unwrap();
+        upstream.write_body(b"abc").await.unwrap();
+        assert_eq!(upstream.finish_body().await.unwrap_err().etype(), &PREMATURE_BODY_END);
+    }
+}
