@@ -86,12 +86,15 @@ impl Default for KeptBudget {
 
 /// Pieces at most this long are copied into a shared buffer instead of kept by reference. A kept
 /// reference to a tiny piece holds its own allocation (and a shared header) for a byte or two,
-/// so a body of one-byte chunks would cost a hundred times its bytes. And a piece read from an
-/// HTTP/1 upstream is a `Bytes` made from a `Vec` (pingora copies each read out of its buffer):
-/// its first clone allocates a shared header, and the allocation is freed later on the record
-/// worker's thread. One server-sent event (typically 150–400 bytes) would cost an allocation on
-/// the body hook and a cross-thread free. The copy is a `memcpy` of at most this many bytes into
-/// a buffer with room (one allocation per buffer); larger pieces are kept by reference.
+/// so a body of one-byte chunks would cost a hundred times its bytes. A piece tokentap's relay
+/// reads shares its read buffer (`forward::upstream_client`, 4–64 KiB): kept by reference, one
+/// server-sent event (typically 150–400 bytes) would keep that whole buffer alive until the record
+/// worker is done with it. A piece pingora's HTTP/1 client reads (HTTP/2 upstreams, `relay =
+/// "pingora"`) is a `Bytes` made from a `Vec`: its first clone allocates a shared header, freed
+/// later on the worker's thread. The copy is a `memcpy` of at most this many bytes into a buffer
+/// with room (one allocation per buffer); larger pieces are kept by reference (a relay's piece
+/// then keeps its read buffer: beyond the bytes read, the framing bytes, under 1 KiB of unused
+/// room per buffer given up, and the last buffer's room).
 const SMALL_PIECE: usize = 512;
 
 /// The shared buffers small pieces are copied into; each is charged whole to the budget when it
