@@ -16,7 +16,7 @@
 //! - bytes after the body's end (a response longer than it says) are not a next response: the
 //!   connection is not reused.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use pingora::http::{header_value_from_raw, IntoCaseHeaderName, ResponseHeader};
 use pingora::{Error, ErrorType, Result};
 
@@ -237,7 +237,7 @@ impl BodyDecoder {
                 }
                 State::ChunkSize => match httparse::parse_chunk_size(buf) {
                     Ok(httparse::Status::Complete((used, size))) => {
-                        let _ = buf.split_to(used);
+                        buf.advance(used);
                         self.state = if size == 0 { State::Trailers(0) } else { State::ChunkData(size) };
                     }
                     Ok(httparse::Status::Partial) if buf.len() > MAX_CHUNK_SIZE_LINE => {
@@ -249,7 +249,7 @@ impl BodyDecoder {
                 State::ChunkEnd => match buf.get(..2) {
                     None if buf.first().is_none_or(|b| *b == b'\r') => return Ok(Step::More),
                     Some(b"\r\n") => {
-                        let _ = buf.split_to(2);
+                        buf.advance(2);
                         self.state = State::ChunkSize;
                     }
                     _ => return Err(Error::explain(INVALID_CHUNK, "a chunk's data not followed by CRLF")),
@@ -260,7 +260,7 @@ impl BodyDecoder {
                     if read == 0 {
                         match buf.get(..2) {
                             Some(b"\r\n") => {
-                                let _ = buf.split_to(2);
+                                buf.advance(2);
                                 self.state = State::Done;
                                 continue;
                             }
@@ -275,14 +275,14 @@ impl BodyDecoder {
                         }
                         // The last three bytes may begin the end; the rest is dropped and counted.
                         let keep = buf.len().min(3);
-                        let _ = buf.split_to(buf.len() - keep);
+                        buf.advance(buf.len() - keep);
                         self.state = State::Trailers(read - keep);
                         return Ok(Step::More);
                     };
                     if read + end > MAX_TRAILERS {
                         return Err(Error::explain(INVALID_TRAILER_END, "trailers longer than 64 KiB"));
                     }
-                    let _ = buf.split_to(end + 4);
+                    buf.advance(end + 4);
                     self.state = State::Done;
                 }
             }
