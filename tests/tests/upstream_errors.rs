@@ -93,3 +93,84 @@ fn endless_informational_heads_on_a_plain_request_are_a_502_after_a_few() {
     let message = record["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("informational"), "{record}");
 }
+
+/// A body whose framing breaks mid-answer: the client gets what came before, then an abnormal
+/// end (never a clean one, never the bytes after the break), and the record names the break.
+#[test]
+fn a_broken_body_framing_ends_the_answer_abnormally_after_what_came_before() {
+    const HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n";
+    const EVENT: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let cases: [(String, &str); 4] = [
+        // A chunk size that is no number.
+        (
+            format!(
+                "{HEAD}transfer-encoding: chunked\r\n\r\n{:x}\r\n{EVENT}\r\nzz\r\nUPSTREAM-SECRET\r\n",
+                EVENT.len()
+            ),
+            "InvalidChunk",
+        ),
+        // A chunk's data not followed by CRLF.
+        (
+            format!("{HEAD}transfer-encoding: chunked\r\n\r\n{:x}\r\n{EVENT}UPSTREAM-SECRET\r\n", EVENT.len()),
+            "InvalidChunk",
+        ),
+        // A size line without end.
+        (
+            format!("{HEAD}transfer-encoding: chunked\r\n\r\n{:x}\r\n{EVENT}\r\n1;{}", EVENT.len(), "x".repeat(20_000)),
+            "InvalidChunk",
+        ),
+        // Fewer bytes than the length said, then the close.
+        (format!("{HEAD}content-length: {}\r\n\r\n{EVENT}", EVENT.len() + 100), "ConnectionClosed"),
+    ];
+    for (answer, kind) in cases {
+        let upstream = hostile_upstream(answer.into_bytes().leak());
+        let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+        let mut feed = tokentap.feed();
+        let resp = http1::post(tokentap.addr, CHAT, &[("content-type", "application/json")], BODY);
+        assert_eq!(resp.status, 200, "{kind}");
+        assert!(!resp.complete, "{kind}: the client saw a clean end");
+        assert_eq!(resp.body, EVENT.as_bytes(), "{kind}");
+        let record = feed.next_record_for(CHAT);
+        assert_eq!(record["outcome"], "upstream_error", "{kind}: {record}");
+        assert_eq!(record["error"]["kind"], kind, "{record}");
+        assert_eq!(record["error"]["side"], "upstream", "{record}");
+        assert!(!record.to_string().contains("UPSTREAM-SECRET"), "{record}");
+    }
+}
+
+/// An upstream that answers with more bytes than its answer's framing says (here a whole second
+/// response) and keeps the connection open: those bytes are never the answer to the client's
+/// next request. The connection is not reused; the next request gets its own answer.
+#[test]
+fn bytes_after_an_answer_never_answer_the_next_request() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let upstream = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for (n, mut conn) in listener.incoming().map_while(Result::ok).enumerate() {
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let body = format!("{{\"answer\":{n}}}");
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}\
+                 HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nSMUGGLED",
+                body.len()
+            );
+            let _ = conn.write_all(answer.as_bytes());
+            open.push(conn);
+        }
+    });
+    let tokentap = Tokentap::start(&format!("http://{upstream}"), &[]);
+    let mut client = std::net::TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let request = http1::keep_alive_request("POST", CHAT, &[("content-type", "application/json")], BODY);
+    for n in 0..3 {
+        let resp = http1::exchange(&mut client, &request);
+        assert_eq!(resp.status, 200);
+        assert_eq!(String::from_utf8_lossy(&resp.body), format!("{{\"answer\":{n}}}"), "request {n}");
+    }
+    let (status, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(status, 200);
+    assert_eq!(health["upstream"]["pool"]["reused"], 0, "{health}");
+}

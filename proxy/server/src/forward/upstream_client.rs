@@ -60,8 +60,9 @@ pub(super) struct UpstreamClient {
     head_request: bool,
     /// The final answer's body, once its head is read.
     body: Option<BodyDecoder>,
-    /// A piece decoded ahead (to tell whether the one before it ended the body).
-    ahead: Option<bytes::Bytes>,
+    /// What was decoded ahead of the last piece, to tell whether that piece ended the body: the
+    /// next piece, or the framing error found after it (the piece goes to the client first).
+    ahead: Option<Result<bytes::Bytes>>,
     keepalive: bool,
 }
 
@@ -223,15 +224,16 @@ impl UpstreamClient {
         if self.body.is_none() {
             return self.read_head().await;
         }
-        if let Some(piece) = self.ahead.take() {
-            let end = self.decode_end()?;
+        if let Some(ahead) = self.ahead.take() {
+            let piece = ahead?;
+            let end = self.decode_end();
             return Ok(HttpTask::Body(Some(piece), end));
         }
         loop {
             let body = self.body.as_mut().expect("the body follows its head");
             match body.decode(&mut self.buf)? {
                 Step::Piece(piece) => {
-                    let end = self.decode_end()?;
+                    let end = self.decode_end();
                     return Ok(HttpTask::Body(Some(piece), end));
                 }
                 Step::End => return Ok(HttpTask::Done),
@@ -248,23 +250,27 @@ impl UpstreamClient {
         }
     }
 
-    /// After a piece: whether the bytes already read end the body (a piece after it is kept for
-    /// the next call).
-    fn decode_end(&mut self) -> Result<bool> {
+    /// After a piece: whether the bytes already read end the body. A piece after it, or a framing
+    /// error after it, is kept for the next call: the piece before an error is still delivered.
+    fn decode_end(&mut self) -> bool {
         let body = self.body.as_mut().expect("the body follows its head");
         if body.done() {
-            return Ok(true);
+            return true;
         }
         if self.buf.is_empty() || body.until_close() {
-            return Ok(false);
+            return false;
         }
-        match body.decode(&mut self.buf)? {
-            Step::End => Ok(true),
-            Step::Piece(next) => {
-                self.ahead = Some(next);
-                Ok(false)
+        match body.decode(&mut self.buf) {
+            Ok(Step::End) => true,
+            Ok(Step::Piece(next)) => {
+                self.ahead = Some(Ok(next));
+                false
             }
-            Step::More => Ok(false),
+            Ok(Step::More) => false,
+            Err(e) => {
+                self.ahead = Some(Err(e));
+                false
+            }
         }
     }
 
@@ -508,6 +514,33 @@ mod tests {
                 }
             };
             assert_eq!(e.etype(), &ErrorType::ConnectionClosed, "{answer:?}");
+        }
+    }
+
+    /// Every piece before a framing error reaches the client; the error comes after them.
+    #[tokio::test]
+    async fn the_pieces_before_a_framing_error_are_read_before_it() {
+        let cases = [
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1\r\n!\r\n1\r\n?X",
+        ];
+        for answer in cases {
+            let (mut upstream, _server) = answered("POST", answer.as_bytes(), false).await;
+            let mut pieces = String::new();
+            let e = loop {
+                match upstream.read_task().await {
+                    Ok(HttpTask::Header(..)) => {}
+                    Ok(HttpTask::Body(Some(piece), end)) => {
+                        assert!(!end, "{answer:?}");
+                        pieces.push_str(std::str::from_utf8(&piece).unwrap());
+                    }
+                    Ok(other) => panic!("{other:?}"),
+                    Err(e) => break e,
+                }
+            };
+            assert!(matches!(pieces.as_str(), "hello" | "hello!?"), "{answer:?}: {pieces}");
+            assert_eq!(e.etype(), &super::super::response_framing::INVALID_CHUNK, "{answer:?}");
+            assert!(upstream.reuse().await.is_none());
         }
     }
 
