@@ -102,7 +102,7 @@ pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Box<ResponseHeader>
 
 /// The one length every `Content-Length` value names (identical repeats and lists collapse), or
 /// `None` when there is none, one is not a decimal number, or two differ.
-fn content_length(headers: &http::HeaderMap) -> Option<u64> {
+pub(super) fn content_length(headers: &http::HeaderMap) -> Option<u64> {
     let mut length: Option<u64> = None;
     for value in headers.get_all(http::header::CONTENT_LENGTH) {
         for token in value.as_bytes().split(|b| *b == b',') {
@@ -121,7 +121,7 @@ fn content_length(headers: &http::HeaderMap) -> Option<u64> {
 }
 
 /// Whether `chunked` is the last transfer coding of the last `Transfer-Encoding` line.
-fn is_chunked(headers: &http::HeaderMap) -> bool {
+pub(super) fn is_chunked(headers: &http::HeaderMap) -> bool {
     headers.get_all(http::header::TRANSFER_ENCODING).iter().next_back().is_some_and(|value| {
         let bytes = value.as_bytes();
         let last = bytes.rsplit(|b| *b == b',').next().unwrap_or(bytes);

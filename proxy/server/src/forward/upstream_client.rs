@@ -24,7 +24,7 @@ use pingora::protocols::{Digest, Stream, UniqueIDType};
 use pingora::{Error, ErrorType, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::response_framing::{take_head, BodyDecoder, Framing, Step};
+use super::response_framing::{content_length, is_chunked, take_head, BodyDecoder, Framing, Step};
 
 /// The room of the first read buffer.
 const FIRST_BUFFER: usize = 4 * 1024;
@@ -147,17 +147,12 @@ impl UpstreamClient {
     /// [`Self::finish_body`].
     pub(super) async fn write_head(&mut self, request: &RequestHeader) -> Result<()> {
         let headers = &request.headers;
-        let chunked = headers.get_all(http::header::TRANSFER_ENCODING).iter().next_back().is_some_and(|v| {
-            v.as_bytes().rsplit(|b| *b == b',').next().is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-        });
-        self.request_body = if chunked {
+        // As pingora's client: chunked when it is the last coding, else the length, else none
+        // (the client's own framing was checked by pingora's server session).
+        self.request_body = if is_chunked(headers) {
             RequestBody::Chunked
         } else {
-            let length = headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
-            RequestBody::Length(length.unwrap_or(0))
+            RequestBody::Length(content_length(headers).unwrap_or(0))
         };
         self.request_close = connection_keepalive(headers) == Some(false);
         self.head_request = request.method == http::Method::HEAD;
