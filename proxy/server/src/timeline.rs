@@ -93,8 +93,7 @@ impl Default for KeptBudget {
 /// "pingora"`) is a `Bytes` made from a `Vec`: its first clone allocates a shared header, freed
 /// later on the worker's thread. The copy is a `memcpy` of at most this many bytes into a buffer
 /// with room (one allocation per buffer); larger pieces are kept by reference (a relay's piece
-/// then keeps its read buffer: beyond the bytes read, the framing bytes, under 1 KiB of unused
-/// room per buffer given up, and the last buffer's room).
+/// then keeps its whole read buffer alive, and is charged it: [`ReadBuffer`]).
 const SMALL_PIECE: usize = 512;
 
 /// The shared buffers small pieces are copied into; each is charged whole to the budget when it
@@ -108,6 +107,17 @@ pub(crate) const PIECE_SLOT_COST: usize = std::mem::size_of::<(u64, Bytes)>();
 /// (small pieces are copied into shared buffers, see [`SMALL_PIECE`]). What the pieces really
 /// cost — their bytes, their entries' room and the shared buffers — is taken from the budget of
 /// all requests, so that `max_kept_bytes` bounds the memory, not only the bytes.
+/// The read buffer a piece was split from, when it shares one with other pieces (tokentap's relay
+/// reads the answer into one buffer and splits each piece off it: `forward::upstream_client`). A
+/// piece kept by reference keeps that whole buffer alive, so the first piece kept from a buffer is
+/// charged the buffer's capacity and later ones from the same buffer nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadBuffer {
+    /// The buffer's own number (process-wide, never reused).
+    pub(crate) id: u64,
+    pub(crate) capacity: usize,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct CapturedBody {
     /// Kept pieces with their arrival time (ns since t0).
@@ -126,6 +136,8 @@ pub(crate) struct CapturedBody {
     /// `small`, behind the pieces already in `pieces`, until the run is closed into one entry
     /// (its slot in `pieces` is reserved and charged when the run opens).
     run_t_ns: Option<u64>,
+    /// The read buffer already charged whole for a piece kept by reference ([`ReadBuffer`]).
+    charged_buffer: Option<u64>,
 }
 
 impl CapturedBody {
@@ -149,7 +161,12 @@ impl CapturedBody {
     }
 
     pub(crate) fn push(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
-        self.keep(piece, t_ns, cap, false);
+        self.keep(piece, t_ns, cap, false, None);
+    }
+
+    /// Like [`CapturedBody::push`], for a piece split off a shared read buffer.
+    pub(crate) fn push_from(&mut self, piece: &Bytes, t_ns: u64, cap: usize, buffer: Option<ReadBuffer>) {
+        self.keep(piece, t_ns, cap, false, buffer);
     }
 
     /// Like [`CapturedBody::push`], for a body that is only read back whole ([`CapturedBody::concat`]):
@@ -158,10 +175,10 @@ impl CapturedBody {
     /// chunk. Until the run is closed (by a larger piece, a full buffer or the cap) its bytes are
     /// in `concat` but not yet in `pieces`.
     pub(crate) fn push_coalesced(&mut self, piece: &Bytes, t_ns: u64, cap: usize) {
-        self.keep(piece, t_ns, cap, true);
+        self.keep(piece, t_ns, cap, true, None);
     }
 
-    fn keep(&mut self, piece: &Bytes, t_ns: u64, cap: usize, coalesce: bool) {
+    fn keep(&mut self, piece: &Bytes, t_ns: u64, cap: usize, coalesce: bool, buffer: Option<ReadBuffer>) {
         self.total_bytes += piece.len() as u64;
         if self.truncated {
             return;
@@ -177,7 +194,8 @@ impl CapturedBody {
         // Entries taken or promised (the open run's); a new entry needs one more slot.
         let promised = self.pieces.len() + usize::from(self.run_t_ns.is_some());
         // What keeping this piece adds: room for more entries (doubling), a new shared buffer
-        // for a small piece that does not fit the current one, or a large piece's bytes.
+        // for a small piece that does not fit the current one, or a large piece's bytes (the
+        // whole read buffer it shares, the first time one of its pieces is kept).
         let grow = if !joins && promised == self.pieces.capacity() { promised.max(8) } else { 0 };
         let charge = grow * PIECE_SLOT_COST
             + if small {
@@ -187,7 +205,11 @@ impl CapturedBody {
                     0
                 }
             } else {
-                piece.len()
+                match buffer {
+                    Some(b) if self.charged_buffer == Some(b.id) => 0,
+                    Some(b) => b.capacity.max(piece.len()),
+                    None => piece.len(),
+                }
             };
         if charge > 0 {
             if self.budget.as_ref().is_some_and(|b| !b.take(charge)) {
@@ -195,6 +217,11 @@ impl CapturedBody {
                 return;
             }
             self.charged += charge;
+        }
+        if !small {
+            if let Some(b) = buffer {
+                self.charged_buffer = Some(b.id);
+            }
         }
         if grow > 0 {
             self.pieces.reserve_exact(promised + grow - self.pieces.len());
@@ -341,7 +368,15 @@ pub(crate) struct ChunkTimeline {
 
 impl ChunkTimeline {
     /// Records an upstream chunk. Called from the upstream body hook: push only, no parsing.
-    pub(crate) fn on_upstream_chunk(&mut self, piece: &Bytes, t_up_ns: u64, max_chunks: usize, max_bytes: usize) {
+    /// `buffer`: the read buffer the piece shares with others (tokentap's relay), if any.
+    pub(crate) fn on_upstream_chunk(
+        &mut self,
+        piece: &Bytes,
+        t_up_ns: u64,
+        max_chunks: usize,
+        max_bytes: usize,
+        buffer: Option<ReadBuffer>,
+    ) {
         let offset = self.body.total_bytes;
         self.chunk_count += 1;
         self.first_chunk_ns.get_or_insert(t_up_ns);
@@ -351,7 +386,7 @@ impl ChunkTimeline {
         } else {
             self.chunks_truncated = true;
         }
-        self.body.push(piece, t_up_ns, max_bytes);
+        self.body.push_from(piece, t_up_ns, max_bytes, buffer);
     }
 
     /// Makes sure the entry vector has room for one more entry, growing it (by doubling, up to
@@ -443,6 +478,34 @@ mod tests {
         assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER + SMALL_PIECE + 1);
     }
 
+    /// Pieces split off one read buffer (tokentap's relay): the first kept by reference is charged
+    /// the whole buffer it keeps alive, later ones from it nothing more, a piece of a new buffer
+    /// that buffer; copied pieces charge their shared copy buffer as ever.
+    #[test]
+    fn pieces_kept_from_a_shared_read_buffer_are_charged_the_buffer_once() {
+        let budget = KeptBudget::new(1 << 20);
+        let mut body = CapturedBody::with_budget(budget.clone());
+        let first = ReadBuffer { id: 7, capacity: 4096 };
+        let second = ReadBuffer { id: 8, capacity: 8192 };
+        let large = Bytes::from(vec![b'z'; SMALL_PIECE + 1]);
+        let small = Bytes::from(vec![b'a'; 100]);
+        body.push_from(&small, 0, 1 << 20, Some(first));
+        assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER, "a copied piece keeps no read buffer");
+        body.push_from(&large, 1, 1 << 20, Some(first));
+        body.push_from(&large, 2, 1 << 20, Some(first));
+        assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER + 4096);
+        body.push_from(&large, 3, 1 << 20, Some(second));
+        assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER + 4096 + 8192);
+        // A piece larger than the capacity noted (never from the relay) is charged its bytes.
+        let huge = Bytes::from(vec![b'h'; 10_000]);
+        body.push_from(&huge, 4, 1 << 20, Some(ReadBuffer { id: 9, capacity: 4096 }));
+        assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER + 4096 + 8192 + 10_000);
+        assert_eq!(budget.used(), body.charged());
+        assert_eq!(body.pieces.len(), 5);
+        drop(body);
+        assert_eq!(budget.used(), 0);
+    }
+
     #[test]
     fn small_pieces_share_buffers_and_every_kept_byte_of_memory_is_charged() {
         let budget = KeptBudget::new(1 << 20);
@@ -526,7 +589,7 @@ mod tests {
         t.body.budget = Some(budget.clone());
         let piece = Bytes::from_static(b"x");
         for i in 0..5000 {
-            t.on_upstream_chunk(&piece, i, 50_000, 0);
+            t.on_upstream_chunk(&piece, i, 50_000, 0, None);
         }
         assert!(t.chunks_truncated, "the budget, not max_chunks, stopped the entries");
         assert!(t.chunks.len() < 1000 && t.chunks.capacity() * STAMP_COST <= t.stamp_bytes);
@@ -534,7 +597,7 @@ mod tests {
         assert_eq!(t.chunk_count, 5000, "counts go on");
         let mut other = ChunkTimeline::default();
         other.body.budget = Some(budget.clone());
-        other.on_upstream_chunk(&piece, 0, 50_000, 0);
+        other.on_upstream_chunk(&piece, 0, 50_000, 0, None);
         assert!(budget.used() <= 1000 * STAMP_COST);
         drop(t);
         drop(other);
@@ -542,7 +605,7 @@ mod tests {
         let mut capped = ChunkTimeline::default();
         capped.body.budget = Some(budget.clone());
         for i in 0..100 {
-            capped.on_upstream_chunk(&piece, i, 20, 0);
+            capped.on_upstream_chunk(&piece, i, 20, 0, None);
         }
         assert_eq!(capped.chunks.len(), 20);
         assert_eq!(capped.chunks.capacity(), 20, "never grown past max_chunks");
@@ -552,8 +615,8 @@ mod tests {
     fn a_stamp_kept_per_chunk_is_small_and_becomes_the_records_stamp() {
         assert_eq!(std::mem::size_of::<HandoffStamp>(), 32, "what an open stream keeps per chunk");
         let mut t = ChunkTimeline::default();
-        t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100);
-        t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100);
+        t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100, None);
+        t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100, None);
         t.on_handoff(3, u64::MAX);
         let stamps: Vec<ChunkStamp> = t.chunks.iter().map(HandoffStamp::chunk_stamp).collect();
         let expected = |offset, len, t_up_ns, t_handoff_ns| ChunkStamp {
@@ -571,8 +634,8 @@ mod tests {
     #[test]
     fn handoffs_match_chunks_by_byte_range() {
         let mut t = ChunkTimeline::default();
-        t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100);
-        t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100);
+        t.on_upstream_chunk(&Bytes::from_static(b"abc"), 10, 10, 100, None);
+        t.on_upstream_chunk(&Bytes::from_static(b"de"), 20, 10, 100, None);
         t.on_handoff(3, 11);
         assert_eq!(t.chunks[0].t_handoff_ns(), Some(11));
         assert_eq!(t.chunks[1].t_handoff_ns(), None);
@@ -586,7 +649,7 @@ mod tests {
     fn caps_bound_memory_but_counts_continue() {
         let mut t = ChunkTimeline::default();
         for i in 0..10 {
-            t.on_upstream_chunk(&Bytes::from_static(b"0123456789"), i, 4, 25);
+            t.on_upstream_chunk(&Bytes::from_static(b"0123456789"), i, 4, 25, None);
         }
         assert_eq!(t.chunks.len(), 4);
         assert!(t.chunks_truncated);

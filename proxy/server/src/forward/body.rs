@@ -76,7 +76,8 @@ impl TapProxy {
                 let t = ctx.upstream_queue.arrival(read, chunks.last_chunk_ns, &mut chunks.upstream_held);
                 let limits = &self.config.timeline;
                 let cap = if ctx.data.upgrade { limits.max_websocket_bytes } else { limits.max_analysis_bytes };
-                ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, cap);
+                let buffer = ctx.read_buffer;
+                ctx.data.chunks.on_upstream_chunk(piece, t, limits.max_chunks, cap, buffer);
             }
         }
         if end_of_stream {

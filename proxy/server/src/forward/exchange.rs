@@ -289,6 +289,7 @@ impl TapProxy {
                     if matches!(&task, HttpTask::Header(head, false) if !head.status.is_informational()) {
                         body_deadline = upstream.read_timeout.take().map(ReadDeadline::new);
                     }
+                    ctx.read_buffer = Some(upstream.read_buffer());
                     response_done = self.deliver_task(session, task, head_request, ctx).await?;
                 }
                 timeout = async {

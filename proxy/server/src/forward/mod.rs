@@ -117,6 +117,9 @@ pub(crate) struct RequestCtx {
     informational: u32,
     /// The upstream socket, to date pieces that waited in it (`upstream_queue`).
     upstream_queue: upstream_queue::UpstreamQueue,
+    /// The read buffer the piece being delivered was split from (tokentap's relay), so that a
+    /// piece kept by reference is charged what it keeps alive.
+    read_buffer: Option<crate::timeline::ReadBuffer>,
 }
 
 impl RequestCtx {
@@ -133,6 +136,7 @@ impl RequestCtx {
             closed_before_write: false,
             retried_stale_connection: false,
             close_upstream_connection: false,
+            read_buffer: None,
             informational: 0,
             upstream_queue: upstream_queue::UpstreamQueue::default(),
         }

@@ -14,6 +14,7 @@
 //! that ends at the close, bytes after the body's end, an HTTP/1.0 answer with a transfer coding,
 //! `Connection: close` on either side, or an HTTP/1.0 answer without `Connection: keep-alive`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -23,6 +24,8 @@ use pingora::protocols::http::HttpTask;
 use pingora::protocols::{Digest, Stream, UniqueIDType};
 use pingora::{Error, ErrorType, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::timeline::ReadBuffer;
 
 use super::response_framing::{content_length, is_chunked, take_head, BodyDecoder, Framing, Step};
 
@@ -34,6 +37,9 @@ const MAX_BUFFER: usize = 64 * 1024;
 const MIN_ROOM: usize = 1024;
 
 const PREMATURE_BODY_END: ErrorType = ErrorType::Custom("PrematureBodyEnd");
+
+/// The number of the next read buffer (`ReadBuffer::id`).
+static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
 
 /// How the request's body goes upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +56,8 @@ pub(super) struct UpstreamClient {
     buf: BytesMut,
     /// The room the next buffer gets.
     buffer_size: usize,
+    /// The buffer pieces are split from now: its number and its capacity when it was made.
+    buffer: ReadBuffer,
     /// Each read of the head waits at most this long (`[timeouts] read_s`); the relay takes it
     /// once the final head is read and times the body's reads itself.
     pub(super) read_timeout: Option<Duration>,
@@ -99,6 +107,7 @@ impl UpstreamClient {
             stream,
             buf: BytesMut::new(),
             buffer_size: FIRST_BUFFER,
+            buffer: ReadBuffer { id: 0, capacity: 0 },
             read_timeout: None,
             write_timeout: None,
             request_body: RequestBody::Finished,
@@ -108,6 +117,11 @@ impl UpstreamClient {
             ahead: None,
             keepalive: false,
         }
+    }
+
+    /// The buffer the last piece was split from (what a piece kept by reference keeps alive).
+    pub(super) fn read_buffer(&self) -> ReadBuffer {
+        self.buffer
     }
 
     /// The connection's descriptor.
@@ -203,7 +217,10 @@ impl UpstreamClient {
     /// One read into the buffer (a new buffer when the current one has too little room).
     async fn fill(&mut self) -> std::io::Result<usize> {
         if self.buf.capacity() - self.buf.len() < MIN_ROOM {
+            // A new buffer, or the same one reclaimed when no piece split off it is alive: a
+            // buffer of its own for the pieces kept from now on.
             self.buf.reserve(self.buffer_size);
+            self.buffer = ReadBuffer { id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed), capacity: self.buf.capacity() };
         }
         let room = self.buf.capacity() - self.buf.len();
         let n = self.stream.read_buf(&mut self.buf).await?;
@@ -510,6 +527,39 @@ mod tests {
             };
             assert_eq!(e.etype(), &ErrorType::ConnectionClosed, "{answer:?}");
         }
+    }
+
+    /// A large answer is read in buffers that grow after reads that filled them; each piece lies
+    /// within the buffer it is said to come from.
+    #[tokio::test]
+    async fn buffers_grow_for_a_large_answer_and_pieces_name_theirs() {
+        let body = vec![b'x'; 200_000];
+        let mut answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+        answer.extend_from_slice(&body);
+        let (mut upstream, _server) = answered("POST", &answer, false).await;
+        let mut read = 0;
+        let mut buffers = Vec::new();
+        loop {
+            match upstream.read_task().await.unwrap() {
+                HttpTask::Header(..) => {}
+                HttpTask::Body(Some(piece), end) => {
+                    let buffer = upstream.read_buffer();
+                    assert!(piece.len() <= buffer.capacity, "{} in {buffer:?}", piece.len());
+                    if buffers.last() != Some(&buffer) {
+                        buffers.push(buffer);
+                    }
+                    read += piece.len();
+                    if end {
+                        break;
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(read, body.len());
+        assert!(buffers.windows(2).all(|w| w[0].id < w[1].id), "{buffers:?}");
+        let largest = buffers.iter().map(|b| b.capacity).max().unwrap();
+        assert!((MAX_BUFFER..2 * MAX_BUFFER).contains(&largest), "{buffers:?}");
     }
 
     /// Every piece before a framing error reaches the client; the error comes after them.
