@@ -103,10 +103,6 @@ const SMALL_PIECE_BUFFER: usize = 4096;
 /// What one kept piece's entry costs besides its bytes (its slot in `pieces`).
 pub(crate) const PIECE_SLOT_COST: usize = std::mem::size_of::<(u64, Bytes)>();
 
-/// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies
-/// (small pieces are copied into shared buffers, see [`SMALL_PIECE`]). What the pieces really
-/// cost — their bytes, their entries' room and the shared buffers — is taken from the budget of
-/// all requests, so that `max_kept_bytes` bounds the memory, not only the bytes.
 /// The read buffer a piece was split from, when it shares one with other pieces (tokentap's relay
 /// reads the answer into one buffer and splits each piece off it: `forward::upstream_client`). A
 /// piece kept by reference keeps that whole buffer alive, so the first piece kept from a buffer is
@@ -118,6 +114,10 @@ pub(crate) struct ReadBuffer {
     pub(crate) capacity: usize,
 }
 
+/// Bytes kept for off-path analysis, up to a cap. `Bytes` clones are reference counts, not copies
+/// (small pieces are copied into shared buffers, see [`SMALL_PIECE`]). What the pieces really
+/// cost — their bytes, their entries' room and the shared buffers — is taken from the budget of
+/// all requests, so that `max_kept_bytes` bounds the memory, not only the bytes.
 #[derive(Debug, Default)]
 pub(crate) struct CapturedBody {
     /// Kept pieces with their arrival time (ns since t0).

@@ -31,8 +31,8 @@
 //! - an upstream connection goes back to the pool only when the request was written whole and
 //!   the answer read whole;
 //! - every read of the answer waits at most `[timeouts] read_s` (pingora's `read_timeout`); the
-//!   head's reads under a timer each (`upstream_client`), the body's under one timer for the whole exchange
-//!   (`read_deadline`) instead of one registered and dropped per piece.
+//!   head's reads under a timer each (`upstream_client`), the body's under one timer for the
+//!   whole exchange (`read_deadline`) instead of one registered and dropped per piece.
 //!
 //! Left to pingora's proxy (`relays`): HTTP/1.0 and HTTP/2 clients, routes that may speak HTTP/2
 //! upstream, upgrade requests (WebSocket sessions have their own relay, `tunnel`).

@@ -107,10 +107,11 @@ pub(super) fn content_length(headers: &http::HeaderMap) -> Option<u64> {
     for value in headers.get_all(http::header::CONTENT_LENGTH) {
         for token in value.as_bytes().split(|b| *b == b',') {
             let token = token.trim_ascii();
+            // Digits only: `parse` alone would take a sign.
             if token.is_empty() || !token.iter().all(u8::is_ascii_digit) {
                 return None;
             }
-            let n = token.iter().try_fold(0u64, |n, d| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))?;
+            let n: u64 = std::str::from_utf8(token).ok()?.parse().ok()?;
             match length {
                 Some(previous) if previous != n => return None,
                 _ => length = Some(n),
@@ -289,14 +290,14 @@ impl BodyDecoder {
         }
     }
 
-    /// The upstream closed the connection with `buf` empty: the end of a body that ends at the
-    /// close, else a body cut short.
-    pub(super) fn at_close(&mut self) -> Result<Step> {
+    /// The upstream closed the connection with nothing left to decode: the end of a body that ends
+    /// at the close (`Ok`), else a body cut short.
+    pub(super) fn at_close(&mut self) -> Result<()> {
         match self.state {
-            State::Done => Ok(Step::End),
+            State::Done => Ok(()),
             State::UntilClose => {
                 self.state = State::Done;
-                Ok(Step::End)
+                Ok(())
             }
             _ => Err(Error::explain(
                 ErrorType::ConnectionClosed,

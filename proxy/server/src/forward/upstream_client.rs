@@ -7,8 +7,9 @@
 //!
 //! The buffer starts with room for 4 KiB; a read that fills all the room it had doubles the next
 //! buffer's size, up to 64 KiB, so a large answer is read in few system calls and a stream of small
-//! events in small buffers. A piece kept for analysis keeps its buffer alive (the pieces of at
-//! most 512 bytes, most streamed events, are copied into shared buffers by the body hook instead).
+//! events in small buffers. A piece kept for analysis keeps its buffer alive, and the kept-bytes
+//! budget is charged the whole buffer once (`read_buffer`, `timeline::ReadBuffer`); the pieces of
+//! at most 512 bytes, most streamed events, are copied into shared buffers by the body hook.
 //!
 //! Whether the connection can serve another request follows pingora's client: not after a body
 //! that ends at the close, bytes after the body's end, an HTTP/1.0 answer with a transfer coding,
@@ -74,28 +75,17 @@ pub(super) struct UpstreamClient {
     keepalive: bool,
 }
 
-fn keepalive_said(value: &[u8]) -> Option<bool> {
-    let mut keepalive = None;
-    for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+/// What the `Connection` headers say of keep-alive: `Some(false)` for a `close` token,
+/// `Some(true)` for `keep-alive` (and no `close`), `None` when they say neither.
+fn connection_keepalive(headers: &http::HeaderMap) -> Option<bool> {
+    let mut said = None;
+    let tokens = headers.get_all(http::header::CONNECTION).iter().flat_map(|v| v.as_bytes().split(|b| *b == b','));
+    for token in tokens.map(<[u8]>::trim_ascii) {
         if token.eq_ignore_ascii_case(b"close") {
             return Some(false);
         }
         if token.eq_ignore_ascii_case(b"keep-alive") {
-            keepalive = Some(true);
-        }
-    }
-    keepalive
-}
-
-/// What a `Connection` header says of keep-alive: `Some(false)` for `close`, `Some(true)` for
-/// `keep-alive`, `None` when it says neither.
-fn connection_keepalive(headers: &http::HeaderMap) -> Option<bool> {
-    let mut said = None;
-    for value in headers.get_all(http::header::CONNECTION) {
-        match keepalive_said(value.as_bytes()) {
-            Some(false) => return Some(false),
-            Some(true) => said = Some(true),
-            None => {}
+            said = Some(true);
         }
     }
     said
@@ -253,11 +243,8 @@ impl UpstreamClient {
             }
             let n = self.fill().await.map_err(|e| Error::because(ErrorType::ReadError, "while reading the body", e))?;
             if n == 0 {
-                let body = self.body.as_mut().expect("the body follows its head");
-                match body.at_close()? {
-                    Step::End => return Ok(HttpTask::Done),
-                    _ => unreachable!("a closed connection ends the body or fails"),
-                }
+                self.body.as_mut().expect("the body follows its head").at_close()?;
+                return Ok(HttpTask::Done);
             }
         }
     }
