@@ -4,7 +4,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pingora::connectors::http::v1::Connector;
 use pingora::connectors::{ConnectorOptions, TransportConnector};
 use pingora::listeners::{L4BufferSettings, ListenerConfig, TcpSocketOptions};
 use pingora::proxy::http_proxy;
@@ -17,7 +16,6 @@ use crate::admin::{self, AdminState};
 use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
 use crate::forward::exchange::Exchanges;
-use crate::forward::tunnel::Tunnels;
 use crate::forward::TapProxy;
 use crate::pages::Pages;
 use crate::pipeline::{self, PipelineStats, RecordObserver};
@@ -163,14 +161,12 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
         let telemetry = telemetry.clone();
         LagProbe::new(stats.scheduling_lag.clone(), Arc::new(move |lag| telemetry.observe_scheduling_lag(lag)))
     };
-    let tunnels = Tunnels::new(Connector::new(Some(ConnectorOptions::from_server_conf(&conf))));
     let exchanges = Exchanges::new(
         TransportConnector::new(Some(ConnectorOptions::from_server_conf(&conf))),
         conf.upstream_keepalive_pool_size,
         stats.upstream_pool.clone(),
     );
-    let proxy =
-        http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, tunnels, exchanges));
+    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, exchanges));
     let mut service =
         Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();

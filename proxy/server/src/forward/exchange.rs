@@ -48,7 +48,7 @@ use pingora::connectors::TransportConnector;
 use pingora::http::RequestHeader;
 use pingora::protocols::http::HttpTask;
 use pingora::proxy::Session;
-use pingora::upstreams::peer::Peer;
+use pingora::upstreams::peer::{HttpPeer, Peer};
 use pingora::{Error, ErrorType, Result};
 
 use crate::config::{Relay, ValidConfig};
@@ -73,6 +73,19 @@ impl Exchanges {
     /// `upstream_keepalive_pool_size`).
     pub(crate) fn new(connector: TransportConnector, pool_size: usize, stats: Arc<UpstreamPoolStats>) -> Self {
         Self { connector, pool: UpstreamPool::new(pool_size, stats) }
+    }
+
+    /// A new connection to `peer` (TCP, TLS), never a pooled one. Its future (the handshakes,
+    /// ~8.6 KiB) is boxed: awaited inline it would size the caller's future, and so every open
+    /// exchange's memory, for as long as the answer streams.
+    pub(super) async fn connect(&self, peer: &HttpPeer) -> Result<UpstreamClient> {
+        match Box::pin(self.connector.new_stream(peer)).await {
+            Ok(stream) => Ok(UpstreamClient::new(stream)),
+            Err(mut e) => {
+                e.as_up();
+                Err(super::failure::connect_failed(e).into_up())
+            }
+        }
     }
 }
 
@@ -173,21 +186,13 @@ impl TapProxy {
     /// back to the pool when it can serve another request.
     async fn exchange_on_a_connection(&self, session: &mut Session, ctx: &mut RequestCtx, replay: bool) -> Result<()> {
         let peer = self.choose_peer(ctx).await?;
-        // A pooled connection first. A new connection's future (TCP and TLS handshakes, ~8.6 KiB)
-        // is boxed: awaited inline it would size this future, and so every open exchange's memory,
-        // for as long as the answer streams; and a box made for every request would copy those
-        // 8.6 KiB into it each time.
+        // A pooled connection first; a new one's future is boxed only when it is needed (a box
+        // made for every request would copy its 8.6 KiB into it each time).
         let key = peer.reuse_hash();
         let pooled = self.exchanges.pool.take(key);
         let (mut upstream, reused) = match pooled {
             Some(stream) => (UpstreamClient::new(stream), true),
-            None => match Box::pin(self.exchanges.connector.new_stream(&*peer)).await {
-                Ok(stream) => (UpstreamClient::new(stream), false),
-                Err(mut e) => {
-                    e.as_up();
-                    return Err(super::failure::connect_failed(e).into_up());
-                }
-            },
+            None => (self.exchanges.connect(&peer).await?, false),
         };
         upstream.read_timeout = peer.options.read_timeout;
         upstream.write_timeout = peer.options.write_timeout;

@@ -51,7 +51,6 @@ use exchange::Exchanges;
 use internal::ProbeIngest;
 use privacy::{redact_path, Redactor};
 use tail::TailWatcher;
-use tunnel::Tunnels;
 
 /// Header tokentap adds to responses (when enabled) so a client can find its record.
 pub(crate) const REQUEST_ID_HEADER: &str = "x-tokentap-request-id";
@@ -66,7 +65,6 @@ pub(crate) struct TapProxy {
     kept: Arc<crate::timeline::KeptBudget>,
     tails: TailWatcher,
     lag_probe: LagProbe,
-    tunnels: Tunnels,
     exchanges: Exchanges,
     closing_peers: closing_peers::ClosingPeers,
 }
@@ -77,7 +75,6 @@ impl TapProxy {
         finalize: FinalizeQueue,
         pages: Arc<Pages>,
         lag_probe: LagProbe,
-        tunnels: Tunnels,
         exchanges: Exchanges,
     ) -> Self {
         let redactor = Redactor::new(&config.privacy.redact_headers);
@@ -86,7 +83,7 @@ impl TapProxy {
         let tails = TailWatcher::new(finalize.clone());
         let closing_peers =
             closing_peers::ClosingPeers::new(Duration::from_millis(config.timeouts.closed_after_answer_ms));
-        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, tunnels, exchanges, closing_peers }
+        Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, exchanges, closing_peers }
     }
 }
 

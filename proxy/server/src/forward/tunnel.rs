@@ -14,29 +14,21 @@
 //! than `101` (a refused upgrade) is relayed as an ordinary response. Only WebSocket handshakes
 //! without a body come here (every browser's and SDK's); any other upgrade request is left to
 //! pingora, whose proxy turns an offer such as `h2c` into a plain request.
+//!
+//! The upstream connection is always a new one, read and written by the relay's own client
+//! (`upstream_client`): no 64 KiB body buffer per session and no copy per frame, as for exchanges.
 
-use pingora::connectors::http::v1::Connector;
 use pingora::http::RequestHeader;
 use pingora::protocols::http::HttpTask;
-use pingora::protocols::{UniqueID, ALPN};
+use pingora::protocols::ALPN;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
 use super::hop_by_hop::CLIENT_FRAMING;
+use super::read_deadline::ReadDeadline;
 use super::response_head::MAX_INFORMATIONAL;
 use super::{RequestCtx, TapProxy};
-
-/// The connector for upgrade requests: its own, since an upgraded connection is never pooled.
-pub(crate) struct Tunnels {
-    connector: Connector,
-}
-
-impl Tunnels {
-    pub(crate) fn new(connector: Connector) -> Self {
-        Self { connector }
-    }
-}
 
 /// An upstream failure, named as `error_while_proxy` names one (never retried).
 fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
@@ -83,33 +75,37 @@ impl TapProxy {
         let mut peer = self.choose_peer(ctx).await?;
         // WebSocket is HTTP/1.1 only (RFC 6455): never offer h2 for an upgrade.
         peer.options.alpn = ALPN::H1;
-        // Boxed: pingora's connect future is ~8 KiB and would otherwise stay in this session's
-        // future for as long as the session is open (see `exchange_on_a_connection`).
-        let (mut upstream, reused) = Box::pin(self.tunnels.connector.get_http_session(&*peer))
-            .await
-            .map_err(|e| super::failure::connect_failed(e).into_up())?;
+        // Always a new connection (an upgraded one is never pooled, and a handshake on a stale
+        // pooled one would not be retried).
+        let mut upstream = self.exchanges.connect(&peer).await?;
         upstream.read_timeout = peer.options.read_timeout;
         upstream.write_timeout = peer.options.write_timeout;
-        let fd = upstream.id();
-        super::upstream::note_connection(self, reused, fd, Some(upstream.digest()), ctx)?;
+        let digest = upstream.digest();
+        super::upstream::note_connection(self, false, upstream.id(), Some(&digest), ctx)?;
 
         let mut request = session.req_header().clone();
         request.set_version(http::Version::HTTP_11);
         self.write_upstream_head(session, &mut request, ctx)?;
         websocket_handshake_head(&mut request)?;
-        upstream.write_request_header(Box::new(request)).await.map_err(|e| upstream_failed(e, &peer))?;
+        upstream.write_head(&request).await.map_err(|e| upstream_failed(e, &peer))?;
+        upstream.finish_body().await.map_err(|e| upstream_failed(e, &peer))?;
         // The upgrade request's own body is empty and already over (pingora's proxy reports it
         // the same way, right after the head).
         self.stamp_request_piece(None, true, ctx)?;
 
         let mut informational = 0;
         let upgraded = loop {
-            let task = upstream.read_response_task().await.map_err(|e| upstream_failed(e, &peer))?;
+            let task = upstream.read_task().await.map_err(|e| upstream_failed(e, &peer))?;
             let HttpTask::Header(mut answer, end) = task else {
                 let e = Error::explain(ErrorType::InvalidHTTPHeader, "no response head");
                 return Err(upstream_failed(e, &peer));
             };
             let status = answer.status.as_u16();
+            if status == 101 && !upstream.upgraded() {
+                let e =
+                    Error::explain(ErrorType::InvalidHTTPHeader, "a 101 that is not an HTTP/1.1 switch of protocols");
+                return Err(upstream_failed(e, &peer));
+            }
             if answer.status.is_informational() && status != 101 {
                 // 1xx before the answer: passed on as it came, a few at most.
                 informational += 1;
@@ -121,11 +117,6 @@ impl TapProxy {
                 session.write_response_header(answer, false).await.map_err(|e| e.into_down())?;
                 continue;
             }
-            if status == 101 && !upstream.was_upgraded() {
-                let e =
-                    Error::explain(ErrorType::InvalidHTTPHeader, "a 101 that is not an HTTP/1.1 switch of protocols");
-                return Err(upstream_failed(e, &peer));
-            }
             super::response_head::take_upstream_head(session, &mut answer, ctx)?;
             self.write_client_head(session, &mut answer, ctx)?;
             session.write_response_header(answer, end).await.map_err(|e| e.into_down())?;
@@ -136,14 +127,19 @@ impl TapProxy {
             break status == 101;
         };
 
+        // Each read of the upstream (the tunnel's, or a refused upgrade's body) waits at most
+        // `[timeouts] read_s`, as each of pingora's reads did: one timer for the session.
+        let mut deadline = upstream.read_timeout.take().map(ReadDeadline::new);
         loop {
+            if let Some(deadline) = deadline.as_mut() {
+                deadline.read_starts();
+            }
             tokio::select! {
                 piece = session.downstream_session.read_body_or_idle(false), if upgraded => {
                     let piece = piece.map_err(|e| e.into_down())?;
                     let end = piece.is_none();
                     self.stamp_request_piece(piece.as_ref(), end, ctx)?;
                     if let Some(bytes) = piece.filter(|b| !b.is_empty()) {
-                        upstream.maybe_upgrade_body_writer();
                         upstream.write_body(&bytes).await.map_err(|e| upstream_failed(e, &peer))?;
                     }
                     if end {
@@ -151,23 +147,33 @@ impl TapProxy {
                         return Ok(());
                     }
                 }
-                task = upstream.read_response_task() => {
+                task = upstream.read_task() => {
                     let (piece, end) = match task.map_err(|e| upstream_failed(e, &peer))? {
-                        HttpTask::Body(piece, end) | HttpTask::UpgradedBody(piece, end) => {
+                        HttpTask::Body(piece, end) => {
                             let end = end || piece.is_none();
                             (piece, end)
                         }
-                        HttpTask::Done => (None, true),
+                        HttpTask::Done | HttpTask::Trailer(_) => (None, true),
                         HttpTask::Failed(e) => return Err(upstream_failed(e, &peer)),
-                        HttpTask::Header(..) | HttpTask::Trailer(_) => {
+                        HttpTask::Header(..) | HttpTask::UpgradedBody(..) => {
                             let e = Error::explain(ErrorType::InvalidHTTPHeader, "a second response head");
                             return Err(upstream_failed(e, &peer));
                         }
                     };
+                    ctx.read_buffer = Some(upstream.read_buffer());
                     self.deliver(session, piece, end, ctx).await?;
                     if end {
                         return Ok(());
                     }
+                }
+                timeout = async {
+                    match deadline.as_mut() {
+                        Some(deadline) => deadline.expired().await,
+                        None => std::future::pending().await,
+                    }
+                }, if deadline.is_some() => {
+                    let e = Error::explain(ErrorType::ReadTimedout, format!("reading body, timeout: {timeout:?}"));
+                    return Err(upstream_failed(e, &peer));
                 }
             }
         }

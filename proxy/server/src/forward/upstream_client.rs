@@ -14,6 +14,11 @@
 //! Whether the connection can serve another request follows pingora's client: not after a body
 //! that ends at the close, bytes after the body's end, an HTTP/1.0 answer with a transfer coding,
 //! `Connection: close` on either side, or an HTTP/1.0 answer without `Connection: keep-alive`.
+//!
+//! An upgrade request (`Upgrade`, HTTP/1.1) answered by an HTTP/1.1 `101` switches the connection,
+//! as pingora's client does: the bytes after the `101` (those read with it among them) are the
+//! upstream's half of the tunnel, read until the upstream closes, and what is written after it goes
+//! as it is. A switched connection is never reused.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -49,6 +54,8 @@ enum RequestBody {
     /// This many bytes still to write.
     Length(u64),
     Finished,
+    /// After a `101`: the client's bytes as they are, until the tunnel ends.
+    Upgraded,
 }
 
 /// One upstream connection's exchange (see the module's comment).
@@ -67,6 +74,10 @@ pub(super) struct UpstreamClient {
     request_body: RequestBody,
     request_close: bool,
     head_request: bool,
+    /// The request asks to switch protocols (`Upgrade`, HTTP/1.1).
+    upgrade_request: bool,
+    /// A `101` switched the connection.
+    upgraded: bool,
     /// The final answer's body, once its head is read.
     body: Option<BodyDecoder>,
     /// What was decoded ahead of the last piece, to tell whether that piece ended the body: the
@@ -103,6 +114,8 @@ impl UpstreamClient {
             request_body: RequestBody::Finished,
             request_close: false,
             head_request: false,
+            upgrade_request: false,
+            upgraded: false,
             body: None,
             ahead: None,
             keepalive: false,
@@ -160,6 +173,7 @@ impl UpstreamClient {
         };
         self.request_close = connection_keepalive(headers) == Some(false);
         self.head_request = request.method == http::Method::HEAD;
+        self.upgrade_request = request.version == http::Version::HTTP_11 && headers.contains_key(http::header::UPGRADE);
         let wire = http_req_header_to_wire(request).ok_or_else(|| {
             Error::explain(
                 ErrorType::InvalidHTTPHeader,
@@ -188,15 +202,21 @@ impl UpstreamClient {
                 self.request_body = RequestBody::Length(left - n as u64);
                 self.write(&[&piece[..n]], "while writing the request body").await
             }
+            RequestBody::Upgraded => self.write(&[piece], "while writing to the switched connection").await,
             RequestBody::Finished => Ok(()),
         }
+    }
+
+    /// Whether a `101` switched the connection (see the module's comment).
+    pub(super) fn upgraded(&self) -> bool {
+        self.upgraded
     }
 
     /// Ends the request body (the last chunk of a chunked one).
     pub(super) async fn finish_body(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.request_body, RequestBody::Finished) {
             RequestBody::Chunked => self.write(&[b"0\r\n\r\n"], "while writing the request body's end").await,
-            RequestBody::Length(0) | RequestBody::Finished => Ok(()),
+            RequestBody::Length(0) | RequestBody::Finished | RequestBody::Upgraded => Ok(()),
             RequestBody::Length(left) => Err(Error::explain(
                 PREMATURE_BODY_END,
                 format!("the request body ended {left} bytes short of its length"),
@@ -302,6 +322,17 @@ impl UpstreamClient {
     }
 
     fn on_head(&mut self, head: Box<ResponseHeader>) -> HttpTask {
+        if head.status == http::StatusCode::SWITCHING_PROTOCOLS
+            && self.upgrade_request
+            && head.version == http::Version::HTTP_11
+        {
+            // The upstream's half of the tunnel: everything after the head, until it closes.
+            self.upgraded = true;
+            self.keepalive = false;
+            self.request_body = RequestBody::Upgraded;
+            self.body = Some(BodyDecoder::new(Framing::UntilClose));
+            return HttpTask::Header(head, false);
+        }
         if head.status.is_informational() {
             return HttpTask::Header(head, false);
         }
@@ -612,5 +643,77 @@ mod tests {
         upstream.write_head(&head).await.unwrap();
         upstream.write_body(b"abc").await.unwrap();
         assert_eq!(upstream.finish_body().await.unwrap_err().etype(), &PREMATURE_BODY_END);
+    }
+
+    /// An upgrade request and the answers it may get: an HTTP/1.1 `101` switches the connection
+    /// (what follows the head is the upstream's half, until it closes; the client's bytes go as
+    /// they are), anything else does not.
+    #[tokio::test]
+    async fn a_101_to_an_upgrade_request_switches_the_connection() {
+        /// Request headers, the answer, the tasks read, whether the connection switched.
+        type Case = (&'static [(&'static str, &'static str)], &'static str, &'static [&'static str], bool);
+        let upgrade: &[(&str, &str)] = &[("connection", "Upgrade"), ("upgrade", "websocket")];
+        let cases: &[Case] = &[
+            // The tunnel's bytes, a response head among them, are not read as HTTP.
+            (
+                upgrade,
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x01\x02hiHTTP/1.1 200 OK\r\n\r\n",
+                &["head 101 false", "\u{1}\u{2}hiHTTP/1.1 200 OK\r\n\r\n false", "done"],
+                true,
+            ),
+            // An HTTP/1.0 `101` switches nothing.
+            (upgrade, "HTTP/1.0 101 Switching Protocols\r\n\r\n", &["head 101 false"], false),
+            // A refused upgrade is an ordinary answer.
+            (
+                upgrade,
+                "HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno",
+                &["head 401 false", "no true"],
+                false,
+            ),
+            // A `101` to a request that did not ask for it is informational.
+            (
+                &[],
+                "HTTP/1.1 101 Switching Protocols\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                &["head 101 false", "head 200 false", "ok true"],
+                false,
+            ),
+        ];
+        for (headers, answer, expected, switched) in cases {
+            let (client, mut server) = tokio::io::duplex(1 << 20);
+            let mut upstream = UpstreamClient::new(Box::new(client));
+            let mut head = RequestHeader::build("GET", b"/v1/realtime", None).unwrap();
+            for (name, value) in *headers {
+                head.insert_header(*name, *value).unwrap();
+            }
+            upstream.write_head(&head).await.unwrap();
+            upstream.finish_body().await.unwrap();
+            server.write_all(answer.as_bytes()).await.unwrap();
+            let mut seen = Vec::new();
+            while seen.len() < expected.len() {
+                match upstream.read_task().await.unwrap() {
+                    HttpTask::Header(head, end) => seen.push(format!("head {} {end}", head.status.as_u16())),
+                    HttpTask::Body(Some(piece), end) => {
+                        seen.push(format!("{} {end}", piece.iter().map(|b| char::from(*b)).collect::<String>()));
+                        if *switched {
+                            // The client's bytes go as they are; the upstream's close ends its half.
+                            upstream.write_body(b"\x81\x02yo").await.unwrap();
+                            server.shutdown().await.unwrap();
+                        }
+                    }
+                    HttpTask::Done => seen.push("done".into()),
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert_eq!(seen, *expected, "{answer:?}");
+            assert_eq!(upstream.upgraded(), *switched, "{answer:?}");
+            if *switched {
+                let mut wire = Vec::new();
+                drop(upstream);
+                server.read_to_end(&mut wire).await.unwrap();
+                assert!(wire.ends_with(b"\r\n\r\n\x81\x02yo"), "{wire:?}");
+            } else if headers.is_empty() {
+                assert!(upstream.reuse().await.is_some(), "{answer:?}");
+            }
+        }
     }
 }
