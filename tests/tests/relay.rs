@@ -194,3 +194,82 @@ fn an_answer_whose_pieces_keep_coming_outlives_the_read_timeout() {
     assert_eq!(record["outcome"], "ok", "{record}");
     assert_eq!(record["timeline"]["chunk_count"], 5, "{record}");
 }
+
+/// An HTTP/1.0 client (nginx's `proxy_pass` by default, ApacheBench) is relayed too, and gets
+/// what HTTP/1.0 can read: an answer with a length keeps the connection it asked to keep; a
+/// chunked answer arrives as its payload with no transfer coding and ends with the connection;
+/// an informational head (`103 Early Hints`) is not passed on. Both requests go through the
+/// relay: the second is sent on the upstream connection the first gave back to its pool.
+#[test]
+fn an_http10_client_gets_no_transfer_coding_and_no_informational_head() {
+    const EVENTS: [&str; 3] = ["data: {\"n\":1}\n\n", "data: {\"n\":2}\n\n", "data: [DONE]\n\n"];
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (heads, received) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        for n in 0..2 {
+            let head = read_head(&mut conn);
+            let mut body = vec![0u8; content_length(&head)];
+            conn.read_exact(&mut body).unwrap();
+            heads.send(head).unwrap();
+            if n == 0 {
+                conn.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{\"ok\":true}",
+                )
+                .unwrap();
+                continue;
+            }
+            let mut answer = String::from(
+                "HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n\
+                 HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+            );
+            for event in EVENTS {
+                answer.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+            }
+            answer.push_str("0\r\n\r\n");
+            conn.write_all(answer.as_bytes()).unwrap();
+        }
+        let mut buf = [0u8; 1024];
+        while matches!(conn.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let tokentap = Tokentap::start(&url, &[]);
+    let mut feed = tokentap.feed();
+    let mut client = TcpStream::connect(tokentap.addr).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let request = |body: &str| {
+        format!(
+            "POST /v1/chat/completions HTTP/1.0\r\nhost: t\r\nconnection: keep-alive\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+
+    client.write_all(request(r#"{"model":"m","messages":[]}"#).as_bytes()).unwrap();
+    let (head, body) = read_message(&mut client);
+    let lower = head.to_ascii_lowercase();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(lower.contains("connection: keep-alive") && !lower.contains("transfer-encoding"), "{head}");
+    assert_eq!(body, b"{\"ok\":true}");
+    let upstream_head = received.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(upstream_head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"), "{upstream_head}");
+    feed.next_record_for("/v1/chat/completions");
+
+    // The same client connection, kept as asked.
+    client.write_all(request(r#"{"model":"m","stream":true,"messages":[]}"#).as_bytes()).unwrap();
+    let answer = tokentap_e2e::http1::read_to_close(&mut client, Duration::from_secs(60));
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+    let lower = head.to_ascii_lowercase();
+    assert!(head.starts_with("HTTP/1.1 200"), "no informational head first: {answer}");
+    assert!(!lower.contains("transfer-encoding") && !lower.contains("content-length"), "{head}");
+    assert!(lower.contains("connection: close"), "{head}");
+    assert_eq!(body, EVENTS.concat(), "the payload, without chunk framing");
+    let record = feed.next_record_for("/v1/chat/completions");
+    assert_eq!((record["outcome"].as_str(), record["status"].as_u64()), (Some("ok"), Some(200)), "{record:#}");
+
+    let (status, health) = tokentap.admin_get("/_tokentap/api/health");
+    assert_eq!(status, 200);
+    assert_eq!(health["upstream"]["pool"]["reused"], 1, "{health}");
+}

@@ -24,7 +24,9 @@
 //!   heads (`100 Continue` to a client that sent `Expect: 100-continue`) are passed on before the
 //!   body is sent; once the body is sent the client is watched while the answer streams (a client
 //!   that closes ends the exchange at once, bytes of a pipelined next request are kept for it);
-//! - an answer without a length to an HTTP/1.1 client is sent chunked;
+//! - an answer without a length to an HTTP/1.1 client is sent chunked; to an HTTP/1.0 client it
+//!   ends with the client's connection, with no transfer coding (`write_client_head`), and an
+//!   informational head is not passed on to it;
 //! - the request is retried once on a new connection when a reused one was stale (the same
 //!   decision as `error_while_proxy`, `failure::retry_or_fail`), its body replayed from pingora's
 //!   retry buffer (at most 64 KiB; a longer body is never retried);
@@ -34,7 +36,7 @@
 //!   head's reads under a timer each (`upstream_client`), the body's under one timer for the
 //!   whole exchange (`read_deadline`) instead of one registered and dropped per piece.
 //!
-//! Left to pingora's proxy (`relays`): HTTP/1.0 and HTTP/2 clients, routes that may speak HTTP/2
+//! Left to pingora's proxy (`relays`): HTTP/2 clients, routes that may speak HTTP/2
 //! upstream, upgrade requests (WebSocket sessions have their own relay, `tunnel`).
 //!
 //! One difference: a request body piece is written upstream before the loop reads the upstream
@@ -89,11 +91,11 @@ impl Exchanges {
     }
 }
 
-/// Whether tokentap relays this request itself: an HTTP/1.1 client, no upgrade, a route that
-/// speaks HTTP/1 upstream, and `[connections] relay = "tokentap"`.
+/// Whether tokentap relays this request itself: an HTTP/1.1 or HTTP/1.0 client, no upgrade, a
+/// route that speaks HTTP/1 upstream, and `[connections] relay = "tokentap"`.
 pub(crate) fn relays(config: &ValidConfig, session: &Session, route: &Route) -> bool {
     config.connections.relay == Relay::Tokentap
-        && session.req_header().version == http::Version::HTTP_11
+        && matches!(session.req_header().version, http::Version::HTTP_11 | http::Version::HTTP_10)
         && !session.is_upgrade_req()
         && !(route.upstream.tls && route.http2)
 }
@@ -328,8 +330,11 @@ impl TapProxy {
             HttpTask::Header(mut head, end) => {
                 super::response_head::take_upstream_head(session, &mut head, ctx)?;
                 if head.status.is_informational() {
-                    // Passed on as it came (`100 Continue` among them); the answer follows.
-                    session.write_response_header(head, false).await.map_err(|e| e.into_down())?;
+                    // Passed on as it came (`100 Continue` among them); the answer follows. Never
+                    // to an HTTP/1.0 client (RFC 9110 §15.2).
+                    if session.req_header().version == http::Version::HTTP_11 {
+                        session.write_response_header(head, false).await.map_err(|e| e.into_down())?;
+                    }
                     return Ok(false);
                 }
                 frame_client_head(&mut head, head_request, end)?;

@@ -92,18 +92,22 @@ impl TapProxy {
     /// The head the client gets: framed for an HTTP/1.0 client, and the request id when enabled.
     pub(super) fn write_client_head(
         &self,
-        session: &Session,
+        session: &mut Session,
         upstream_response: &mut ResponseHeader,
         ctx: &RequestCtx,
     ) -> Result<()> {
-        // An HTTP/1.0 client cannot read chunked encoding (RFC 9112 §6.1): a body of unknown length
-        // is delimited by closing the connection instead. Same bytes, framed the way it can read.
-        if session.req_header().version == http::Version::HTTP_10
-            && upstream_response.headers.get(header::CONTENT_LENGTH).is_none()
-            && upstream_response.status.as_u16() != 101
-        {
+        // An HTTP/1.0 client gets no transfer coding (RFC 9112 §6.1; it cannot read chunked
+        // encoding): a body of unknown length is delimited by closing the connection instead, also
+        // when the client asked to keep it (`Connection: keep-alive`). Same bytes, framed the way
+        // it can read.
+        if session.req_header().version == http::Version::HTTP_10 && upstream_response.status.as_u16() != 101 {
             upstream_response.remove_header(&header::TRANSFER_ENCODING);
-            upstream_response.insert_header("connection", "close")?;
+            let no_body = session.req_header().method == http::Method::HEAD
+                || matches!(upstream_response.status.as_u16(), 204 | 304);
+            if !no_body && upstream_response.headers.get(header::CONTENT_LENGTH).is_none() {
+                upstream_response.insert_header("connection", "close")?;
+                session.set_keepalive(None);
+            }
         }
         if self.config.response_request_id_header && !ctx.internal {
             upstream_response.insert_header(REQUEST_ID_HEADER, ctx.data.request_id.as_str())?;
