@@ -326,7 +326,7 @@ fn talking_over_an_answer_is_counted_with_the_time_until_its_audio_stopped() {
 #[test]
 fn jitter_from_the_peer_grows_the_jitter_buffer() {
     let steady = session(TWO_QUESTIONS, test_page);
-    let jittery = session(Setup { peer_args: &["--tone-ms", "800", "--jitter-ms", "80"], ..TWO_QUESTIONS }, test_page);
+    let jittery = session(Setup { peer_args: &["--tone-ms", "800", "--jitter-ms", "160"], ..TWO_QUESTIONS }, test_page);
     let mut seen = Vec::new();
     for (name, mut s) in [("steady", steady), ("jittery", jittery)] {
         assert_eq!(s.out["result"]["outcome"], "answered", "{:#}", s.out);
@@ -335,14 +335,21 @@ fn jitter_from_the_peer_grows_the_jitter_buffer() {
         assert_eq!(turns.len(), 2, "{joined:#}");
         assert!(turns.iter().all(|t| f(&t["jitter_buffer_ms"]) > 0.0), "{joined:#}");
         let figures = [&joined["jitter_ms"], &joined["jitter_buffer_ms"], &joined["jitter_buffer_target_ms"]].map(f);
+        let per_turn: Vec<f64> = turns.iter().map(|t| f(&t["jitter_buffer_ms"])).collect();
         eprintln!(
-            "{name}: jitter {:.1} ms, jitter buffer {:.1} ms (target {:.1} ms)",
+            "{name}: jitter {:.1} ms, jitter buffer {:.1} ms (target {:.1} ms), per turn {per_turn:?}",
             figures[0], figures[1], figures[2]
         );
         seen.push(figures);
     }
+    // The jitter the browser measured and the delay its jitter buffer aims for grow with the
+    // peer's jitter (each frame held a random 0–160 ms). The delay the buffer actually held over
+    // these two short answers is reported (above: every turn's is positive) but not compared: the
+    // browser fills the buffer toward its target over seconds, and with both cores busy a steady
+    // session's held delay came out above a jittery one's (72.9 against 68.4 ms, targets 76.6
+    // against 124.2 ms). Quiet runs: held 41–45 against 74–92 ms, targets 38–48 against 150–162 ms.
     let (steady, jittery) = (seen[0], seen[1]);
-    for (i, what) in ["jitter", "jitter buffer delay", "jitter buffer target"].iter().enumerate() {
+    for (i, what) in [(0, "jitter"), (2, "jitter buffer target")] {
         assert!(jittery[i] > steady[i], "{what}: {} with jitter, {} without", jittery[i], steady[i]);
     }
 }
