@@ -58,7 +58,7 @@ use crate::pipeline::UpstreamPoolStats;
 use crate::route::Route;
 
 use super::hop_by_hop::CLIENT_FRAMING;
-use super::read_deadline::ReadDeadline;
+use super::read_deadline::{self, ReadDeadline};
 use super::upstream_client::UpstreamClient;
 use super::upstream_pool::UpstreamPool;
 use super::{RequestCtx, TapProxy};
@@ -299,12 +299,7 @@ impl TapProxy {
                     ctx.read_buffer = Some(upstream.read_buffer());
                     response_done = self.deliver_task(session, task, head_request, ctx).await?;
                 }
-                timeout = async {
-                    match body_deadline.as_mut() {
-                        Some(deadline) => deadline.expired().await,
-                        None => std::future::pending().await,
-                    }
-                }, if !response_done && body_deadline.is_some() => {
+                timeout = read_deadline::expired(&mut body_deadline), if !response_done && body_deadline.is_some() => {
                     let e = Error::explain(ErrorType::ReadTimedout, format!("reading body, timeout: {timeout:?}"));
                     return Err(send_error.take().unwrap_or(e).into_up());
                 }

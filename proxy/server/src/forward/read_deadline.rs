@@ -47,6 +47,15 @@ impl ReadDeadline {
     }
 }
 
+/// [`ReadDeadline::expired`] of a deadline that may not be set yet: without one it never
+/// resolves (a `select!` branch that waits on it is also guarded by `is_some`).
+pub(super) async fn expired(deadline: &mut Option<ReadDeadline>) -> Duration {
+    match deadline {
+        Some(deadline) => deadline.expired().await,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,7 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType, Result};
 
 use super::hop_by_hop::CLIENT_FRAMING;
-use super::read_deadline::ReadDeadline;
+use super::read_deadline::{self, ReadDeadline};
 use super::response_head::MAX_INFORMATIONAL;
 use super::{RequestCtx, TapProxy};
 
@@ -166,12 +166,7 @@ impl TapProxy {
                         return Ok(());
                     }
                 }
-                timeout = async {
-                    match deadline.as_mut() {
-                        Some(deadline) => deadline.expired().await,
-                        None => std::future::pending().await,
-                    }
-                }, if deadline.is_some() => {
+                timeout = read_deadline::expired(&mut deadline), if deadline.is_some() => {
                     let e = Error::explain(ErrorType::ReadTimedout, format!("reading body, timeout: {timeout:?}"));
                     return Err(upstream_failed(e, &peer));
                 }
