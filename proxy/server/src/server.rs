@@ -16,7 +16,8 @@ use crate::admin::{self, AdminState};
 use crate::admission::{Admitted, ConnectionLimits};
 use crate::config::ValidConfig;
 use crate::forward::exchange::Exchanges;
-use crate::forward::TapProxy;
+use crate::forward::client_connection::ClientConnections;
+use crate::forward::{PingoraHooks, TapProxy};
 use crate::pages::Pages;
 use crate::pipeline::{self, PipelineStats, RecordObserver};
 use crate::scheduling_lag::LagProbe;
@@ -166,9 +167,11 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
         conf.upstream_keepalive_pool_size,
         stats.upstream_pool.clone(),
     );
-    let proxy = http_proxy(&conf, TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, exchanges));
+    let tap = Arc::new(TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, exchanges));
+    let proxy = http_proxy(&conf, PingoraHooks(tap.clone()));
+    let connections = ClientConnections::new(tap, proxy);
     let mut service =
-        Service::new("tokentap proxy".to_string(), Admitted::new(proxy, limits, stats.connections.clone()));
+        Service::new("tokentap proxy".to_string(), Admitted::new(connections, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();
     socket_options.so_reuseport = Some(true);
     // The client side's read buffer is sized here (pingora's default is 64 KiB per connection);

@@ -94,9 +94,15 @@ impl Exchanges {
 /// Whether tokentap relays this request itself: an HTTP/1.1 or HTTP/1.0 client, no upgrade, a
 /// route that speaks HTTP/1 upstream, and `[connections] relay = "tokentap"`.
 pub(crate) fn relays(config: &ValidConfig, session: &Session, route: &Route) -> bool {
+    relays_head(config, session.req_header().version, session.is_upgrade_req(), route)
+}
+
+/// [`relays`], from the parts of the head it reads (`client_connection` decides before pingora
+/// parses the head).
+pub(super) fn relays_head(config: &ValidConfig, version: http::Version, upgrade: bool, route: &Route) -> bool {
     config.connections.relay == Relay::Tokentap
-        && matches!(session.req_header().version, http::Version::HTTP_11 | http::Version::HTTP_10)
-        && !session.is_upgrade_req()
+        && matches!(version, http::Version::HTTP_11 | http::Version::HTTP_10)
+        && !upgrade
         && !(route.upstream.tls && route.http2)
 }
 

@@ -9,6 +9,7 @@
 //! allocate per byte, log, or export. Everything else happens in the record pipeline after `logging`.
 
 mod body;
+pub(crate) mod client_connection;
 mod closing_peers;
 mod completion;
 pub(crate) mod exchange;
@@ -84,6 +85,36 @@ impl TapProxy {
         let closing_peers =
             closing_peers::ClosingPeers::new(Duration::from_millis(config.timeouts.closed_after_answer_ms));
         Self { config, redactor, finalize, pages, ingest, kept, tails, lag_probe, exchanges, closing_peers }
+    }
+}
+
+impl TapProxy {
+    /// A request's context, as pingora's `new_ctx` hook makes it.
+    fn new_ctx(&self) -> Box<RequestCtx> {
+        let mut ctx = Box::new(RequestCtx::new());
+        ctx.data.ack.max_samples = self.config.timeline.max_chunks;
+        ctx.data.request_body.budget = Some(self.kept.clone());
+        ctx.data.chunks.body.budget = Some(self.kept.clone());
+        ctx
+    }
+
+    /// The request as a log line names it. pingora's default summary includes the raw query,
+    /// which may carry an API key.
+    fn request_summary(&self, session: &Session) -> String {
+        let req = session.req_header();
+        format!("{} {}", req.method, redact_path(req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")))
+    }
+}
+
+/// tokentap's hooks as pingora's proxy calls them, for the requests pingora's proxy serves
+/// (`client_connection` says which); the same [`TapProxy`] serves the others itself.
+pub(crate) struct PingoraHooks(pub(crate) Arc<TapProxy>);
+
+impl std::ops::Deref for PingoraHooks {
+    type Target = TapProxy;
+
+    fn deref(&self) -> &TapProxy {
+        &self.0
     }
 }
 
@@ -179,18 +210,14 @@ fn header_str(value: Option<&http::HeaderValue>) -> Option<String> {
 }
 
 #[async_trait]
-impl ProxyHttp for TapProxy {
+impl ProxyHttp for PingoraHooks {
     /// Boxed: pingora's per-request future keeps the context by value, in more than one of its
     /// states, and that future is moved into a box of its own on every request; a pointer is
     /// copied instead of the context's kilobyte.
     type CTX = Box<RequestCtx>;
 
     fn new_ctx(&self) -> Self::CTX {
-        let mut ctx = Box::new(RequestCtx::new());
-        ctx.data.ack.max_samples = self.config.timeline.max_chunks;
-        ctx.data.request_body.budget = Some(self.kept.clone());
-        ctx.data.chunks.body.budget = Some(self.kept.clone());
-        ctx
+        self.0.new_ctx()
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
@@ -309,8 +336,6 @@ impl ProxyHttp for TapProxy {
     }
 
     fn request_summary(&self, session: &Session, _ctx: &Self::CTX) -> String {
-        // pingora's default summary includes the raw query, which may carry an API key.
-        let req = session.req_header();
-        format!("{} {}", req.method, redact_path(req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")))
+        self.0.request_summary(session)
     }
 }

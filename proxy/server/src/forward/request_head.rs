@@ -38,7 +38,7 @@ impl TapProxy {
         let req = session.req_header();
         let path_and_query = req.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_string();
 
-        if path_and_query.starts_with("/_tokentap/") || path_and_query == "/_tokentap" {
+        if is_internal(&path_and_query) {
             ctx.internal = true;
             // Boxed, as the WebSocket relay below: awaited inline, the rarer branches' futures
             // would size this one, and so every relayed exchange's memory while it streams.
@@ -119,6 +119,42 @@ impl TapProxy {
         Ok(false)
     }
 
+    /// Whether tokentap serves a request itself, decided from its head before pingora parses it
+    /// (`client_connection`): the decisions `take_request_head` makes, on the same predicates.
+    /// `false` (pingora's proxy serves the request, calling the same hooks) whenever
+    /// `take_request_head` would leave the request to pingora, and whenever the head is one
+    /// pingora's parser treats as its own (`CONNECT`, a target that is not a plain URI).
+    pub(super) fn serves_itself(&self, head: &httparse::Request<'_, '_>) -> bool {
+        let (Some(method), Some(target), Some(version)) = (head.method, head.path, head.version) else {
+            return false;
+        };
+        let version = match version {
+            1 => http::Version::HTTP_11,
+            0 => http::Version::HTTP_10,
+            _ => return false,
+        };
+        if method == "CONNECT" {
+            return false;
+        }
+        let Ok(uri) = http::Uri::try_from(target) else { return false };
+        if is_internal(uri.path_and_query().map(|p| p.as_str()).unwrap_or("/")) {
+            return true;
+        }
+        let Some(route) = self.config.routes.find(uri.path()) else { return true };
+        let header = |name: &str| head.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value);
+        // pingora's `is_upgrade_req`: HTTP/1.1 with an `Upgrade` header.
+        let upgrade = version == http::Version::HTTP_11 && header("upgrade").is_some();
+        if exchange::relays_head(&self.config, version, upgrade, route) {
+            return true;
+        }
+        // A WebSocket handshake without a body (`tunnel`); a body is one pingora's reader would
+        // see: any transfer coding, or a length other than 0.
+        upgrade
+            && tunnel::is_websocket_upgrade(version, header("upgrade"))
+            && header("transfer-encoding").is_none()
+            && header("content-length").is_none_or(|v| v.trim_ascii() == b"0")
+    }
+
     /// The head as it goes upstream: the route's path, its host, no hop-by-hop headers (nor the
     /// turn headers when stripped), and the request's `traceparent` when injected.
     pub(super) fn write_upstream_head(
@@ -156,6 +192,11 @@ impl TapProxy {
         ctx.charge(entered);
         Ok(())
     }
+}
+
+/// tokentap's own pages and reports (`internal`).
+fn is_internal(path_and_query: &str) -> bool {
+    path_and_query.starts_with("/_tokentap/") || path_and_query == "/_tokentap"
 }
 
 /// tokentap's 404 for a path no route matches.

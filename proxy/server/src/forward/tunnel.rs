@@ -38,8 +38,12 @@ fn upstream_failed(e: Box<Error>, peer: &HttpPeer) -> Box<Error> {
 /// Whether a request is a WebSocket handshake (`Upgrade: websocket`, RFC 6455 §4.1), the one
 /// upgrade relayed here; pingora's proxy turns any other upgrade offer into a plain request.
 pub(crate) fn is_websocket_handshake(request: &RequestHeader) -> bool {
-    request.version == http::Version::HTTP_11
-        && request.headers.get("upgrade").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"))
+    is_websocket_upgrade(request.version, request.headers.get("upgrade").map(|v| v.as_bytes()))
+}
+
+/// [`is_websocket_handshake`] from the version and the first `Upgrade` header's value.
+pub(super) fn is_websocket_upgrade(version: http::Version, upgrade: Option<&[u8]>) -> bool {
+    version == http::Version::HTTP_11 && upgrade.is_some_and(|v| v.eq_ignore_ascii_case(b"websocket"))
 }
 
 /// At most this many `Connection` tokens are read (a bound on a hostile header's work).
