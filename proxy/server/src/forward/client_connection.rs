@@ -68,6 +68,16 @@ impl ClientConnections {
     }
 }
 
+/// Whether the bytes from `scanned` on (with the two before) hold a line feed followed by a blank
+/// line: `\n\n` or `\n\r\n` (httparse ends a head at either).
+fn may_end(bytes: &[u8], scanned: usize) -> bool {
+    let from = scanned.saturating_sub(2);
+    memchr::memchr_iter(b'\n', &bytes[from..]).any(|at| {
+        let rest = &bytes[from + at + 1..];
+        rest.first() == Some(&b'\n') || rest.starts_with(b"\r\n")
+    })
+}
+
 /// A request head's bytes as they arrived, and who serves the request.
 enum Arrival {
     /// The client closed (or its connection failed) before a head was complete.
@@ -107,8 +117,12 @@ impl ClientConnections {
     /// service stops, as pingora's does.
     async fn next_head(&self, stream: &mut Stream, prefix: Option<BytesMut>) -> Arrival {
         let mut bytes = prefix.unwrap_or_default();
+        // Parsed up to here without an end: a head is parsed again only once a blank line may
+        // have come (a head trickled in a byte at a time is not parsed once per byte).
+        let mut scanned = 0;
         loop {
-            if !bytes.is_empty() {
+            if !bytes.is_empty() && (scanned == 0 || may_end(&bytes, scanned)) {
+                scanned = bytes.len();
                 let mut lines = [httparse::EMPTY_HEADER; MAX_HEAD_LINES];
                 let mut head = httparse::Request::new(&mut lines);
                 let ours = match head.parse(&bytes) {
@@ -238,5 +252,62 @@ impl ClientConnections {
             next = self.proxy.process_new_http(session, shutdown).await;
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether httparse finds a complete head in `bytes`.
+    fn complete(bytes: &[u8]) -> bool {
+        let mut lines = [httparse::EMPTY_HEADER; MAX_HEAD_LINES];
+        matches!(httparse::Request::new(&mut lines).parse(bytes), Ok(httparse::Status::Complete(_)))
+    }
+
+    /// A head that arrives in any pieces is parsed again on the read that completes it: the
+    /// head is never left waiting for bytes that will not come.
+    #[test]
+    fn the_read_that_completes_a_head_is_always_parsed() {
+        let heads: [&[u8]; 4] = [
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}",
+            b"GET /v1/lf HTTP/1.1\nHost: t\n\nGET",
+            b"GET / HTTP/1.1\r\n\r\n",
+            b"GET /mixed HTTP/1.1\nHost: t\r\n\r\n",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for head in heads {
+            for _ in 0..2_000 {
+                // Random reads: each piece 1 to 8 bytes.
+                let mut arrived = 0;
+                let mut scanned = 0;
+                let mut found = false;
+                while arrived < head.len() {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    arrived = (arrived + 1 + (state >> 61) as usize).min(head.len());
+                    let bytes = &head[..arrived];
+                    if scanned == 0 || may_end(bytes, scanned) {
+                        scanned = bytes.len();
+                        if complete(bytes) {
+                            found = true;
+                            break;
+                        }
+                    } else {
+                        assert!(!complete(bytes), "a complete head not parsed: {:?}", String::from_utf8_lossy(bytes));
+                    }
+                }
+                assert!(found, "{:?}", String::from_utf8_lossy(head));
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_blank_line_may_end_a_head() {
+        assert!(!may_end(b"GET / HTTP/1.1\r\nHost: t\r\n", 0));
+        assert!(may_end(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", 0));
+        assert!(may_end(b"GET / HTTP/1.1\nHost: t\n\n", 0));
+        // The blank line's bytes split across reads: the two bytes before are looked at again.
+        assert!(may_end(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", 26));
+        assert!(!may_end(b"GET / HTTP/1.1\r\nHost: t\r\nX: 1", 26));
     }
 }
