@@ -186,7 +186,14 @@ fn cases() -> Vec<(&'static str, Vec<u8>, bool)> {
         ("too many headers", format!("GET /v1/a HTTP/1.1\r\nHost: t\r\n{many_headers}\r\n"), true),
         ("a head over a megabyte", format!("GET /v1/a HTTP/1.1\r\nHost: t\r\nX-Big: {huge}\r\n\r\n"), true),
         ("unsafe bytes in the target", "GET /v1/a?q={\"x\"}|y^ HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
-        ("the absolute form", "GET http://upstream.example/v1/abs?x=1 HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("the absolute form", "GET http://t/v1/abs?x=1 HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("the absolute form with another host", "GET http://upstream.example/v1/abs HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("braces and a bar in the target", "GET /v1/a?q={x}|y HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("a bad escape in the target", "GET /v1/a?q=%zz HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("a byte over 0x7f in the target", "GET /v1/caf\u{e9} HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("a target that is a star", "OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
+        ("expecting 100-continue", "POST /v1/a HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}".into(), true),
+        ("closing after the first", "GET /v1/first HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".into(), true),
         ("an HTTP/1.0 client kept alive", "GET /v1/a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n".into(), true),
         ("an HTTP/1.0 client", "POST /v1/a HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}".into(), true),
         ("three pipelined", format!("{plain}{plain}{plain}"), true),
@@ -233,6 +240,9 @@ fn hostile_and_unusual_heads_are_answered_as_pingoras_proxy_answers_them() {
             let ours = run(tokentap.addr, &bytes, last, split);
             let theirs = run(pingora.addr, &bytes, last, split);
             assert_eq!(ours, theirs, "{name} (round {round}, split at {split})");
+            if std::env::var_os("CLIENT_HEADS_SHOW").is_some() && round == 0 {
+                eprintln!("{name}: {ours:?}");
+            }
             if round == 0 {
                 seen.push((name, ours));
             }
@@ -254,6 +264,8 @@ fn hostile_and_unusual_heads_are_answered_as_pingoras_proxy_answers_them() {
     );
     assert_eq!(of("two lengths"), ["400 ".to_string()], "a request with two lengths is refused and nothing follows it");
     assert_eq!(of("CONNECT"), ["405 ".to_string()]);
+    assert_eq!(of("the absolute form")[0], "200 GET /v1/abs?x=1 HTTP/1.1 | 0 bytes, sum 0");
+    assert_eq!(of("closing after the first"), ["200 GET /v1/first HTTP/1.1 | 0 bytes, sum 0".to_string()]);
     assert!(of("a head over a megabyte").iter().all(|a| !a.starts_with('2')), "{:?}", of("a head over a megabyte"));
     let smuggled = of("length and transfer coding");
     assert!(
@@ -261,5 +273,18 @@ fn hostile_and_unusual_heads_are_answered_as_pingoras_proxy_answers_them() {
         "the length is not what frames a chunked body: {smuggled:?}"
     );
     assert_eq!(of("a head cut short"), Vec::<String>::new());
+
+    // Who served them: tokentap's loop, except the connections with a request only pingora's
+    // proxy serves (counted in health), each handed over once, with the requests after it.
+    let handed = |t: &Tokentap| t.admin_get("/_tokentap/api/health").1["connections"]["handed_to_pingora"].clone();
+    assert_eq!(handed(&pingora), 0, "relay = \"pingora\" hands nothing over: every connection is pingora's");
+    let before = handed(&tokentap).as_u64().unwrap();
+    for (bytes, to_pingora) in
+        [(cases()[0].1.clone(), 0), (b"CONNECT example.com:443 HTTP/1.1\r\nHost: e\r\n\r\n".to_vec(), 1)]
+    {
+        run(tokentap.addr, &bytes, true, 0);
+        let after = handed(&tokentap).as_u64().unwrap();
+        assert_eq!(after - before, to_pingora, "{:?}", String::from_utf8_lossy(&bytes));
+    }
     assert_eq!(of("nothing"), Vec::<String>::new());
 }

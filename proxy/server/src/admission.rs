@@ -109,6 +109,9 @@ pub(crate) struct ConnectionStats {
     pub head_timeouts: AtomicU64,
     /// Kept-alive connections closed because no next request started within `keepalive_idle_s`.
     pub idle_closed: AtomicU64,
+    /// Connections tokentap's connection loop handed to pingora's proxy, with a request it does not
+    /// serve itself and every later one (`forward::client_connection`).
+    pub handed_to_pingora: AtomicU64,
     /// The cap in force.
     pub max_open: AtomicU64,
     /// Request heads partly received now (bytes arrived, the blank line not yet).
@@ -128,6 +131,7 @@ impl ConnectionStats {
             "refused_over_client_share": self.refused_over_client_share.load(Ordering::Relaxed),
             "head_timeouts": self.head_timeouts.load(Ordering::Relaxed),
             "idle_closed": self.idle_closed.load(Ordering::Relaxed),
+            "handed_to_pingora": self.handed_to_pingora.load(Ordering::Relaxed),
             "heads_partial": self.heads_partial.load(Ordering::Relaxed),
         })
     }

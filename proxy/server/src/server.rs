@@ -169,7 +169,7 @@ pub fn prepare(config: ValidConfig, mut options: RunOptions) -> Result<Prepared,
     );
     let tap = Arc::new(TapProxy::new(config.clone(), queue, Arc::new(options.pages), lag_probe, exchanges));
     let proxy = http_proxy(&conf, PingoraHooks(tap.clone()));
-    let connections = ClientConnections::new(tap, proxy);
+    let connections = ClientConnections::new(tap, proxy, stats.connections.clone());
     let mut service =
         Service::new("tokentap proxy".to_string(), Admitted::new(connections, limits, stats.connections.clone()));
     let mut socket_options = TcpSocketOptions::default();

@@ -37,6 +37,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::Notify;
 
 use super::{failure, PingoraHooks, TapProxy};
+use crate::admission::ConnectionStats;
 use crate::config::Relay;
 
 /// pingora's limits on a request head: its bytes and its header lines. A head past them is left
@@ -56,15 +57,17 @@ pub(crate) struct ClientConnections {
     proxy: Arc<HttpProxy<PingoraHooks>>,
     /// `[connections] relay = "pingora"`: every connection is pingora's.
     pingora_only: bool,
+    stats: Arc<ConnectionStats>,
     /// Set when the service stops: a connection that waits for its next request closes.
     closing: AtomicBool,
     closed: Notify,
 }
 
 impl ClientConnections {
-    pub(crate) fn new(tap: Arc<TapProxy>, proxy: HttpProxy<PingoraHooks>) -> Self {
+    pub(crate) fn new(tap: Arc<TapProxy>, proxy: HttpProxy<PingoraHooks>, stats: Arc<ConnectionStats>) -> Self {
         let pingora_only = tap.config.connections.relay == Relay::Pingora;
-        Self { tap, proxy: Arc::new(proxy), pingora_only, closing: AtomicBool::new(false), closed: Notify::new() }
+        let (closing, closed) = (AtomicBool::new(false), Notify::new());
+        Self { tap, proxy: Arc::new(proxy), pingora_only, stats, closing, closed }
     }
 }
 
@@ -238,6 +241,7 @@ impl ClientConnections {
     /// The request whose head is `bytes`, and every later one on the connection, served by
     /// pingora's proxy (its HTTP application's loop, as for any connection of its own).
     async fn leave_to_pingora(&self, stream: Stream, bytes: BytesMut, shutdown: &ShutdownWatch) -> Option<Stream> {
+        self.stats.handed_to_pingora.fetch_add(1, Ordering::Relaxed);
         let mut session = ServerSession::new_http1(stream);
         if let ServerSession::H1(h1) = &mut session {
             h1.set_pipelined_prefix(bytes);
