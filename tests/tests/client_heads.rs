@@ -119,8 +119,7 @@ fn transcript(bytes: &[u8]) -> Vec<String> {
             Vec::new()
         } else if header("transfer-encoding").is_some_and(|v| v.ends_with("chunked")) {
             let mut body = Vec::new();
-            loop {
-                let Some(line_end) = find(rest, b"\r\n") else { break };
+            while let Some(line_end) = find(rest, b"\r\n") {
                 let size = usize::from_str_radix(String::from_utf8_lossy(&rest[..line_end]).trim(), 16).unwrap_or(0);
                 rest = &rest[line_end + 2..];
                 let take = size.min(rest.len());
