@@ -33,12 +33,7 @@ fn echo(mut conn: TcpStream) {
         let Some(end) = fill_until(&mut conn, &mut buf, |b| find(b, b"\r\n\r\n").map(|at| at + 4)) else { return };
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
         buf.drain(..end);
-        let header = |name: &str| {
-            head.lines().find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
-            })
-        };
+        let header = |name: &str| header_value(&head, name);
         let body = if header("transfer-encoding").is_some_and(|v| v.ends_with("chunked")) {
             let mut body = Vec::new();
             loop {
@@ -78,6 +73,14 @@ fn echo(mut conn: TcpStream) {
     }
 }
 
+/// A header's value in a head's text, lower-cased.
+fn header_value(head: &str, name: &str) -> Option<String> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
+    })
+}
+
 /// Reads into `buf` until `done` finds what it looks for; `None` when the connection ends first.
 fn fill_until(conn: &mut TcpStream, buf: &mut Vec<u8>, done: impl Fn(&[u8]) -> Option<usize>) -> Option<usize> {
     let mut chunk = [0u8; 8192];
@@ -109,12 +112,7 @@ fn transcript(bytes: &[u8]) -> Vec<String> {
         let head = String::from_utf8_lossy(&rest[..end]).into_owned();
         rest = &rest[end + 4..];
         let status = head.split(' ').nth(1).unwrap_or("?").to_string();
-        let header = |name: &str| {
-            head.lines().find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_ascii_lowercase())
-            })
-        };
+        let header = |name: &str| header_value(&head, name);
         let body = if status.starts_with('1') {
             Vec::new()
         } else if header("transfer-encoding").is_some_and(|v| v.ends_with("chunked")) {
