@@ -138,6 +138,8 @@ pub(crate) struct CapturedBody {
     run_t_ns: Option<u64>,
     /// The read buffer already charged whole for a piece kept by reference ([`ReadBuffer`]).
     charged_buffer: Option<u64>,
+    /// The body's length when its head says it ([`CapturedBody::expect`]).
+    expected_bytes: Option<u64>,
 }
 
 impl CapturedBody {
@@ -169,6 +171,13 @@ impl CapturedBody {
         self.keep(piece, t_ns, cap, false, buffer);
     }
 
+    /// The body's length, from its head's `Content-Length`: a shared buffer for its small pieces
+    /// then has room for what is left of the body (at least the piece, at most
+    /// [`SMALL_PIECE_BUFFER`]), so a 200-byte request body takes 200 bytes, not 4 KiB.
+    pub(crate) fn expect(&mut self, length: u64) {
+        self.expected_bytes = Some(length);
+    }
+
     /// Like [`CapturedBody::push`], for a body that is only read back whole ([`CapturedBody::concat`]):
     /// consecutive small pieces are kept as one entry (stamped with the first one's time), so a
     /// body of one-byte chunks costs its bytes and an entry per shared buffer, not an entry per
@@ -189,6 +198,16 @@ impl CapturedBody {
         }
         let small = piece.len() <= SMALL_PIECE;
         let new_buffer = small && self.small.capacity() - self.small.len() < piece.len();
+        // A new shared buffer's room: what is left of a body of known length (this piece's
+        // bytes counted in `total_bytes` already), else the usual size.
+        let buffer_room = match self.expected_bytes {
+            Some(expected) => {
+                let left = expected.saturating_sub(self.total_bytes - piece.len() as u64);
+                // Not `clamp`: a large piece (never copied) is longer than the buffer.
+                usize::try_from(left).unwrap_or(usize::MAX).min(SMALL_PIECE_BUFFER).max(piece.len())
+            }
+            None => SMALL_PIECE_BUFFER,
+        };
         // A small piece that fits the open run's buffer joins the run: no new entry.
         let joins = coalesce && small && !new_buffer && self.run_t_ns.is_some();
         // Entries taken or promised (the open run's); a new entry needs one more slot.
@@ -200,7 +219,7 @@ impl CapturedBody {
         let charge = grow * PIECE_SLOT_COST
             + if small {
                 if new_buffer {
-                    SMALL_PIECE_BUFFER
+                    buffer_room
                 } else {
                     0
                 }
@@ -231,7 +250,7 @@ impl CapturedBody {
         }
         let kept = if small {
             if new_buffer {
-                self.small = bytes::BytesMut::with_capacity(SMALL_PIECE_BUFFER);
+                self.small = bytes::BytesMut::with_capacity(buffer_room);
             }
             self.small.extend_from_slice(piece);
             if coalesce {
@@ -476,6 +495,39 @@ mod tests {
         assert!(kept[..10].windows(2).all(|w| w[1].as_ptr() as usize == w[0].as_ptr() as usize + 300));
         assert_eq!(kept[10].as_ptr(), large.as_ptr(), "a larger piece is kept by reference");
         assert_eq!(body.charged(), 8 * PIECE_SLOT_COST + 8 * PIECE_SLOT_COST + SMALL_PIECE_BUFFER + SMALL_PIECE + 1);
+    }
+
+    /// A body whose length its head said takes shared buffers sized to what is left of it: a small
+    /// body its bytes, a larger one 4 KiB buffers until its last; a body longer than it said (or
+    /// split in any pieces) is still kept whole.
+    #[test]
+    fn a_body_of_known_length_takes_buffers_of_its_size() {
+        let cases = [
+            (200usize, vec![200usize]),
+            (200, vec![50, 50, 100]),
+            (10_000, vec![400; 25]),
+            (100, vec![300, 300]),
+            (200_000, vec![1000, 100, 60_000, 300]),
+        ];
+        for (length, pieces) in cases {
+            let budget = KeptBudget::new(1 << 20);
+            let mut body = CapturedBody::with_budget(budget.clone());
+            body.expect(length as u64);
+            let bytes: Vec<u8> = (0..pieces.iter().sum::<usize>()).map(|i| (i % 251) as u8).collect();
+            let mut at = 0;
+            for (i, n) in pieces.iter().enumerate() {
+                body.push_coalesced(&Bytes::copy_from_slice(&bytes[at..at + n]), i as u64, 1 << 20);
+                at += n;
+            }
+            assert_eq!(body.concat(), bytes, "{length} {pieces:?}");
+            let sent: usize = pieces.iter().sum();
+            let buffers = body.charged() - 8 * PIECE_SLOT_COST * body.pieces.capacity().div_ceil(8).max(1);
+            if sent <= length && length <= SMALL_PIECE_BUFFER {
+                assert_eq!(buffers, length, "one buffer of the body's size: {pieces:?}");
+            } else {
+                assert!(buffers < sent + SMALL_PIECE_BUFFER, "{length} {pieces:?}: {buffers}");
+            }
+        }
     }
 
     /// Pieces split off one read buffer (tokentap's relay): the first kept by reference is charged

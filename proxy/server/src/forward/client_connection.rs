@@ -135,6 +135,12 @@ impl ClientConnections {
                     _ => Some(false),
                 };
                 if let Some(ours) = ours {
+                    // The buffer stays alive as long as the request (pingora's session keeps the
+                    // head's values in it): a head that left most of it empty moves to a buffer
+                    // of its own size (a copy of a few hundred bytes, 3 KiB less per request).
+                    if bytes.capacity() - bytes.len() >= HEAD_BUFFER_BYTES / 4 {
+                        bytes = BytesMut::from(&bytes[..]);
+                    }
                     return Arrival::Head { bytes, ours };
                 }
             }
