@@ -217,3 +217,63 @@ fn sigterm_exports_the_telemetry_still_queued() {
     );
     assert_eq!(received.histogram_count("tokentap.ttft.answer"), 1, "the metrics were flushed too");
 }
+
+/// A kept-alive connection waiting for its next request is closed at the signal (the client opens
+/// a new one elsewhere), with tokentap's connection loop and with pingora's proxy serving it, while
+/// a stream in flight on another connection keeps the process draining: the close comes from the
+/// shutdown itself, not from the process's exit.
+#[test]
+fn an_idle_kept_alive_connection_is_closed_at_sigterm() {
+    use std::io::{Read, Write};
+    let mock = Mock::start(MOCK_ARGS);
+    for relay in ["tokentap", "pingora"] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("tokentap.toml");
+        std::fs::write(&config, format!("[shutdown]\ngrace_period_s = 60\n\n[connections]\nrelay = \"{relay}\"\n"))
+            .unwrap();
+        let mut tokentap = Tokentap::start(&mock.url, &["--config", config.to_str().unwrap()]);
+        let mut conn = std::net::TcpStream::connect(tokentap.addr).expect("connect");
+        conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let body = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        conn.write_all(&[head.as_bytes(), body].concat()).expect("request");
+        // The whole streamed answer (chunked), and the connection kept.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.ends_with(b"0\r\n\r\n") {
+            let n = conn.read(&mut buf).expect("the answer before the read timeout");
+            assert!(n > 0, "{relay}: closed after the answer: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(!String::from_utf8_lossy(&got).to_ascii_lowercase().contains("connection: close"), "{relay}");
+        // A stream in flight (about 3 s) keeps the process draining after the signal.
+        let mut stream = StreamedResponse::open(tokentap.addr, &chat());
+        stream.read_head();
+        stream.read_body_until(1);
+        signal(&tokentap, "TERM");
+        match conn.read(&mut buf) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("{relay}: the idle connection was not closed at the signal: {other:?}"),
+        }
+        let state = std::fs::read_to_string(format!("/proc/{}/stat", tokentap.proc.pid())).unwrap_or_default();
+        let state = state.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or_default();
+        assert!(
+            matches!(state, Some('R' | 'S' | 'D')),
+            "{relay}: closed only when the process ended (state {state:?})"
+        );
+        while stream.read_some() {}
+        let response = stream.into_response();
+        assert!(response.complete && String::from_utf8_lossy(&response.body).contains("[DONE]"), "{relay}: cut");
+        let status = tokentap.proc.wait_exit();
+        assert!(status.success(), "{relay}: tokentap exited with {status}: {}", tokentap.proc.stderr());
+        assert!(
+            tokentap.proc.stderr().contains("drained: every request is recorded"),
+            "{relay}: {}",
+            tokentap.proc.stderr()
+        );
+    }
+}
