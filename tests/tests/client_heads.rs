@@ -198,6 +198,8 @@ fn cases() -> Vec<(&'static str, Vec<u8>, bool)> {
         ("a WebSocket handshake with a body", "GET /v1/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 2\r\n\r\n{}".into(), true),
         ("tokentap's own path", "GET /_tokentap/nothing-here HTTP/1.1\r\nHost: t\r\n\r\n".into(), true),
         ("a head cut short", "GET /v1/a HTTP/1.1\r\nHost: t\r\nX-A".into(), false),
+        // Neither the last request nor a close follows: only a refusal ends it.
+        ("a head that never ends", format!("GET /v1/a HTTP/1.1\r\nHost: t\r\nX-Big: {}", "a".repeat(1_500_000)), true),
         ("a body cut short", "POST /v1/a HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n{}".into(), false),
         ("nothing", String::new(), false),
     ];
@@ -209,13 +211,15 @@ fn run(addr: std::net::SocketAddr, bytes: &[u8], last: bool, split: usize) -> Ve
     let mut conn = TcpStream::connect(addr).unwrap();
     conn.set_nodelay(true).unwrap();
     let mut all = bytes.to_vec();
-    if last {
+    // A head that never ends is followed by nothing: the client holds the connection.
+    let hold = bytes.len() > 1 << 20 && find(bytes, b"\r\n\r\n").is_none();
+    if last && !hold {
         all.extend_from_slice(LAST.as_bytes());
     }
     let split = split.min(all.len());
     // A connection tokentap closed early (a refused head) may refuse the rest of the bytes.
     let _ = conn.write_all(&all[..split]).and_then(|()| conn.write_all(&all[split..]));
-    if !last {
+    if !last && !hold {
         let _ = conn.shutdown(Shutdown::Write);
     }
     transcript(&read_to_close(&mut conn, Duration::from_secs(60)))
@@ -270,6 +274,7 @@ fn hostile_and_unusual_heads_are_answered_as_pingoras_proxy_answers_them() {
         "the length is not what frames a chunked body: {smuggled:?}"
     );
     assert_eq!(of("a head cut short"), Vec::<String>::new());
+    assert_eq!(of("a head that never ends"), ["400 ".to_string()], "refused past 1 MiB, not read on");
 
     // Who served them: tokentap's loop, except the connections with a request only pingora's
     // proxy serves (counted in health), each handed over once, with the requests after it.

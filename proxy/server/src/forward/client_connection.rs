@@ -124,7 +124,9 @@ impl ClientConnections {
         // have come (a head trickled in a byte at a time is not parsed once per byte).
         let mut scanned = 0;
         loop {
-            if !bytes.is_empty() && (scanned == 0 || may_end(&bytes, scanned)) {
+            // Past pingora's limit without an end (a head that never ends): parsed once more, and
+            // left to pingora's parser, which refuses it; never read further.
+            if !bytes.is_empty() && (scanned == 0 || bytes.len() > MAX_HEAD_BYTES || may_end(&bytes, scanned)) {
                 scanned = bytes.len();
                 let mut lines = [httparse::EMPTY_HEADER; MAX_HEAD_LINES];
                 let mut head = httparse::Request::new(&mut lines);
