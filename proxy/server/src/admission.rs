@@ -251,10 +251,6 @@ pub(crate) const SHUTDOWN_HEAD_WAIT: Duration = Duration::from_secs(2);
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
     async fn process_new(self: &Arc<Self>, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
-        // A stream handed back for reuse is already guarded (and holds its slot).
-        if stream.as_any().is::<Guarded>() {
-            return self.inner.process_new(stream, shutdown).await;
-        }
         let Ok(share) = self.client_share(&stream) else {
             refuse(stream).await;
             return None;
@@ -267,7 +263,8 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Admitted<A> {
         // The connection gets a task of its own, sized to its own future: pingora's accept task
         // holds the handshake's future beside the application's (about 8.6 KiB) for as long as
         // the connection is open. pingora awaits nothing after this and tracks no connection
-        // task; a stream handed back for reuse is served again in the same task.
+        // task; a stream the application hands back for reuse is served again in the same task
+        // (so pingora never hands this wrapper a stream that is guarded already).
         let (app, shutdown) = (self.clone(), shutdown.clone());
         tokio::spawn(async move {
             let mut next = app.inner.process_new(guarded, &shutdown).await;

@@ -199,14 +199,14 @@ impl CapturedBody {
         let small = piece.len() <= SMALL_PIECE;
         let new_buffer = small && self.small.capacity() - self.small.len() < piece.len();
         // A new shared buffer's room: what is left of a body of known length (this piece's
-        // bytes counted in `total_bytes` already), else the usual size.
+        // bytes counted in `total_bytes` already, and a small piece never longer than the
+        // buffer), else the usual size. Worked out only when a buffer is started.
         let buffer_room = match self.expected_bytes {
-            Some(expected) => {
+            Some(expected) if new_buffer => {
                 let left = expected.saturating_sub(self.total_bytes - piece.len() as u64);
-                // Not `clamp`: a large piece (never copied) is longer than the buffer.
-                usize::try_from(left).unwrap_or(usize::MAX).min(SMALL_PIECE_BUFFER).max(piece.len())
+                usize::try_from(left).unwrap_or(usize::MAX).clamp(piece.len(), SMALL_PIECE_BUFFER)
             }
-            None => SMALL_PIECE_BUFFER,
+            _ => SMALL_PIECE_BUFFER,
         };
         // A small piece that fits the open run's buffer joins the run: no new entry.
         let joins = coalesce && small && !new_buffer && self.run_t_ns.is_some();

@@ -56,7 +56,7 @@ impl TapProxy {
             ctx.data.path = redact_path(stripped.as_deref().unwrap_or(&path_and_query));
             ctx.data.request_headers = kept_headers(&req.headers, &self.redactor);
             ctx.data.request_content_type = header_str(req.headers.get(http::header::CONTENT_TYPE));
-            if let Some(length) = super::response_head::content_length(&req.headers) {
+            if let Some(length) = super::response_framing::content_length(&req.headers) {
                 ctx.data.request_body.expect(length);
             }
             let turns = &self.config.turns;

@@ -65,7 +65,7 @@ pub(super) fn take_upstream_head(
     ctx.data.response_content_encoding = header_str(upstream_response.headers.get(header::CONTENT_ENCODING));
     ctx.data.response_protocol = http_protocol(upstream_response.version);
     copy_timing_headers(upstream_response, &mut ctx.data.timing_headers);
-    if let Some(length) = content_length(&upstream_response.headers) {
+    if let Some(length) = super::response_framing::content_length(&upstream_response.headers) {
         ctx.data.chunks.body.expect(length);
     }
     ctx.data.mcp_session_id = upstream_response
@@ -145,15 +145,6 @@ fn http_protocol(version: http::Version) -> Option<HttpProtocol> {
         http::Version::HTTP_3 => Some(HttpProtocol::H3),
         _ => None,
     }
-}
-
-/// A head's `Content-Length` when it is one plain number (the framing checks refuse anything
-/// else before a body is read).
-pub(super) fn content_length(headers: &http::HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
-        .and_then(|v| v.parse().ok())
 }
 
 #[cfg(test)]
