@@ -5,15 +5,37 @@ use tokentap_e2e::{http1, Tokentap};
 const CHAT: &str = "/v1/chat/completions";
 const BODY: &[u8] = br#"{"model":"mock-gpt","stream":true,"messages":[{"role":"user","content":"hello"}]}"#;
 
-/// An upstream that answers every connection with `head` and closes.
+/// An upstream that answers every connection with `head` and closes. It reads the whole request
+/// first (head and `content-length` body, which may come in separate writes): a socket closed
+/// with bytes unread sends a reset instead of an end, and tokentap would then see a read error
+/// rather than the close the test is about.
 fn hostile_upstream(head: &'static [u8]) -> std::net::SocketAddr {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for mut conn in listener.incoming().map_while(Result::ok) {
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(30)));
+            let mut request = Vec::new();
             let mut buf = [0u8; 4096];
-            let _ = conn.read(&mut buf);
+            loop {
+                let whole = request.windows(4).position(|w| w == b"\r\n\r\n").is_some_and(|end| {
+                    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    request.len() >= end + 4 + length
+                });
+                if whole {
+                    break;
+                }
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
             let _ = conn.write_all(head);
         }
     });
