@@ -317,12 +317,12 @@ fn pipelined_requests_are_answered_in_order() {
 
 #[test]
 fn bytes_pass_unchanged_with_any_client_read_buffer_and_either_runtime() {
-    // The client read buffer (`[connections] read_buffer_bytes`, 0 = none), a runtime per thread
+    // The client read buffer (`[connections] read_buffer_bytes`, none by default), a runtime per thread
     // (`work_stealing = false`) and pingora's proxy as the relay instead of tokentap's loop change
     // how bytes are read, never what is forwarded.
     let upstream = ScriptedUpstream::start();
     for (name, text) in [
-        ("unbuffered", "[connections]\nread_buffer_bytes = 0\n"),
+        ("4 KiB buffer", "[connections]\nread_buffer_bytes = 4096\n"),
         ("7-byte buffer", "[connections]\nread_buffer_bytes = 7\n"),
         ("no work stealing", "work_stealing = false\nthreads = 2\n"),
         ("pingora relay", "[connections]\nrelay = \"pingora\"\n"),

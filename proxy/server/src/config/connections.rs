@@ -50,10 +50,12 @@ pub enum Relay {
     Pingora,
 }
 
-/// Default client read buffer: one request head of common size. Reads larger than the buffer go
-/// straight to the socket, so request bodies never pass through it (BENCHMARKS.md: 64 KiB less
-/// per open stream than pingora's default, with no cost seen in CPU or latency).
-pub const DEFAULT_READ_BUFFER_BYTES: usize = 4 * 1024;
+/// Default client read buffer: none. tokentap's connection loop reads each request head into a
+/// buffer of its own (`forward::client_connection`) and pingora's body reader reads 64 KiB at a
+/// time, so both went past a buffer here; it only held 4 KiB per open connection
+/// (BENCHMARKS.md, "The upstream read buffer sized to the events, and no client read buffer").
+/// A value above 0 puts one back (reads smaller than it then fill it first).
+pub const DEFAULT_READ_BUFFER_BYTES: usize = 0;
 
 impl Default for ConnectionsConfig {
     fn default() -> Self {

@@ -38,7 +38,9 @@ fn invalid_head(why: &'static str) -> Box<Error> {
 }
 
 /// Takes a complete response head from the front of `buf`; `None` while more bytes are needed.
-/// The head's names and values share its bytes (one frozen `Bytes`), as pingora's do.
+/// The head's names and values share its bytes (one `Bytes`), as pingora's do: a copy of its own
+/// size, not a part of `buf`, since the head lives as long as the answer and would keep the whole
+/// read buffer alive with it.
 pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Box<ResponseHeader>>> {
     /// A header's name and value as offsets into the head.
     struct Field {
@@ -77,7 +79,8 @@ pub(super) fn take_head(buf: &mut BytesMut) -> Result<Option<Box<ResponseHeader>
         let reason = response.reason.map(|r| (r.as_ptr() as usize - base, r.len()));
         (len, code, version, reason, fields)
     };
-    let raw = buf.split_to(len).freeze();
+    let raw = Bytes::copy_from_slice(&buf[..len]);
+    buf.advance(len);
     let slice = |(start, len): (usize, usize)| raw.slice(start..start + len);
     let mut head = ResponseHeader::build(code, Some(fields.len()))?;
     head.set_version(version);

@@ -5,9 +5,15 @@
 //! every answer's body into a 64 KiB buffer of its own, allocated per response, and copied each
 //! piece out of it).
 //!
-//! The buffer starts with room for 4 KiB; a read that fills all the room it had doubles the next
-//! buffer's size, up to 64 KiB, so a large answer is read in few system calls and a stream of small
-//! events in small buffers. A piece kept for analysis keeps its buffer alive, and the kept-bytes
+//! The buffer starts with room for 4 KiB (a head and, most often, a whole unstreamed body); a read
+//! that fills all the room it had doubles the next buffer's size, up to 64 KiB, so a large answer is
+//! read in few system calls, and a read of less than a quarter of its room halves it, down to
+//! 1 KiB, so an open stream of small events waits for its next event in a 1 KiB buffer, not a
+//! 4 KiB one (the smaller size takes effect when the current buffer is used up and nothing is left
+//! in it). A body that did not come with its head starts in a new buffer: of its length when the
+//! head gives one, of 1 KiB for a stream of events; the head itself is copied out of the read
+//! buffer (`response_framing::take_head`), since it lives as long as the answer and would keep the
+//! buffer alive. A piece kept for analysis keeps its buffer alive, and the kept-bytes
 //! budget is charged the whole buffer once (`read_buffer`, `timeline::ReadBuffer`); the pieces of
 //! at most 512 bytes, most streamed events, are copied into shared buffers by the body hook.
 //!
@@ -39,8 +45,11 @@ use super::response_framing::{content_length, is_chunked, take_head, BodyDecoder
 const FIRST_BUFFER: usize = 4 * 1024;
 /// The largest read buffer.
 const MAX_BUFFER: usize = 64 * 1024;
-/// A buffer with less room than this is replaced before the next read.
-const MIN_ROOM: usize = 1024;
+/// The smallest read buffer (two or three server-sent events of the usual size).
+const MIN_BUFFER: usize = 1024;
+/// A read always has at least this much room (a server-sent event of the usual size, 150–400
+/// bytes, arrives in one read); a buffer with less left is replaced.
+const MIN_ROOM: usize = 512;
 
 const PREMATURE_BODY_END: ErrorType = ErrorType::Custom("PrematureBodyEnd");
 
@@ -224,19 +233,24 @@ impl UpstreamClient {
         }
     }
 
-    /// One read into the buffer (a new buffer when the current one has too little room).
+    /// One read into the buffer (a new buffer when the current one has less than a quarter of its
+    /// room left, or less than [`MIN_ROOM`]), and the next buffer's size from what the read filled.
     async fn fill(&mut self) -> std::io::Result<usize> {
-        if self.buf.capacity() - self.buf.len() < MIN_ROOM {
-            // A new buffer, or the same one reclaimed when no piece split off it is alive: a
-            // buffer of its own for the pieces kept from now on.
-            self.buf.reserve(self.buffer_size);
+        let room = self.buf.capacity() - self.buf.len();
+        if room < (self.buffer.capacity / 4).max(MIN_ROOM) {
+            if self.buf.is_empty() && self.buffer_size < self.buffer.capacity {
+                // Smaller reads: a smaller buffer (a reserve would keep the size it had).
+                self.buf = BytesMut::with_capacity(self.buffer_size);
+            } else {
+                // A new buffer, or the same one reclaimed when no piece split off it is alive.
+                self.buf.reserve(self.buffer_size);
+            }
+            // A buffer of its own for the pieces kept from now on.
             self.buffer = ReadBuffer { id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed), capacity: self.buf.capacity() };
         }
         let room = self.buf.capacity() - self.buf.len();
         let n = self.stream.read_buf(&mut self.buf).await?;
-        if n == room && self.buffer_size < MAX_BUFFER {
-            self.buffer_size *= 2;
-        }
+        self.buffer_size = next_buffer_size(self.buffer_size, n, room);
         Ok(n)
     }
 
@@ -337,6 +351,12 @@ impl UpstreamClient {
             return HttpTask::Header(head, false);
         }
         let framing = Framing::of(&head, self.head_request);
+        if self.buf.is_empty() {
+            // Nothing of the body came with the head: the read buffer goes (the head has its own
+            // bytes), and the body's first buffer is sized to it.
+            self.buf = BytesMut::new();
+            self.buffer_size = first_body_buffer(framing, &head.headers, self.buffer_size);
+        }
         let body = BodyDecoder::new(framing);
         let end = body.done();
         let http10 = head.version == http::Version::HTTP_10;
@@ -357,6 +377,38 @@ impl UpstreamClient {
         }
         let _ = self.stream.shutdown().await;
         None
+    }
+}
+
+/// The size of the first buffer of a body that did not start with its head: its length when
+/// the head gives one (within 1–64 KiB), the smallest for a stream of events (server-sent events,
+/// JSON lines), else what the reads so far made it.
+fn first_body_buffer(framing: Framing, headers: &http::HeaderMap, size: usize) -> usize {
+    match framing {
+        Framing::Length(length) => usize::try_from(length).unwrap_or(MAX_BUFFER).clamp(MIN_BUFFER, MAX_BUFFER),
+        Framing::Chunked | Framing::UntilClose if is_event_stream(headers) => MIN_BUFFER,
+        Framing::Chunked | Framing::UntilClose => size,
+    }
+}
+
+/// Whether the answer's type is a stream of small events: `text/event-stream` or JSON lines.
+fn is_event_stream(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers.get(http::header::CONTENT_TYPE) else { return false };
+    let media = value.as_bytes().split(|b| *b == b';').next().unwrap_or_default().trim_ascii();
+    [&b"text/event-stream"[..], b"application/x-ndjson", b"application/jsonl", b"application/json-seq"]
+        .iter()
+        .any(|t| media.eq_ignore_ascii_case(t))
+}
+
+/// The next read buffer's size after a read of `read` bytes into `room`: doubled when the read
+/// filled the room, halved when it filled less than a quarter of it, within 1–64 KiB.
+fn next_buffer_size(size: usize, read: usize, room: usize) -> usize {
+    if read == room {
+        (size * 2).min(MAX_BUFFER)
+    } else if read > 0 && read * 4 <= room {
+        (size / 2).max(MIN_BUFFER)
+    } else {
+        size
     }
 }
 
@@ -578,6 +630,81 @@ mod tests {
         assert!(buffers.windows(2).all(|w| w[0].id < w[1].id), "{buffers:?}");
         let largest = buffers.iter().map(|b| b.capacity).max().unwrap();
         assert!((MAX_BUFFER..2 * MAX_BUFFER).contains(&largest), "{buffers:?}");
+    }
+
+    /// A stream of small events is read into 1 KiB buffers: from its first event when the head
+    /// says it is a stream of events, after a few buffers otherwise (each reclaimed while no
+    /// piece of it is alive); a burst that fills the room grows the next buffer again.
+    #[tokio::test]
+    async fn buffers_shrink_for_a_stream_of_small_events_and_grow_for_a_burst() {
+        for (content_type, first) in [("text/event-stream; charset=utf-8", MIN_BUFFER), ("text/plain", 2 * MIN_BUFFER)]
+        {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\n\r\n");
+            let (mut upstream, server) = answered("POST", head.as_bytes(), false).await;
+            assert!(matches!(upstream.read_task().await.unwrap(), HttpTask::Header(..)));
+            stream_then_burst(upstream, server, first).await;
+        }
+    }
+
+    async fn stream_then_burst(mut upstream: UpstreamClient, mut server: tokio::io::DuplexStream, first: usize) {
+        let event = format!("data: {}\n\n", "x".repeat(250));
+        let chunk = format!("{:X}\r\n{event}\r\n", event.len());
+        let mut capacities = Vec::new();
+        for _ in 0..40 {
+            server.write_all(chunk.as_bytes()).await.unwrap();
+            match upstream.read_task().await.unwrap() {
+                HttpTask::Body(Some(piece), false) => assert_eq!(piece, event.as_bytes()),
+                other => panic!("{other:?}"),
+            }
+            capacities.push(upstream.read_buffer().capacity);
+        }
+        assert_eq!(capacities[0], first, "{capacities:?}");
+        assert!(capacities[20..].iter().all(|c| *c == MIN_BUFFER), "{capacities:?}");
+        // A burst of 16 KiB: buffers grow until a read no longer fills them.
+        let burst = chunk.repeat(60);
+        server.write_all(burst.as_bytes()).await.unwrap();
+        let mut read = 0;
+        while read < 60 * event.len() {
+            match upstream.read_task().await.unwrap() {
+                HttpTask::Body(Some(piece), false) => read += piece.len(),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(read, 60 * event.len());
+        assert!(upstream.buffer_size > 4 * MIN_BUFFER, "{}", upstream.buffer_size);
+    }
+
+    /// A body that did not come with its head starts in a buffer of its length (within 1–64
+    /// KiB); one that did shares the head's read buffer, and the head has bytes of its own.
+    #[tokio::test]
+    async fn a_body_after_its_head_gets_a_buffer_of_its_length() {
+        for (length, capacity) in [(10, MIN_BUFFER), (3000, 3000), (1 << 20, MAX_BUFFER)] {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n");
+            let (mut upstream, mut server) = answered("POST", head.as_bytes(), false).await;
+            let HttpTask::Header(head, false) = upstream.read_task().await.unwrap() else { panic!() };
+            server.write_all(b"x").await.unwrap();
+            assert!(matches!(upstream.read_task().await.unwrap(), HttpTask::Body(Some(_), false)));
+            assert_eq!(upstream.read_buffer().capacity, capacity, "{length}");
+            assert_eq!(head.headers["content-length"], length.to_string().as_str());
+        }
+        let (mut upstream, _server) = answered("POST", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false).await;
+        assert!(matches!(upstream.read_task().await.unwrap(), HttpTask::Header(_, false)));
+        assert!(matches!(upstream.read_task().await.unwrap(), HttpTask::Body(Some(_), true)));
+        assert_eq!(upstream.read_buffer().capacity, FIRST_BUFFER);
+    }
+
+    #[test]
+    fn the_next_buffer_doubles_after_a_full_read_and_halves_after_a_small_one() {
+        for (size, read, room, next) in [
+            (4096, 4096, 4096, 8192),
+            (MAX_BUFFER, 100, 100, MAX_BUFFER),
+            (4096, 300, 4096, 2048),
+            (1024, 300, 1024, 1024),
+            (4096, 2000, 3000, 4096),
+            (4096, 0, 4096, 4096),
+        ] {
+            assert_eq!(next_buffer_size(size, read, room), next, "{size} {read} {room}");
+        }
     }
 
     /// Every piece before a framing error reaches the client; the error comes after them.
