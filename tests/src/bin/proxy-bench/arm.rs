@@ -23,6 +23,13 @@ pub(crate) enum Arm {
         recording: bool,
         pingora_relay: bool,
     },
+    /// agentgateway (a Rust gateway on hyper), one worker thread, its access log to a file: with
+    /// `llm`, its LLM route (an `ai` backend with the OpenAI provider, which parses each event of
+    /// the stream), else a plain HTTP route to the same upstream.
+    Agentgateway {
+        bin: PathBuf,
+        llm: bool,
+    },
 }
 
 impl Arm {
@@ -33,6 +40,8 @@ impl Arm {
             Arm::Tokentap { label, recording: true, pingora_relay: false, .. } => label.clone(),
             Arm::Tokentap { label, recording: true, pingora_relay: true, .. } => format!("{label}, pingora relay"),
             Arm::Tokentap { label, recording: false, .. } => format!("{label}, recording off"),
+            Arm::Agentgateway { llm: true, .. } => "agentgateway LLM route".into(),
+            Arm::Agentgateway { llm: false, .. } => "agentgateway plain route".into(),
         }
     }
 }
@@ -71,6 +80,7 @@ pub(crate) fn start_wrapped(arm: &Arm, upstream: SocketAddr, core: usize, thread
         Arm::Tokentap { bin, recording, pingora_relay, .. } => {
             start_tokentap(bin, upstream, core, threads, *recording, *pingora_relay, wrap)
         }
+        Arm::Agentgateway { bin, llm } => start_agentgateway(bin, upstream, core, *llm, wrap),
     }
 }
 
@@ -164,6 +174,72 @@ fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize, wrap: &[String]) -
         }
     }
     panic!("nginx could not bind a free port in five tries");
+}
+
+fn start_agentgateway(bin: &Path, upstream: SocketAddr, core: usize, llm: bool, wrap: &[String]) -> Running {
+    assert!(bin.exists(), "{} not found", bin.display());
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (port, ready) = (free_port(), free_port());
+        let config = dir.path().join("agentgateway.yaml");
+        std::fs::write(&config, agentgateway_config(port, ready, upstream, llm)).expect("write agentgateway.yaml");
+        // Its log (a line per request, as nginx's access log) goes to a file, not through a pipe
+        // read on the load generator's core.
+        let log = dir.path().join("agentgateway.log");
+        let mut cmd = Command::new("taskset");
+        cmd.arg("-c").arg(core.to_string()).arg("sh").arg("-c").arg("log=$1; shift; exec \"$@\" >\"$log\" 2>&1");
+        cmd.arg("sh").arg(&log).args(wrap).arg(bin).arg("-f").arg(&config);
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("OTEL_") {
+                cmd.env_remove(key);
+            }
+        }
+        let mut proc = Proc::spawn(cmd);
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let deadline = std::time::Instant::now() + Duration::from_secs(if wrap.is_empty() { 30 } else { 300 });
+        loop {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return Running { addr, admin: None, proc: Some(proc), dir: Some(dir) };
+            }
+            if proc.try_wait().is_some() {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                if said.contains("in use") {
+                    break;
+                }
+                panic!("agentgateway did not start: {said}");
+            }
+            assert!(std::time::Instant::now() < deadline, "agentgateway not accepting in time");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    panic!("agentgateway could not bind a free port in five tries");
+}
+
+/// One worker thread; its admin and stats listeners off, readiness on a free port; one route to
+/// the upstream: the LLM route (the OpenAI provider with its host overridden) or a plain one.
+fn agentgateway_config(port: u16, ready: u16, upstream: SocketAddr, llm: bool) -> String {
+    let backend = if llm {
+        format!("- ai: {{name: openai, hostOverride: \"{upstream}\", provider: {{openAI: {{}}}}}}")
+    } else {
+        format!("- host: \"{upstream}\"")
+    };
+    format!(
+        r#"config:
+  workerThreads: 1
+  adminAddr: "off"
+  statsAddr: "off"
+  readinessAddr: "127.0.0.1:{ready}"
+binds:
+- port: {port}
+  listeners:
+  - name: bench
+    protocol: HTTP
+    routes:
+    - name: bench
+      backends:
+        {backend}
+"#
+    )
 }
 
 /// One worker, no buffering, HTTP/1.1 keep-alive to the upstream, access log on (as deployed).

@@ -361,6 +361,9 @@ pub(crate) fn run(
                     crate::table::command_output(&bin.display().to_string(), &["-v"])
                 );
             }
+            Arm::Agentgateway { bin, .. } => {
+                let _ = writeln!(s, "- {}: `{}`, `workerThreads: 1`.", arm.name(), bin.display());
+            }
             Arm::Tokentap { bin, recording, pingora_relay, .. } => {
                 let how = match (*recording, *pingora_relay) {
                     (true, false) => "recording and analysis on (defaults)",

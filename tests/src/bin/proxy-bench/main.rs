@@ -37,6 +37,8 @@ pub(crate) struct Args {
     pingora_relay: Vec<String>,
     recording_off: bool,
     nginx: Option<PathBuf>,
+    /// agentgateway's binary: two more arms, its LLM route and a plain route.
+    agentgateway: Option<PathBuf>,
     proxy_core: usize,
     load_core: usize,
     threads: usize,
@@ -59,6 +61,7 @@ const USAGE: &str = "proxy-bench [--levels 1,100,500,1000,2000,5000] [--events 4
   [--transport sse|websocket]   (how streams travel: SSE responses, or server frames of WebSocket sessions)
   [--rates 100,1000,3000] [--rate-seconds 5] [--connections 64]
   [--tokentap LABEL=PATH]... [--pingora-relay LABEL]... [--recording-off true|false] [--nginx PATH|none]
+  [--agentgateway PATH]   (a peer: agentgateway's LLM route and a plain route of it, one worker thread each)
       (--pingora-relay: that build once more with `[connections] relay = \"pingora\"`)
   [--proxy-core 0] [--load-core 1] [--threads 1]
   [--soak-minutes M [--soak-streams 200] [--soak-sample-s 10]]   (the last --tokentap only, instead of the sweep)
@@ -82,6 +85,7 @@ fn parse_args() -> Result<Args, String> {
         pingora_relay: Vec::new(),
         recording_off: true,
         nginx: Some(tokentap_e2e::nginx::nginx_bin()),
+        agentgateway: None,
         proxy_core: 0,
         load_core: 1,
         threads: 1,
@@ -135,6 +139,7 @@ fn parse_args() -> Result<Args, String> {
             "--pingora-relay" => args.pingora_relay.push(value.clone()),
             "--recording-off" => args.recording_off = value.parse().map_err(|_| bad("true or false"))?,
             "--nginx" => args.nginx = (value != "none").then(|| PathBuf::from(&value)),
+            "--agentgateway" => args.agentgateway = Some(PathBuf::from(&value)),
             "--proxy-core" => args.proxy_core = value.parse().map_err(|_| bad("a core number"))?,
             "--load-core" => args.load_core = value.parse().map_err(|_| bad("a core number"))?,
             "--threads" => args.threads = value.parse().map_err(|_| bad("a count"))?,
@@ -170,6 +175,10 @@ fn arms(args: &Args) -> Vec<Arm> {
     let mut arms = vec![Arm::Direct];
     if let Some(bin) = &args.nginx {
         arms.push(Arm::Nginx { bin: bin.clone() });
+    }
+    if let Some(bin) = &args.agentgateway {
+        arms.push(Arm::Agentgateway { bin: bin.clone(), llm: true });
+        arms.push(Arm::Agentgateway { bin: bin.clone(), llm: false });
     }
     for (label, bin) in &args.tokentaps {
         arms.push(Arm::Tokentap { label: label.clone(), bin: bin.clone(), recording: true, pingora_relay: false });

@@ -198,6 +198,19 @@ in rotated order, {} time(s).",
                     command_output(&bin.display().to_string(), &["-v"])
                 );
             }
+            Arm::Agentgateway { bin, .. } => {
+                let _ = writeln!(
+                    s,
+                    "- {}: `{}`, `workerThreads: 1`, its log to a file; {}.",
+                    arm.name(),
+                    bin.display(),
+                    if matches!(arm, Arm::Agentgateway { llm: true, .. }) {
+                        "an `ai` backend with the OpenAI provider (`hostOverride` to the upstream), which parses the stream's events"
+                    } else {
+                        "a `host` backend (a plain HTTP route)"
+                    }
+                );
+            }
             Arm::Tokentap { label, bin, recording, pingora_relay } => {
                 let _ = writeln!(
                     s,
