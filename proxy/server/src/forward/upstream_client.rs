@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures_util::FutureExt;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::protocols::http::v1::client::http_req_header_to_wire;
 use pingora::protocols::http::HttpTask;
@@ -93,6 +94,8 @@ pub(super) struct UpstreamClient {
     /// next piece, or the framing error found after it (the piece goes to the client first).
     ahead: Option<Result<bytes::Bytes>>,
     keepalive: bool,
+    /// A read error that came right after bytes read in the same `fill`: returned by the next.
+    deferred_error: Option<std::io::Error>,
 }
 
 /// What the `Connection` headers say of keep-alive: `Some(false)` for a `close` token,
@@ -128,6 +131,7 @@ impl UpstreamClient {
             body: None,
             ahead: None,
             keepalive: false,
+            deferred_error: None,
         }
     }
 
@@ -248,10 +252,37 @@ impl UpstreamClient {
             // A buffer of its own for the pieces kept from now on.
             self.buffer = ReadBuffer { id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed), capacity: self.buf.capacity() };
         }
-        let room = self.buf.capacity() - self.buf.len();
-        let n = self.stream.read_buf(&mut self.buf).await?;
+        if let Some(e) = self.deferred_error.take() {
+            return Err(e);
+        }
+        let mut room = self.buf.capacity() - self.buf.len();
+        let mut n = self.stream.read_buf(&mut self.buf).await?;
+        let mut total = n;
         self.buffer_size = next_buffer_size(self.buffer_size, n, room);
-        Ok(n)
+        // A read that filled its room may have left bytes in the socket (a reader behind a
+        // burst): they are read at once into more room, so that an event is not cut in two
+        // pieces (and two chunks to the client) only because the buffer was small. At most
+        // 64 KiB unread (then the next buffer is already the largest).
+        while n == room && self.buf.len() < MAX_BUFFER {
+            self.buf.reserve(self.buffer_size);
+            // The pieces from here on may lie in a new allocation: a buffer of its own.
+            self.buffer = ReadBuffer { id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed), capacity: self.buf.capacity() };
+            room = self.buf.capacity() - self.buf.len();
+            match self.stream.read_buf(&mut self.buf).now_or_never() {
+                Some(Ok(more)) => {
+                    n = more;
+                    total += more;
+                    self.buffer_size = next_buffer_size(self.buffer_size, n, room);
+                }
+                // The bytes read come first; the error is the next read's.
+                Some(Err(e)) => {
+                    self.deferred_error = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        Ok(total)
     }
 
     /// The next part of the answer: a head (informational ones first), a piece of the body with
@@ -666,7 +697,12 @@ mod tests {
         let mut read = 0;
         while read < 60 * event.len() {
             match upstream.read_task().await.unwrap() {
-                HttpTask::Body(Some(piece), false) => read += piece.len(),
+                // Bytes waiting in the socket are read before the buffer is decoded: every event
+                // comes whole, none cut where a small buffer ended.
+                HttpTask::Body(Some(piece), false) => {
+                    assert_eq!(piece, event.as_bytes());
+                    read += piece.len();
+                }
                 other => panic!("{other:?}"),
             }
         }

@@ -251,10 +251,9 @@ pub(crate) async fn stream_client(
         result.failed = true;
         return result;
     }
-    let end: &[u8] = match transport {
-        Transport::Sse => b"\r\n0\r\n\r\n",
-        Transport::WebSocket => CLOSE_FRAME,
-    };
+    // A chunked answer is read without its framing: a relay may cut the upstream's events into
+    // chunks of its own (a read that ended mid-event), and a size line inside a stamp would hide it.
+    let mut dechunk = (transport == Transport::Sse).then(Dechunk::default);
     let mut buf = Vec::with_capacity(16384);
     let mut scanned = 0;
     let mut tmp = vec![0u8; 16384];
@@ -266,7 +265,13 @@ pub(crate) async fn stream_client(
             Ok(n) => n,
         };
         let arrival = now_ns();
-        buf.extend_from_slice(&tmp[..n]);
+        let ended = match &mut dechunk {
+            Some(dechunk) => dechunk.feed(&tmp[..n], &mut buf),
+            None => {
+                buf.extend_from_slice(&tmp[..n]);
+                buf.ends_with(CLOSE_FRAME)
+            }
+        };
         while let Some(i) = buf[scanned..].windows(STAMP_MARKER.len()).position(|w| w == STAMP_MARKER) {
             let at = scanned + i + STAMP_MARKER.len();
             if buf.len() < at + STAMP_DIGITS {
@@ -279,7 +284,7 @@ pub(crate) async fn stream_client(
             }
             scanned = at + STAMP_DIGITS;
         }
-        if buf.ends_with(end) {
+        if ended {
             break;
         }
         // Keep memory flat: drop what was scanned.
@@ -290,6 +295,71 @@ pub(crate) async fn stream_client(
     }
     result.failed = result.latencies_us.len() < events;
     result
+}
+
+/// A chunked answer's body from the bytes on the wire (the head skipped, then each chunk's size
+/// line and its closing CRLF), and whether its last chunk came.
+#[derive(Debug, Default)]
+struct Dechunk {
+    state: DechunkState,
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum DechunkState {
+    #[default]
+    Head,
+    SizeLine,
+    /// This many bytes of the chunk's data still to come.
+    Data(usize),
+    /// This many bytes of the CRLF after a chunk's data still to skip.
+    DataEnd(usize),
+    /// After the last chunk: trailer lines until an empty one.
+    Trailers,
+    Done,
+}
+
+impl Dechunk {
+    /// Appends the body bytes in `wire` to `out`; true once the last chunk has come.
+    fn feed(&mut self, wire: &[u8], out: &mut Vec<u8>) -> bool {
+        let mut rest = wire;
+        while !rest.is_empty() {
+            match self.state {
+                DechunkState::Head | DechunkState::SizeLine | DechunkState::Trailers => {
+                    self.line.push(rest[0]);
+                    rest = &rest[1..];
+                    if self.state == DechunkState::Trailers && self.line.ends_with(b"\n") {
+                        let empty = self.line.len() <= 2;
+                        self.line.clear();
+                        if empty {
+                            self.state = DechunkState::Done;
+                        }
+                    } else if self.state == DechunkState::Head && self.line.ends_with(b"\r\n\r\n") {
+                        self.line.clear();
+                        self.state = DechunkState::SizeLine;
+                    } else if self.state == DechunkState::SizeLine && self.line.ends_with(b"\n") {
+                        let digits: Vec<u8> = self.line.iter().copied().take_while(|b| b.is_ascii_hexdigit()).collect();
+                        let size = usize::from_str_radix(std::str::from_utf8(&digits).unwrap_or("0"), 16).unwrap_or(0);
+                        self.line.clear();
+                        self.state = if size == 0 { DechunkState::Trailers } else { DechunkState::Data(size) };
+                    }
+                }
+                DechunkState::Data(left) => {
+                    let n = left.min(rest.len());
+                    out.extend_from_slice(&rest[..n]);
+                    rest = &rest[n..];
+                    self.state = if n == left { DechunkState::DataEnd(2) } else { DechunkState::Data(left - n) };
+                }
+                DechunkState::DataEnd(left) => {
+                    let n = left.min(rest.len());
+                    rest = &rest[n..];
+                    self.state = if n == left { DechunkState::SizeLine } else { DechunkState::DataEnd(left - n) };
+                }
+                DechunkState::Done => return true,
+            }
+        }
+        self.state == DechunkState::Done
+    }
 }
 
 /// `streams` concurrent streamed requests, their starts spread evenly over one gap so that the
@@ -384,5 +454,36 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
             Ok(0) | Err(_) => return false,
             Ok(n) => buf.extend_from_slice(&tmp[..n]),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The body and the end come out the same however the wire is cut (every cut in two and in
+    /// three), with the relay's chunks cutting the events where they like.
+    #[test]
+    fn a_chunked_body_is_read_without_its_framing_at_every_cut() {
+        let wire: &[u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+7\r\ndata: {\r\n3;x=1\r\n\"a\"\r\n2\r\n}\n\r\nA\r\n\ndata: [DO\r\n4\r\nNE]\n\r\n0\r\n\r\n";
+        let body: &[u8] = b"data: {\"a\"}\n\ndata: [DONE]\n";
+        let run = |pieces: &[&[u8]]| {
+            let (mut dechunk, mut out) = (Dechunk::default(), Vec::new());
+            let ended: Vec<bool> = pieces.iter().map(|p| dechunk.feed(p, &mut out)).collect();
+            (out, ended)
+        };
+        for i in 0..=wire.len() {
+            for j in i..=wire.len() {
+                let (out, ended) = run(&[&wire[..i], &wire[i..j], &wire[j..]]);
+                assert_eq!(out, body, "cut at {i}, {j}");
+                assert!(*ended.last().unwrap(), "cut at {i}, {j}");
+                assert!(!ended[..2].iter().any(|e| *e) || j == wire.len(), "cut at {i}, {j}");
+            }
+        }
+        // Without its last chunk the body has not ended.
+        let (out, ended) = run(&[&wire[..wire.len() - 5]]);
+        assert_eq!(out, body);
+        assert_eq!(ended, [false]);
     }
 }
