@@ -155,25 +155,43 @@ fn start_nginx(bin: &Path, upstream: SocketAddr, core: usize, wrap: &[String]) -
         std::fs::write(&config, nginx_config(dir.path(), port, upstream)).expect("write nginx.conf");
         let mut cmd = pinned(core, bin, wrap);
         cmd.arg("-p").arg(dir.path()).arg("-c").arg(&config).arg("-e").arg("stderr");
-        let mut proc = Proc::spawn(cmd);
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         // nginx prints nothing when it is up: poll until it accepts (or exits).
-        let deadline = std::time::Instant::now() + Duration::from_secs(if wrap.is_empty() { 30 } else { 300 });
-        loop {
-            if std::net::TcpStream::connect(addr).is_ok() {
-                return Running { addr, admin: None, proc: Some(proc), dir: Some(dir) };
-            }
-            if proc.try_wait().is_some() {
-                if proc.stderr().contains("Address already in use") {
-                    break;
-                }
-                panic!("nginx did not start: {}", proc.stderr());
-            }
-            assert!(std::time::Instant::now() < deadline, "nginx not accepting after 30 s: {}", proc.stderr());
-            std::thread::sleep(Duration::from_millis(5));
+        let started = Started { proc: Proc::spawn(cmd), addr: ([127, 0, 0, 1], port).into(), dir, name: "nginx" };
+        if let Some(running) = started.accepting(wrap, Proc::stderr) {
+            return running;
         }
     }
     panic!("nginx could not bind a free port in five tries");
+}
+
+/// A proxy just started on a port of its own.
+struct Started {
+    proc: Proc,
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+    name: &'static str,
+}
+
+impl Started {
+    /// Polls until the proxy accepts: `None` when it exited because its port was taken meanwhile
+    /// (`said` is what it wrote), a panic when it exited for another reason or took too long.
+    fn accepting(mut self, wrap: &[String], said: impl Fn(&Proc) -> String) -> Option<Running> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(if wrap.is_empty() { 30 } else { 300 });
+        loop {
+            if std::net::TcpStream::connect(self.addr).is_ok() {
+                return Some(Running { addr: self.addr, admin: None, proc: Some(self.proc), dir: Some(self.dir) });
+            }
+            if self.proc.try_wait().is_some() {
+                let said = said(&self.proc);
+                if said.contains("in use") {
+                    return None;
+                }
+                panic!("{} did not start: {said}", self.name);
+            }
+            assert!(std::time::Instant::now() < deadline, "{} not accepting in time: {}", self.name, said(&self.proc));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 fn start_agentgateway(bin: &Path, upstream: SocketAddr, core: usize, llm: bool, wrap: &[String]) -> Running {
@@ -186,30 +204,13 @@ fn start_agentgateway(bin: &Path, upstream: SocketAddr, core: usize, llm: bool, 
         // Its log (a line per request, as nginx's access log) goes to a file, not through a pipe
         // read on the load generator's core.
         let log = dir.path().join("agentgateway.log");
-        let mut cmd = Command::new("taskset");
-        cmd.arg("-c").arg(core.to_string()).arg("sh").arg("-c").arg("log=$1; shift; exec \"$@\" >\"$log\" 2>&1");
+        let mut cmd = pinned(core, Path::new("sh"), &[]);
+        cmd.arg("-c").arg("log=$1; shift; exec \"$@\" >\"$log\" 2>&1");
         cmd.arg("sh").arg(&log).args(wrap).arg(bin).arg("-f").arg(&config);
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("OTEL_") {
-                cmd.env_remove(key);
-            }
-        }
-        let mut proc = Proc::spawn(cmd);
-        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-        let deadline = std::time::Instant::now() + Duration::from_secs(if wrap.is_empty() { 30 } else { 300 });
-        loop {
-            if std::net::TcpStream::connect(addr).is_ok() {
-                return Running { addr, admin: None, proc: Some(proc), dir: Some(dir) };
-            }
-            if proc.try_wait().is_some() {
-                let said = std::fs::read_to_string(&log).unwrap_or_default();
-                if said.contains("in use") {
-                    break;
-                }
-                panic!("agentgateway did not start: {said}");
-            }
-            assert!(std::time::Instant::now() < deadline, "agentgateway not accepting in time");
-            std::thread::sleep(Duration::from_millis(5));
+        let started =
+            Started { proc: Proc::spawn(cmd), addr: ([127, 0, 0, 1], port).into(), dir, name: "agentgateway" };
+        if let Some(running) = started.accepting(wrap, |_| std::fs::read_to_string(&log).unwrap_or_default()) {
+            return running;
         }
     }
     panic!("agentgateway could not bind a free port in five tries");
