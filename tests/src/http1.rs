@@ -334,6 +334,19 @@ fn small_buffer_chat(addr: SocketAddr, tokens: &str, extra: &[(&str, &str)]) -> 
     stream
 }
 
+/// Whether `request` holds a whole request: its head and the body its `content-length` names
+/// (none without one), for a test upstream that must read everything before it answers or closes.
+pub fn is_whole_request(request: &[u8]) -> bool {
+    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else { return false };
+    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    request.len() >= end + 4 + length
+}
+
 /// Reads one message head (through the blank line) a byte at a time, so nothing after it is
 /// consumed; fails when the peer closes inside it or the stream's read timeout passes.
 pub fn read_head(stream: &mut TcpStream) -> String {

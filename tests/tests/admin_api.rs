@@ -141,17 +141,7 @@ fn held_upstream() -> (String, std::sync::mpsc::Sender<()>, std::thread::JoinHan
         let mut request = Vec::new();
         let mut buf = [0u8; 4096];
         // The whole request, its body included (its length is the one the test sends).
-        let whole = |request: &[u8]| {
-            let text = String::from_utf8_lossy(request).to_ascii_lowercase();
-            let Some(end) = text.find("\r\n\r\n") else { return false };
-            let length = text
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            request.len() >= end + 4 + length
-        };
-        while !whole(&request) {
+        while !tokentap_e2e::http1::is_whole_request(&request) {
             let n = conn.read(&mut buf).unwrap();
             assert!(n > 0, "the request ended early");
             request.extend_from_slice(&buf[..n]);

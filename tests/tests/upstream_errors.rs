@@ -18,19 +18,7 @@ fn hostile_upstream(head: &'static [u8]) -> std::net::SocketAddr {
             let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(30)));
             let mut request = Vec::new();
             let mut buf = [0u8; 4096];
-            loop {
-                let whole = request.windows(4).position(|w| w == b"\r\n\r\n").is_some_and(|end| {
-                    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
-                    let length = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    request.len() >= end + 4 + length
-                });
-                if whole {
-                    break;
-                }
+            while !http1::is_whole_request(&request) {
                 match conn.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => request.extend_from_slice(&buf[..n]),
