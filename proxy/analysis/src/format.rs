@@ -75,23 +75,41 @@ pub(crate) fn dialect_from_route(hint: Option<&str>, path: &str) -> Option<Diale
     }
 }
 
-/// The framing implied by the response content type, if it is decisive.
+/// The framing implied by the response content type, if it is decisive (read without a copy: the
+/// forwarding path asks it of every answer's head, [`is_event_stream_type`]).
 pub(crate) fn framing_from_content_type(content_type: Option<&str>) -> Option<Framing> {
-    let mime = content_type?.split(';').next()?.trim().to_ascii_lowercase();
-    match mime.as_str() {
-        "text/event-stream" => Some(Framing::Sse),
-        "application/x-ndjson"
-        | "application/ndjson"
-        | "application/jsonl"
-        | "application/x-jsonlines"
-        | "application/jsonlines" => Some(Framing::Ndjson),
-        "application/json" => Some(Framing::Json),
-        m if m.starts_with("application/") && m.ends_with("+json") => Some(Framing::Json),
-        m if m.starts_with("audio/") => Some(Framing::Audio),
-        "application/octet-stream" => Some(Framing::Binary),
-        m if m.starts_with("image/") || m.starts_with("video/") => Some(Framing::Binary),
-        _ => None,
+    let mime = content_type?.split(';').next()?.trim().as_bytes();
+    let is = |t: &str| mime.eq_ignore_ascii_case(t.as_bytes());
+    let starts = |p: &str| mime.len() >= p.len() && mime[..p.len()].eq_ignore_ascii_case(p.as_bytes());
+    let ends = |p: &str| mime.len() >= p.len() && mime[mime.len() - p.len()..].eq_ignore_ascii_case(p.as_bytes());
+    if is("text/event-stream") {
+        Some(Framing::Sse)
+    } else if [
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonlines",
+        "application/jsonlines",
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Some(Framing::Ndjson)
+    } else if is("application/json") || (starts("application/") && ends("+json")) {
+        Some(Framing::Json)
+    } else if starts("audio/") {
+        Some(Framing::Audio)
+    } else if is("application/octet-stream") || starts("image/") || starts("video/") {
+        Some(Framing::Binary)
+    } else {
+        None
     }
+}
+
+/// Whether a response of this content type is a stream of events (server-sent events or JSON
+/// lines), by the types [`framing_from_content_type`] knows.
+pub fn is_event_stream_type(content_type: Option<&str>) -> bool {
+    matches!(framing_from_content_type(content_type), Some(Framing::Sse | Framing::Ndjson))
 }
 
 /// Result of looking at the first body bytes when headers did not settle the framing.
@@ -191,6 +209,18 @@ mod tests {
         assert_eq!(framing_from_content_type(Some("application/x-ndjson")), Some(Framing::Ndjson));
         assert_eq!(framing_from_content_type(Some("audio/mpeg")), Some(Framing::Audio));
         assert_eq!(framing_from_content_type(Some("text/plain")), None);
+        assert_eq!(framing_from_content_type(Some("Text/Event-Stream")), Some(Framing::Sse));
+        assert_eq!(framing_from_content_type(Some(" application/JSONL ; x=1")), Some(Framing::Ndjson));
+        assert_eq!(framing_from_content_type(Some("application/vnd.api+JSON")), Some(Framing::Json));
+        assert_eq!(framing_from_content_type(Some("application/+json")), Some(Framing::Json));
+        assert_eq!(framing_from_content_type(Some("Image/png")), Some(Framing::Binary));
+        assert_eq!(framing_from_content_type(Some("application/jso")), None);
+        assert_eq!(framing_from_content_type(Some("é/json")), None);
+        assert_eq!(framing_from_content_type(None), None);
+        assert!(is_event_stream_type(Some("text/event-stream; charset=utf-8")));
+        assert!(is_event_stream_type(Some("application/x-ndjson")));
+        assert!(!is_event_stream_type(Some("application/json")));
+        assert!(!is_event_stream_type(None));
     }
 
     #[test]

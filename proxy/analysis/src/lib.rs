@@ -61,7 +61,7 @@ pub use analyzer::{AnalysisLimits, RequestTiming, StreamAnalyzer, StreamContext}
 pub use conversation::LastInput;
 pub use distribution::{percentile, Distribution};
 pub use event::{EventClass, EventCounts};
-pub use format::{Dialect, StreamFormat};
+pub use format::{is_event_stream_type, Dialect, StreamFormat};
 pub use request::{analyze_request, RequestInfo, SpeechRequest, TranscriptionRequest, SPEECH_TO_TEXT, TEXT_TO_SPEECH};
 pub use server_timing::{ServerMark, ServerTiming, ServerTimingSource};
 pub use tokens::{count_tokens, load_encoding};

@@ -240,6 +240,9 @@ impl UpstreamClient {
     /// One read into the buffer (a new buffer when the current one has less than a quarter of its
     /// room left, or less than [`MIN_ROOM`]), and the next buffer's size from what the read filled.
     async fn fill(&mut self) -> std::io::Result<usize> {
+        if let Some(e) = self.deferred_error.take() {
+            return Err(e);
+        }
         let room = self.buf.capacity() - self.buf.len();
         if room < (self.buffer.capacity / 4).max(MIN_ROOM) {
             if self.buf.is_empty() && self.buffer_size < self.buffer.capacity {
@@ -251,9 +254,6 @@ impl UpstreamClient {
             }
             // A buffer of its own for the pieces kept from now on.
             self.buffer = ReadBuffer { id: NEXT_BUFFER.fetch_add(1, Ordering::Relaxed), capacity: self.buf.capacity() };
-        }
-        if let Some(e) = self.deferred_error.take() {
-            return Err(e);
         }
         let mut room = self.buf.capacity() - self.buf.len();
         let mut n = self.stream.read_buf(&mut self.buf).await?;
@@ -417,18 +417,15 @@ impl UpstreamClient {
 fn first_body_buffer(framing: Framing, headers: &http::HeaderMap, size: usize) -> usize {
     match framing {
         Framing::Length(length) => usize::try_from(length).unwrap_or(MAX_BUFFER).clamp(MIN_BUFFER, MAX_BUFFER),
-        Framing::Chunked | Framing::UntilClose if is_event_stream(headers) => MIN_BUFFER,
+        Framing::Chunked | Framing::UntilClose
+            if tokentap_analysis::is_event_stream_type(
+                headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            ) =>
+        {
+            MIN_BUFFER
+        }
         Framing::Chunked | Framing::UntilClose => size,
     }
-}
-
-/// Whether the answer's type is a stream of small events: `text/event-stream` or JSON lines.
-fn is_event_stream(headers: &http::HeaderMap) -> bool {
-    let Some(value) = headers.get(http::header::CONTENT_TYPE) else { return false };
-    let media = value.as_bytes().split(|b| *b == b';').next().unwrap_or_default().trim_ascii();
-    [&b"text/event-stream"[..], b"application/x-ndjson", b"application/jsonl", b"application/json-seq"]
-        .iter()
-        .any(|t| media.eq_ignore_ascii_case(t))
 }
 
 /// The next read buffer's size after a read of `read` bytes into `room`: doubled when the read
